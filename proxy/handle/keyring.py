@@ -1,0 +1,270 @@
+"""AES-256-GCM key ring that seals and unseals opaque tokens, and key loading.
+
+Token = base64url, no padding, of ``version (1) || kid (8 ascii) || nonce (12) || ciphertext+tag``;
+the associated data is ``version || kid``. The first key of a ring seals, every key unseals.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import os
+import re
+import stat
+from collections.abc import Container, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+__all__ = [
+    "MAX_TOKEN_CHARS",
+    "HandleError",
+    "Key",
+    "KeyLoadError",
+    "KeyRing",
+    "derive_kid",
+    "generate_key_b64",
+    "load_keys",
+    "parse_key",
+]
+
+SECRET_LEN = 32
+KID_LEN = 8
+NONCE_LEN = 12
+TAG_LEN = 16
+HEADER_LEN = 1 + KID_LEN
+MIN_TOKEN_BYTES = HEADER_LEN + NONCE_LEN + TAG_LEN
+MAX_TOKEN_CHARS = 4096
+_MAX_KEY_FILE_BYTES = 1024
+
+_B64URL = re.compile(r"[A-Za-z0-9_-]*")
+_B64ANY = re.compile(r"[A-Za-z0-9+/_-]+={0,2}")
+
+
+class HandleError(Exception):
+    """A token or its claims were rejected; ``reason`` is a short machine-readable code."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class KeyLoadError(Exception):
+    """A key could not be loaded; names the source and the reason, never the key text."""
+
+    def __init__(self, source: str, reason: str) -> None:
+        super().__init__(source, reason)
+        self.source = source
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return f"key from {self.source}: {self.reason}"
+
+
+def derive_kid(secret: bytes) -> str:
+    """Key id: first 8 chars of base64url(sha256(b"mrtr-proxy kid" + secret))."""
+    digest = hashlib.sha256(b"mrtr-proxy kid" + secret).digest()
+    return base64.urlsafe_b64encode(digest)[:KID_LEN].decode("ascii")
+
+
+@dataclass(frozen=True)
+class Key:
+    """A 32-byte AES-256-GCM key and its derived id. ``repr`` never shows the secret."""
+
+    kid: str
+    secret: bytes = field(repr=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.secret, bytes) or len(self.secret) != SECRET_LEN:
+            raise ValueError(f"key secret must be exactly {SECRET_LEN} bytes")
+        if self.kid != derive_kid(self.secret):
+            raise ValueError("kid does not match the key material")
+
+    @classmethod
+    def from_secret(cls, secret: bytes) -> Key:
+        return cls(derive_kid(secret), secret)
+
+    @classmethod
+    def generate(cls) -> Key:
+        return cls.from_secret(os.urandom(SECRET_LEN))
+
+    def __repr__(self) -> str:
+        return f"Key(kid={self.kid!r})"
+
+
+class KeyRing:
+    """Ordered keys: the first seals, all unseal. One AESGCM object per key, built once."""
+
+    __slots__ = ("_aeads", "_keys", "_seal_aead", "_seal_kid")
+
+    def __init__(self, keys: Sequence[Key]) -> None:
+        if not keys:
+            raise ValueError("a key ring needs at least one key")
+        aeads: dict[bytes, AESGCM] = {}
+        for key in keys:
+            kid = key.kid.encode("ascii")
+            if kid in aeads:
+                raise ValueError(f"duplicate key id {key.kid!r}")
+            aeads[kid] = AESGCM(key.secret)
+        self._keys = tuple(keys)
+        self._aeads = aeads
+        self._seal_kid = keys[0].kid.encode("ascii")
+        self._seal_aead = aeads[self._seal_kid]
+
+    @classmethod
+    def ephemeral(cls) -> KeyRing:
+        """A ring with one random key (single replica, handles die with the process)."""
+        return cls([Key.generate()])
+
+    @property
+    def kids(self) -> tuple[str, ...]:
+        return tuple(k.kid for k in self._keys)
+
+    def __repr__(self) -> str:
+        return f"KeyRing(kids={list(self.kids)!r})"
+
+    def seal(self, plaintext: bytes, *, version: int) -> str:
+        """Encrypt and authenticate ``plaintext``; raises ValueError if the token would be too long."""
+        if not 0 <= version <= 255:
+            raise ValueError("version must fit in one byte")
+        header = bytes((version,)) + self._seal_kid
+        nonce = os.urandom(NONCE_LEN)
+        sealed = header + nonce + self._seal_aead.encrypt(nonce, plaintext, header)
+        token = base64.urlsafe_b64encode(sealed).rstrip(b"=").decode("ascii")
+        if len(token) > MAX_TOKEN_CHARS:
+            raise ValueError(f"sealed token is {len(token)} chars, over the {MAX_TOKEN_CHARS} cap")
+        return token
+
+    def unseal(self, token: str, *, versions: Container[int] = (1,)) -> tuple[int, bytes]:
+        """Return ``(version, plaintext)``; anything wrong raises HandleError and nothing else."""
+        raw = _b64url_decode(token)
+        if len(raw) < MIN_TOKEN_BYTES:
+            raise HandleError("too_short")
+        version = raw[0]
+        if version not in versions:
+            raise HandleError("unknown_version")
+        header = raw[:HEADER_LEN]
+        aead = self._aeads.get(raw[1:HEADER_LEN])
+        if aead is None:
+            raise HandleError("unknown_key")
+        nonce = raw[HEADER_LEN : HEADER_LEN + NONCE_LEN]
+        plaintext: bytes | None
+        try:
+            plaintext = aead.decrypt(nonce, raw[HEADER_LEN + NONCE_LEN :], header)
+        except InvalidTag:
+            plaintext = None
+        if plaintext is None:
+            raise HandleError("auth_failed")
+        return version, plaintext
+
+
+def _b64url_decode(token: object) -> bytes:
+    """Strict, canonical base64url without padding."""
+    if not isinstance(token, str):
+        raise HandleError("malformed")
+    if len(token) > MAX_TOKEN_CHARS:
+        raise HandleError("too_long")
+    if not token.isascii() or not _B64URL.fullmatch(token) or len(token) % 4 == 1:
+        raise HandleError("malformed")
+    raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+    # Reject non-zero unused trailing bits so that each token has exactly one spelling.
+    if base64.urlsafe_b64encode(raw).rstrip(b"=") != token.encode("ascii"):
+        raise HandleError("malformed")
+    return raw
+
+
+# --- key loading -------------------------------------------------------------------------------
+
+
+def generate_key_b64() -> str:
+    """A fresh random key as base64url without padding (43 chars), for ``mrtr-proxy keygen``."""
+    return base64.urlsafe_b64encode(os.urandom(SECRET_LEN)).rstrip(b"=").decode("ascii")
+
+
+def parse_key(text: str | bytes, source: str) -> Key:
+    """Parse one base64 (standard or url-safe, padding optional) 32-byte key."""
+    if isinstance(text, bytes):
+        if not text.isascii():
+            raise KeyLoadError(source, "not base64 (non-ASCII content)")
+        text = text.decode("ascii")
+    s = text.strip()
+    if not s:
+        raise KeyLoadError(source, "empty")
+    if not s.isascii() or not _B64ANY.fullmatch(s):
+        raise KeyLoadError(source, "not base64")
+    s = s.rstrip("=").replace("-", "+").replace("_", "/")
+    secret: bytes | None
+    try:
+        secret = base64.b64decode(s + "=" * (-len(s) % 4), validate=True)
+    except (binascii.Error, ValueError):
+        secret = None
+    if secret is None:
+        raise KeyLoadError(source, "not base64")
+    if len(secret) != SECRET_LEN:
+        raise KeyLoadError(source, f"decodes to {len(secret)} bytes, need {SECRET_LEN}")
+    return Key.from_secret(secret)
+
+
+def _read_key_file(path: Path) -> Key:
+    source = str(path)
+    try:
+        with path.open("rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                raise KeyLoadError(source, "not a regular file")
+            data = fh.read(_MAX_KEY_FILE_BYTES + 1)
+    except OSError as exc:
+        raise KeyLoadError(source, f"cannot read ({exc.strerror or type(exc).__name__})") from None
+    if len(data) > _MAX_KEY_FILE_BYTES:
+        raise KeyLoadError(source, "file too large for a key")
+    return parse_key(data, source)
+
+
+def _dir_key_files(directory: Path) -> list[Path]:
+    """Regular files of a directory (symlinks followed), sorted by name, dotfiles skipped."""
+    source = str(directory)
+    try:
+        names = sorted(entry.name for entry in os.scandir(directory))
+    except OSError as exc:
+        raise KeyLoadError(source, f"cannot list ({exc.strerror or type(exc).__name__})") from None
+    files: list[Path] = []
+    for name in names:
+        if name.startswith("."):
+            continue  # dotfiles and the ..data / ..<timestamp> entries of a k8s Secret mount
+        path = directory / name
+        if path.is_file():
+            files.append(path)
+        elif path.is_symlink() and not path.exists():
+            raise KeyLoadError(str(path), "broken symlink")
+    if not files:
+        raise KeyLoadError(source, "no key files in directory")
+    return files
+
+
+def load_keys(
+    files: Sequence[Path] = (),
+    dirs: Sequence[Path] = (),
+    env: Mapping[str, str] | None = None,
+    env_vars: Sequence[str] = (),
+) -> list[Key]:
+    """Load keys: ``files`` in order, then each of ``dirs`` (files sorted by name), then ``env_vars``.
+
+    Unset or empty env vars are skipped. The same key seen twice is kept once (first position).
+    The result may be empty if nothing was configured; ``KeyRing`` rejects an empty list.
+    """
+    environ: Mapping[str, str] = os.environ if env is None else env
+    found: list[Key] = []
+    for path in files:
+        found.append(_read_key_file(Path(path)))
+    for directory in dirs:
+        found.extend(_read_key_file(p) for p in _dir_key_files(Path(directory)))
+    for name in env_vars:
+        value = environ.get(name)
+        if value and value.strip():
+            found.append(parse_key(value, f"env var {name}"))
+    unique: dict[str, Key] = {}
+    for key in found:
+        unique.setdefault(key.kid, key)
+    return list(unique.values())

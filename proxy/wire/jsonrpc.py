@@ -1,0 +1,159 @@
+"""JSON-RPC 2.0 envelopes: parsed once at the boundary into frozen dataclasses.
+
+Params and results stay plain JSON mappings: the proxy relays them, it does not model every MCP type.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+RequestId = str | int
+JSONObject = Mapping[str, Any]
+
+# JSON-RPC 2.0
+PARSE_ERROR: Final = -32700
+INVALID_REQUEST: Final = -32600
+METHOD_NOT_FOUND: Final = -32601
+INVALID_PARAMS: Final = -32602
+INTERNAL_ERROR: Final = -32603
+# MCP 2026-07-28
+HEADER_MISMATCH: Final = -32020
+MISSING_CLIENT_CAPABILITY: Final = -32021
+UNSUPPORTED_PROTOCOL_VERSION: Final = -32022
+# mrtr-proxy's own, outside the range JSON-RPC and MCP reserve (-32768 … -32000)
+UPSTREAM_FAILED: Final = -31001
+CALL_LOST: Final = -31002
+LIMIT_EXCEEDED: Final = -31003
+UPSTREAM_TIMEOUT: Final = -31004
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    id: RequestId
+    method: str
+    params: JSONObject
+
+
+@dataclass(frozen=True, slots=True)
+class Notification:
+    method: str
+    params: JSONObject
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    id: RequestId
+    result: JSONObject
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorObject:
+    code: int
+    message: str
+    data: Any = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            out["data"] = self.data
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Error:
+    id: RequestId | None
+    error: ErrorObject
+
+
+Message = Request | Notification | Result | Error
+Response = Result | Error
+
+
+class InvalidMessage(ValueError):
+    """A payload that is not one JSON-RPC 2.0 message. `code` is the JSON-RPC error to answer with."""
+
+    def __init__(self, code: int, message: str, request_id: RequestId | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.request_id = request_id
+
+
+def _is_id(value: object) -> bool:
+    return isinstance(value, str | int) and not isinstance(value, bool)
+
+
+def parse_message(obj: object) -> Message:
+    """Classify one decoded JSON value as a JSON-RPC message, strictly."""
+    if not isinstance(obj, dict):
+        raise InvalidMessage(
+            INVALID_REQUEST, "A JSON-RPC message must be a JSON object (batches are not supported)"
+        )
+    raw_id = obj.get("id")
+    rid: RequestId | None = raw_id if _is_id(raw_id) else None
+    if obj.get("jsonrpc") != "2.0":
+        raise InvalidMessage(INVALID_REQUEST, 'The "jsonrpc" member must be exactly "2.0"', rid)
+    if "id" in obj and raw_id is not None and rid is None:
+        raise InvalidMessage(INVALID_REQUEST, 'The "id" member must be a string or an integer', None)
+    if "method" in obj:
+        method = obj["method"]
+        if not isinstance(method, str) or not method:
+            raise InvalidMessage(INVALID_REQUEST, 'The "method" member must be a non-empty string', rid)
+        params = obj.get("params", {})
+        if params is None:
+            params = {}
+        if not isinstance(params, dict):
+            raise InvalidMessage(INVALID_REQUEST, 'The "params" member must be an object', rid)
+        if "id" not in obj:
+            return Notification(method, params)
+        if rid is None:
+            raise InvalidMessage(INVALID_REQUEST, 'The "id" member must be a string or an integer', None)
+        return Request(rid, method, params)
+    if "result" in obj:
+        if rid is None:
+            raise InvalidMessage(INVALID_REQUEST, "A response needs a string or integer id")
+        result = obj["result"]
+        if not isinstance(result, dict):
+            raise InvalidMessage(INVALID_REQUEST, 'The "result" member must be an object', rid)
+        return Result(rid, result)
+    if "error" in obj:
+        err = obj["error"]
+        if not isinstance(err, dict):
+            raise InvalidMessage(INVALID_REQUEST, 'The "error" member must be an object', rid)
+        code, message = err.get("code"), err.get("message")
+        if not isinstance(code, int) or isinstance(code, bool) or not isinstance(message, str):
+            raise InvalidMessage(INVALID_REQUEST, "An error needs an integer code and a string message", rid)
+        return Error(rid, ErrorObject(code, message, err.get("data")))
+    raise InvalidMessage(INVALID_REQUEST, "Not a request, notification or response", rid)
+
+
+def decode(payload: bytes | str) -> Message:
+    """Parse JSON text into a message; malformed JSON raises InvalidMessage(PARSE_ERROR)."""
+    try:
+        obj = json.loads(payload)
+    except (ValueError, RecursionError) as exc:
+        raise InvalidMessage(PARSE_ERROR, f"Parse error: {type(exc).__name__}") from None
+    return parse_message(obj)
+
+
+def to_json(msg: Message) -> dict[str, Any]:
+    match msg:
+        case Request(id=rid, method=method, params=params):
+            return {"jsonrpc": "2.0", "id": rid, "method": method, "params": params}
+        case Notification(method=method, params=params):
+            return {"jsonrpc": "2.0", "method": method, "params": params}
+        case Result(id=rid, result=result):
+            return {"jsonrpc": "2.0", "id": rid, "result": result}
+        case Error(id=rid, error=error):
+            return {"jsonrpc": "2.0", "id": rid, "error": error.to_json()}
+    raise TypeError(type(msg).__name__)  # pragma: no cover
+
+
+def dumps(msg: Message) -> bytes:
+    return json.dumps(to_json(msg), separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def error(rid: RequestId | None, code: int, message: str, data: Any = None) -> Error:
+    return Error(rid, ErrorObject(code, message, data))

@@ -1,0 +1,42 @@
+"""MCP constants shared by every layer: protocol eras, methods, `_meta` keys, result types."""
+
+from __future__ import annotations
+
+from typing import Final
+
+MODERN_VERSION: Final = "2026-07-28"
+MODERN_VERSIONS: Final = (MODERN_VERSION,)
+LEGACY_VERSIONS: Final = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")  # newest first
+
+META_PROTOCOL_VERSION: Final = "io.modelcontextprotocol/protocolVersion"
+META_CLIENT_INFO: Final = "io.modelcontextprotocol/clientInfo"
+META_CLIENT_CAPABILITIES: Final = "io.modelcontextprotocol/clientCapabilities"
+META_SERVER_INFO: Final = "io.modelcontextprotocol/serverInfo"
+
+RESULT_COMPLETE: Final = "complete"
+RESULT_INPUT_REQUIRED: Final = "input_required"
+
+# Client requests that may answer with InputRequiredResult (SEP-2322: these and no other).
+MRTR_METHODS: Final = frozenset({"tools/call", "prompts/get", "resources/read"})
+# Client requests relayed to the upstream as they are.
+FORWARDED_METHODS: Final = frozenset(
+    {
+        "tools/list",
+        "prompts/list",
+        "resources/list",
+        "resources/templates/list",
+        "completion/complete",
+    }
+)
+# Requests whose Mcp-Name header mirrors params.name or params.uri.
+NAMED_METHODS: Final = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+
+# Server → client requests a legacy server may send mid-call, and what capability each needs.
+ELICIT: Final = "elicitation/create"
+SAMPLE: Final = "sampling/createMessage"
+ROOTS: Final = "roots/list"
+PING: Final = "ping"
+INPUT_REQUEST_METHODS: Final = frozenset({ELICIT, SAMPLE, ROOTS})
+
+CANCELLED: Final = "notifications/cancelled"
+INITIALIZED: Final = "notifications/initialized"

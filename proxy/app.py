@@ -1,0 +1,177 @@
+"""`create_app(config)`: wires the layers together with typed AppKeys; resources live in cleanup contexts."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import AsyncIterator, Callable, Mapping
+
+import aiohttp
+import structlog
+from aiohttp import web
+
+from proxy.calls.registry import CallRegistry
+from proxy.calls.service import CallService, CallSettings
+from proxy.config import Config, UpstreamConfig
+from proxy.front.modern import ModernFront
+from proxy.handle import HandleCodec, KeyRing, load_keys
+from proxy.pool import PoolKey, SessionFactory, SessionPool
+from proxy.upstream.base import UpstreamSession
+from proxy.upstream.streamable_http import SessionSettings, StreamableHttpSession
+from proxy.wire import jsonrpc, mcp
+
+log = structlog.get_logger(__name__)
+
+CONFIG = web.AppKey("config", Config)
+CODEC = web.AppKey("codec", HandleCodec)
+POOLS = web.AppKey("pools", Mapping[str, SessionPool])
+FRONT = web.AppKey("front", ModernFront)
+CALLS = web.AppKey("calls", CallService)
+HTTP = web.AppKey("http", aiohttp.ClientSession)
+HOUSEKEEPING_INTERVAL = 1.0
+
+
+def key_ring(config: Config, environ: Mapping[str, str] | None = None) -> KeyRing:
+    """The configured key ring; with no key configured, an ephemeral one (handles die with the process)."""
+    keys = load_keys(
+        files=config.keys.files,
+        dirs=config.keys.dirs,
+        env=os.environ if environ is None else environ,
+        env_vars=config.keys.env,
+    )
+    if keys:
+        return KeyRing(keys)
+    log.warning(
+        "keys.ephemeral",
+        hint="no key configured: parked calls cannot survive a restart or move "
+        "between replicas; run `mrtr-proxy keygen` and configure keys.files/dirs/env",
+    )
+    return KeyRing.ephemeral()
+
+
+def no_call_answer(upstream: UpstreamConfig) -> Callable[[jsonrpc.Request], jsonrpc.Response]:
+    roots = [{"uri": r.uri, **({"name": r.name} if r.name else {})} for r in upstream.static_roots]
+
+    def answer(req: jsonrpc.Request) -> jsonrpc.Response:
+        """A server request with no call in flight (SEP-2260): only ping and static roots are answered."""
+        if req.method == mcp.PING:
+            return jsonrpc.Result(req.id, {})
+        if req.method == mcp.ROOTS and roots:
+            return jsonrpc.Result(req.id, {"roots": roots})
+        return jsonrpc.error(
+            req.id,
+            jsonrpc.INVALID_PARAMS,
+            f"{req.method} is only answered during a client request (no call is in flight)",
+        )
+
+    return answer
+
+
+def session_factory(upstream: UpstreamConfig, http: aiohttp.ClientSession) -> SessionFactory:
+    if upstream.transport != "streamable-http" or upstream.url is None:
+        raise NotImplementedError(f"transport {upstream.transport!r} is not available yet")
+    url, answer = upstream.url, no_call_answer(upstream)
+
+    async def open_session(key: PoolKey) -> UpstreamSession:
+        settings = SessionSettings(
+            url=url,
+            versions=upstream.protocol_versions,
+            capabilities=key.capabilities.legacy(upstream.protocol_versions[0]),
+            headers={**upstream.headers, **dict(key.forwarded)},
+            initialize_timeout=upstream.timeouts.initialize_s,
+        )
+        session = StreamableHttpSession(http, settings, answer)
+        try:
+            await session.open()
+        except BaseException:
+            await session.close()
+            raise
+        return session
+
+    return open_session
+
+
+def create_app(config: Config, *, ring: KeyRing | None = None) -> web.Application:
+    app = web.Application(client_max_size=config.front.max_body_bytes)
+    app[CONFIG] = config
+    app[CODEC] = HandleCodec(ring or key_ring(config))
+    app.cleanup_ctx.append(_upstreams)
+    app.cleanup_ctx.append(_housekeeping)
+    app.router.add_route("*", "/mcp", _mcp)
+    app.router.add_route("*", "/servers/{upstream}/mcp", _mcp)
+    app.router.add_get("/healthz", _healthz)
+    app.router.add_get("/readyz", _readyz)
+    return app
+
+
+async def _upstreams(app: web.Application) -> AsyncIterator[None]:
+    """One HTTP client, one session pool per upstream, and the call service over them."""
+    config = app[CONFIG]
+    http = aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=0, limit_per_host=0),
+        timeout=aiohttp.ClientTimeout(
+            total=None, sock_connect=max(u.timeouts.connect_s for u in config.upstreams)
+        ),
+    )
+    app[HTTP] = http
+    pools = {
+        up.name: SessionPool(
+            up.name, session_factory(up, http), max_sessions=up.pool.max_sessions, idle_ttl=up.pool.idle_ttl_s
+        )
+        for up in config.upstreams
+    }
+    app[POOLS] = pools
+    calls = config.calls
+    app[CALLS] = CallService(
+        pools,
+        app[CODEC],
+        CallRegistry(max_calls=calls.max_parked, max_per_principal=calls.max_parked_per_principal),
+        CallSettings(
+            gather_window=calls.gather_window_ms / 1000,
+            parked_ttl=calls.parked_ttl_s,
+            call_timeout=calls.call_timeout_s,
+            owner=config.replica_address,
+        ),
+    )
+    app[FRONT] = ModernFront(config.front, {u.name: u for u in config.upstreams}, pools, app[CALLS])
+    try:
+        yield
+    finally:
+        await app[CALLS].close()
+        await asyncio.gather(*(p.close() for p in pools.values()), return_exceptions=True)
+        await http.close()
+
+
+async def _mcp(request: web.Request) -> web.StreamResponse:
+    return await request.app[FRONT].handle(request)
+
+
+async def _housekeeping(app: web.Application) -> AsyncIterator[None]:
+    """Reap parked calls past their TTL and idle upstream sessions, once a second."""
+
+    async def loop() -> None:
+        while True:
+            await asyncio.sleep(HOUSEKEEPING_INTERVAL)
+            try:
+                await app[CALLS].reap_expired()
+                for pool in app[POOLS].values():
+                    pool.reap_idle()
+            except Exception:
+                log.exception("housekeeping.failed")
+
+    task = asyncio.create_task(loop(), name="housekeeping")
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def _healthz(_: web.Request) -> web.Response:
+    return web.json_response({"status": "ok"})
+
+
+async def _readyz(request: web.Request) -> web.Response:
+    return web.json_response({"status": "ready", "parked_calls": request.app[CALLS].registry.parked_count})

@@ -1,0 +1,284 @@
+"""Runs `tools/call`, `prompts/get` and `resources/read` on a legacy upstream as MRTR rounds.
+
+`start` sends the call upstream on a session of its own and drives it until it completes or the upstream
+asks for input; then the live call is parked and the client gets `input_required` with a sealed handle.
+`resume` unseals the handle, checks it against the retry, answers the parked legacy requests and drives on.
+A call is never re-sent upstream: it resumes, or it fails with a clear error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from proxy.calls.registry import CallBusy, CallRegistry, LimitExceeded, LiveCall
+from proxy.handle import Claims, HandleCodec, HandleError, target_digest
+from proxy.pool import PoolExhausted, PoolKey, SessionPool
+from proxy.translate.exchange import Exchange
+from proxy.translate.validate import invalid_input_response
+from proxy.upstream.base import TransportLost, UpstreamError
+from proxy.wire import jsonrpc, mcp
+from proxy.wire.jsonrpc import ErrorObject
+
+log = structlog.get_logger(__name__)
+
+NotificationSink = Callable[[jsonrpc.Notification], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class Completed:
+    response: jsonrpc.Response  # the upstream's own answer (result or JSON-RPC error)
+
+
+@dataclass(frozen=True, slots=True)
+class NeedsInput:
+    input_requests: Mapping[str, Mapping[str, Any]]
+    request_state: str
+    round: int
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    error: ErrorObject
+
+
+Outcome = Completed | NeedsInput | Failed
+
+
+class InvalidRequestState(Exception):
+    """The retry's requestState must be refused. `reason` is for the log only, never the wire."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class CallSettings:
+    gather_window: float
+    parked_ttl: float
+    call_timeout: float
+    owner: str
+
+
+@dataclass(frozen=True, slots=True)
+class CallRequest:
+    """One MRTR-capable client request, as the front parsed it."""
+
+    upstream: str
+    method: str
+    params: Mapping[str, Any]  # as the client sent them, less inputResponses/requestState/modern _meta
+    key: PoolKey
+    principal: str
+
+
+class CallService:
+    def __init__(
+        self,
+        pools: Mapping[str, SessionPool],
+        codec: HandleCodec,
+        registry: CallRegistry,
+        settings: CallSettings,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._pools = pools
+        self._codec = codec
+        self._registry = registry
+        self._settings = settings
+        self._clock = clock
+
+    @property
+    def registry(self) -> CallRegistry:
+        return self._registry
+
+    async def start(self, req: CallRequest, notify: NotificationSink | None = None) -> Outcome:
+        pool = self._pools[req.upstream]
+        try:
+            self._registry.admit(req.principal)
+            session = await pool.acquire(req.key)
+        except (LimitExceeded, PoolExhausted) as exc:
+            return Failed(ErrorObject(jsonrpc.LIMIT_EXCEEDED, f"Too many calls: {exc}"))
+        except UpstreamError as exc:
+            return Failed(
+                ErrorObject(jsonrpc.UPSTREAM_FAILED, f"Upstream {req.upstream!r} unavailable: {exc}")
+            )
+        call = LiveCall(
+            id=secrets.token_urlsafe(12),
+            upstream=req.upstream,
+            method=req.method,
+            principal=req.principal,
+            target=target_digest(req.method, req.params),
+            key=req.key,
+            session=session,
+            exchange=Exchange(req.key.capabilities),
+            inbox=asyncio.Queue(),
+        )
+        try:
+            self._registry.add(call)
+        except LimitExceeded as exc:
+            pool.release(req.key, session, reusable=True)
+            return Failed(ErrorObject(jsonrpc.LIMIT_EXCEEDED, f"Too many calls: {exc}"))
+        call.upstream_id = await session.call(req.method, req.params, call.inbox)
+        return await self._drive(call, notify)
+
+    async def resume(
+        self,
+        req: CallRequest,
+        request_state: str,
+        responses: Mapping[str, Any],
+        notify: NotificationSink | None = None,
+    ) -> Outcome:
+        """Continue the parked call `request_state` names. Raises InvalidRequestState for a bad handle."""
+        try:
+            claims = self._codec.open(request_state)
+            self._codec.verify(
+                claims,
+                upstream=req.upstream,
+                principal=req.principal,
+                target=target_digest(req.method, req.params),
+            )
+        except HandleError as exc:
+            raise InvalidRequestState(exc.reason) from None
+        call = self._registry.get(claims.call)
+        if call is None:
+            return Failed(_lost())
+        self._check_current(call, claims)
+        for key, pending in call.exchange.pending.items():
+            if key in responses and (problem := invalid_input_response(pending.method, responses[key])):
+                return Failed(ErrorObject(jsonrpc.INVALID_PARAMS, f"inputResponses[{key!r}] {problem}"))
+        try:
+            self._registry.take(call)
+        except CallBusy:
+            raise InvalidRequestState("round_in_progress") from None
+        try:
+            for reply in call.exchange.accept(responses):
+                await call.session.send(reply.message())
+        except UpstreamError as exc:
+            await self._abandon(call, "could not deliver the client's input")
+            return Failed(_upstream_failed(f"could not deliver the input: {exc}"))
+        return await self._drive(call, notify)
+
+    async def reap_expired(self) -> int:
+        """Cancel parked calls whose client never came back; the upstream is told."""
+        expired = self._registry.expired()
+        for call in expired:
+            log.info("call.reaped", call=call.id, upstream=call.upstream, round=call.exchange.round)
+            await self._abandon(call, "the client did not answer in time")
+        return len(expired)
+
+    async def close(self) -> None:
+        for call in self._registry:
+            await self._abandon(call, "the proxy is shutting down")
+
+    # -- internals ----------------------------------------------------------------------------------------
+
+    def _check_current(self, call: LiveCall, claims: Claims) -> None:
+        pending_ids = {k: p.legacy_id for k, p in call.exchange.pending.items()}
+        if claims.round != call.exchange.round or dict(claims.pending) != pending_ids:
+            raise InvalidRequestState("stale_round")
+        if claims.session != (call.session.session_id or "") or claims.principal != call.principal:
+            raise InvalidRequestState("call_mismatch")
+
+    async def _drive(self, call: LiveCall, notify: NotificationSink | None) -> Outcome:
+        loop = asyncio.get_running_loop()
+        round_deadline = loop.time() + self._settings.call_timeout
+        window_deadline: float | None = None
+        try:
+            while True:
+                if call.exchange.has_pending and window_deadline is None:
+                    window_deadline = loop.time() + self._settings.gather_window
+                deadline = round_deadline if window_deadline is None else min(window_deadline, round_deadline)
+                try:
+                    async with asyncio.timeout_at(deadline):
+                        item = await call.inbox.get()
+                except TimeoutError:
+                    if window_deadline is not None and loop.time() >= window_deadline:
+                        return self._park(call)
+                    await self._abandon(call, "the upstream did not answer in time")
+                    return Failed(
+                        ErrorObject(
+                            jsonrpc.UPSTREAM_TIMEOUT,
+                            f"Upstream did not answer within {self._settings.call_timeout:g}s; "
+                            "the call was cancelled upstream",
+                        )
+                    )
+                match item:
+                    case jsonrpc.Result() | jsonrpc.Error():
+                        self._finish(call, reusable=True)
+                        return Completed(item)
+                    case jsonrpc.Request():
+                        reply = call.exchange.on_server_request(item)
+                        if reply is not None:
+                            await call.session.send(reply.message())
+                    case jsonrpc.Notification():
+                        if notify is not None:
+                            await notify(item)
+                    case TransportLost(reason=reason):
+                        self._finish(call, reusable=False)
+                        return Failed(_upstream_failed(reason))
+        except UpstreamError as exc:
+            await self._abandon(call, str(exc))
+            return Failed(_upstream_failed(str(exc)))
+        except BaseException:
+            await asyncio.shield(self._abandon(call, "the client went away"))
+            raise
+
+    def _park(self, call: LiveCall) -> NeedsInput:
+        rnd = call.exchange.open_round()
+        now = int(self._clock())
+        claims = Claims(
+            upstream=call.upstream,
+            session=call.session.session_id or "",
+            call=call.id,
+            round=rnd.round,
+            pending=rnd.pending_ids,
+            owner=self._settings.owner,
+            principal=call.principal,
+            target=call.target,
+            issued_at=now,
+            expires_at=now + int(self._settings.parked_ttl),
+            last_event=call.session.last_event_id,
+        )
+        self._registry.park(call, self._settings.parked_ttl)
+        return NeedsInput(rnd.input_requests, self._codec.seal(claims), rnd.round)
+
+    def _finish(self, call: LiveCall, *, reusable: bool) -> None:
+        call.session.end_call()
+        self._registry.remove(call)
+        self._pools[call.upstream].release(call.key, call.session, reusable=reusable)
+
+    async def _abandon(self, call: LiveCall, reason: str) -> None:
+        """Give up on a call: answer its pending requests, tell the upstream, drop the session."""
+        if self._registry.get(call.id) is None:
+            return
+        self._registry.remove(call)
+        with contextlib.suppress(UpstreamError, TimeoutError):
+            async with asyncio.timeout(5):
+                for reply in call.exchange.cancel_all(f"Cancelled by mrtr-proxy: {reason}"):
+                    await call.session.send(reply.message())
+                await call.session.send(
+                    jsonrpc.Notification(mcp.CANCELLED, {"requestId": call.upstream_id, "reason": reason})
+                )
+        call.session.end_call()
+        self._pools[call.upstream].release(call.key, call.session, reusable=False)
+
+
+def _upstream_failed(reason: str) -> ErrorObject:
+    return ErrorObject(
+        jsonrpc.UPSTREAM_FAILED, f"Upstream failed during the call ({reason}); it was not re-run"
+    )
+
+
+def _lost() -> ErrorObject:
+    return ErrorObject(
+        jsonrpc.CALL_LOST,
+        "The parked call is gone (it expired, or the proxy that held it restarted); it was not re-run. "
+        "Send the request again without requestState to start over.",
+    )

@@ -1,0 +1,86 @@
+"""`mrtr-proxy serve | keygen | check-config`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from proxy import logs
+from proxy.config import Config, ConfigError, load_config
+from proxy.handle import KeyLoadError, generate_key_b64
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="mrtr-proxy", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="run the proxy")
+    serve.add_argument("--config", type=Path, help="YAML configuration file")
+    serve.add_argument(
+        "--upstream", help="URL of one legacy Streamable HTTP server (replaces the file's upstreams)"
+    )
+    serve.add_argument("--listen", help="HOST:PORT to listen on (default 127.0.0.1:8080)")
+    serve.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
+    serve.add_argument("--log-format", choices=["auto", "json", "console"])
+    serve.add_argument("--replica-address", help="address other replicas reach this one at")
+    sub.add_parser("keygen", help="print a new base64 sealing key (32 random bytes)")
+    check = sub.add_parser("check-config", help="validate a configuration file and print what it would serve")
+    check.add_argument("file", type=Path)
+    return parser
+
+
+def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+    names = ("upstream", "listen", "log_level", "log_format", "replica_address")
+    return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+
+
+def _describe(config: Config) -> str:
+    lines = [f"listen {config.listen.host}:{config.listen.port} (replica {config.replica_address})"]
+    for i, up in enumerate(config.upstreams):
+        where = up.url if up.url else " ".join([up.command or "", *up.args])
+        paths = f"/servers/{up.name}/mcp" + (" and /mcp" if i == 0 else "")
+        lines.append(f"upstream {up.name}: {up.transport} {where} -> {paths}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "keygen":
+        print(generate_key_b64())
+        return 0
+    try:
+        if args.command == "check-config":
+            print(_describe(load_config(args.file)))
+            return 0
+        config = load_config(args.config, _overrides(args))
+    except ConfigError as exc:
+        print(
+            f"mrtr-proxy: invalid configuration{f' in {exc.source}' if exc.source else ''}:", file=sys.stderr
+        )
+        print(str(exc), file=sys.stderr)
+        return 2
+    logs.configure(config.logging.level, config.logging.format)
+    from proxy.app import create_app  # after logging is configured
+
+    try:
+        app = create_app(config)
+    except KeyLoadError as exc:
+        print(f"mrtr-proxy: {exc}", file=sys.stderr)
+        return 2
+    print(_describe(config), file=sys.stderr, flush=True)
+    web.run_app(
+        app,
+        host=config.listen.host,
+        port=config.listen.port,
+        access_log=None,
+        print=None,
+        shutdown_timeout=30,
+    )
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

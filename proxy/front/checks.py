@@ -1,0 +1,172 @@
+"""Pure checks of a modern (2026-07-28) request at the front: headers against body, era, MRTR params.
+
+Each failure is a `Refusal`: the HTTP status and the JSON-RPC error the client gets. Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from proxy.translate.capabilities import ClientCapabilities
+from proxy.wire import jsonrpc, mcp
+from proxy.wire.jsonrpc import ErrorObject, Request
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal(Exception):
+    status: int
+    error: ErrorObject
+
+
+@dataclass(frozen=True, slots=True)
+class ModernRequest:
+    """A modern request that passed the front's checks, split into what goes upstream and what stays."""
+
+    request: Request
+    upstream_params: Mapping[str, Any]  # params less requestState, inputResponses and modern _meta keys
+    capabilities: ClientCapabilities
+    client_info: Mapping[str, Any]
+    request_state: str | None
+    input_responses: Mapping[str, Any]
+
+
+def origin_allowed(origin: str | None, host: str | None, allowed: frozenset[str]) -> bool:
+    """No Origin (non-browser client), a configured origin, or the same host the request was sent to."""
+    if origin is None:
+        return True
+    if origin in allowed:
+        return True
+    parts = urlsplit(origin)
+    return parts.scheme in ("http", "https") and host is not None and parts.netloc == host
+
+
+def decode_header_value(value: str) -> str | None:
+    """Undo the `=?base64?…?=` sentinel encoding of Mcp-Name; None if it is malformed."""
+    if value.startswith("=?base64?") and value.endswith("?="):
+        try:
+            return base64.b64decode(value[9:-2], validate=True).decode()
+        except (binascii.Error, UnicodeDecodeError):
+            return None
+    return value
+
+
+def _mismatch(rid: jsonrpc.RequestId, text: str) -> Refusal:
+    return Refusal(400, ErrorObject(jsonrpc.HEADER_MISMATCH, f"Header mismatch: {text}"))
+
+
+def check_modern(req: Request, headers: Mapping[str, str], *, limits: InputLimits) -> ModernRequest:
+    meta = req.params.get("_meta")
+    meta = meta if isinstance(meta, dict) else {}
+    version = meta.get(mcp.META_PROTOCOL_VERSION)
+    header_version = headers.get("MCP-Protocol-Version")
+    if header_version is None:
+        raise _mismatch(req.id, "the MCP-Protocol-Version header is required")
+    if not isinstance(version, str):
+        raise Refusal(
+            400,
+            ErrorObject(
+                jsonrpc.INVALID_PARAMS,
+                f"params._meta[{mcp.META_PROTOCOL_VERSION!r}] is required on every request",
+            ),
+        )
+    if header_version != version:
+        raise _mismatch(
+            req.id,
+            f"MCP-Protocol-Version header value {header_version!r} does not match body value {version!r}",
+        )
+    if version not in mcp.MODERN_VERSIONS:
+        raise Refusal(
+            400,
+            ErrorObject(
+                jsonrpc.UNSUPPORTED_PROTOCOL_VERSION,
+                "Unsupported protocol version",
+                {"supported": [*mcp.MODERN_VERSIONS, *mcp.LEGACY_VERSIONS], "requested": version},
+            ),
+        )
+    header_method = headers.get("Mcp-Method")
+    if header_method is None:
+        raise _mismatch(req.id, "the Mcp-Method header is required")
+    if header_method != req.method:
+        raise _mismatch(
+            req.id, f"Mcp-Method header value {header_method!r} does not match body value {req.method!r}"
+        )
+    name_field = mcp.NAMED_METHODS.get(req.method)
+    if name_field is not None:
+        body_name = req.params.get(name_field)
+        if not isinstance(body_name, str):
+            raise Refusal(200, ErrorObject(jsonrpc.INVALID_PARAMS, f"params.{name_field} must be a string"))
+        raw = headers.get("Mcp-Name")
+        if raw is None:
+            raise _mismatch(req.id, f"the Mcp-Name header is required for {req.method}")
+        decoded = decode_header_value(raw)
+        if decoded is None:
+            raise _mismatch(req.id, "the Mcp-Name header has a malformed base64 value")
+        if decoded != body_name:
+            raise _mismatch(
+                req.id, f"Mcp-Name header value {decoded!r} does not match body value {body_name!r}"
+            )
+    state, responses = _mrtr_params(req, limits)
+    info = meta.get(mcp.META_CLIENT_INFO)
+    upstream_meta = {k: v for k, v in meta.items() if not k.startswith("io.modelcontextprotocol/")}
+    upstream_params = {
+        k: v for k, v in req.params.items() if k not in ("_meta", "requestState", "inputResponses")
+    }
+    if upstream_meta:
+        upstream_params["_meta"] = upstream_meta
+    return ModernRequest(
+        request=req,
+        upstream_params=upstream_params,
+        capabilities=ClientCapabilities.from_declared(meta.get(mcp.META_CLIENT_CAPABILITIES)),
+        client_info=info if isinstance(info, dict) else {},
+        request_state=state,
+        input_responses=responses,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class InputLimits:
+    max_keys: int
+    max_bytes: int
+
+
+def _mrtr_params(req: Request, limits: InputLimits) -> tuple[str | None, Mapping[str, Any]]:
+    state = req.params.get("requestState")
+    responses = req.params.get("inputResponses")
+    if req.method not in mcp.MRTR_METHODS:
+        if state is not None or responses is not None:
+            raise Refusal(
+                200,
+                ErrorObject(
+                    jsonrpc.INVALID_PARAMS, f"{req.method} does not take requestState or inputResponses"
+                ),
+            )
+        return None, {}
+    if state is not None and not isinstance(state, str):
+        raise Refusal(200, ErrorObject(jsonrpc.INVALID_PARAMS, "params.requestState must be a string"))
+    if responses is None:
+        return state, {}
+    if not isinstance(responses, dict):
+        raise Refusal(200, ErrorObject(jsonrpc.INVALID_PARAMS, "params.inputResponses must be an object"))
+    if len(responses) > limits.max_keys:
+        raise Refusal(
+            200,
+            ErrorObject(
+                jsonrpc.INVALID_PARAMS,
+                f"params.inputResponses has {len(responses)} keys; at most {limits.max_keys}",
+            ),
+        )
+    size = len(json.dumps(responses, separators=(",", ":"), ensure_ascii=False).encode())
+    if size > limits.max_bytes:
+        raise Refusal(
+            200,
+            ErrorObject(
+                jsonrpc.INVALID_PARAMS, f"params.inputResponses is {size} bytes; at most {limits.max_bytes}"
+            ),
+        )
+    return state, responses

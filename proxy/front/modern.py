@@ -1,0 +1,207 @@
+"""The 2026-07-28 front: `POST /mcp` (and `/servers/<name>/mcp`), one JSON-RPC request per POST.
+
+Parses and checks the request at the boundary, answers `server/discover` and `ping` itself, relays list and
+completion requests, and hands `tools/call`, `prompts/get` and `resources/read` to the call service, which
+turns the legacy server's inline requests into `input_required` rounds. One canonical log line per request.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+from aiohttp import web
+
+from proxy.calls.service import CallRequest, CallService, Completed, Failed, InvalidRequestState, NeedsInput
+from proxy.config import FrontConfig, UpstreamConfig
+from proxy.front.checks import InputLimits, ModernRequest, Refusal, check_modern, origin_allowed
+from proxy.front.reply import Replier, json_response
+from proxy.handle import principal_digest
+from proxy.pool import PoolKey, SessionPool
+from proxy.upstream.base import UpstreamError
+from proxy.wire import jsonrpc, mcp
+from proxy.wire.jsonrpc import ErrorObject
+
+log = structlog.get_logger("proxy.request")
+
+INVALID_STATE_MESSAGE = "Invalid requestState"  # the one message for every handle rejection
+PLAIN_TIMEOUT = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    upstream: UpstreamConfig
+    pool: PoolKey | None = None
+
+
+class ModernFront:
+    def __init__(
+        self,
+        front: FrontConfig,
+        upstreams: Mapping[str, UpstreamConfig],
+        pools: Mapping[str, SessionPool],
+        calls: CallService,
+    ) -> None:
+        self._front = front
+        self._upstreams = upstreams
+        self._default = next(iter(upstreams))
+        self._pools = pools
+        self._calls = calls
+        self._origins = frozenset(front.allowed_origins)
+        self._limits = InputLimits(front.max_input_responses, front.max_input_response_bytes)
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        started = time.perf_counter()
+        line: dict[str, Any] = {"http_method": request.method, "path": request.path}
+        try:
+            response = await self._handle(request, line)
+        except Refusal as refusal:
+            line["outcome"] = f"refused:{refusal.error.code}"
+            response = json_response(jsonrpc.Error(line.get("id"), refusal.error), refusal.status)
+        line["status"] = response.status
+        line["duration_ms"] = round((time.perf_counter() - started) * 1000, 2)
+        log.info("request", **line)
+        return response
+
+    async def _handle(self, request: web.Request, line: dict[str, Any]) -> web.StreamResponse:
+        upstream = request.match_info.get("upstream", self._default)
+        if upstream not in self._upstreams:
+            raise web.HTTPNotFound(text=f"no upstream named {upstream!r}")
+        line["upstream"] = upstream
+        if not origin_allowed(request.headers.get("Origin"), request.host, self._origins):
+            raise Refusal(403, ErrorObject(jsonrpc.INVALID_REQUEST, "Origin not allowed"))
+        if request.method != "POST":
+            line["outcome"] = "method_not_allowed"
+            return web.Response(
+                status=405, headers={"Allow": "POST"}, text="2026-07-28 clients use POST only"
+            )
+        if request.content_length is not None and request.content_length > self._front.max_body_bytes:
+            raise Refusal(413, ErrorObject(jsonrpc.INVALID_REQUEST, "Request body too large"))
+        body = await request.content.read(self._front.max_body_bytes + 1)
+        if len(body) > self._front.max_body_bytes:
+            raise Refusal(413, ErrorObject(jsonrpc.INVALID_REQUEST, "Request body too large"))
+        try:
+            msg = jsonrpc.decode(body)
+        except jsonrpc.InvalidMessage as exc:
+            line["id"] = exc.request_id
+            raise Refusal(400, ErrorObject(exc.code, str(exc))) from None
+        if isinstance(msg, jsonrpc.Notification):
+            line.update(method=msg.method, outcome="accepted")
+            return web.Response(status=202)
+        if not isinstance(msg, jsonrpc.Request):
+            raise Refusal(400, ErrorObject(jsonrpc.INVALID_REQUEST, "Clients send requests, not responses"))
+        line.update(id=msg.id, method=msg.method)
+        if msg.method == "initialize":
+            raise Refusal(
+                400,
+                ErrorObject(
+                    jsonrpc.UNSUPPORTED_PROTOCOL_VERSION,
+                    "This endpoint speaks MCP 2026-07-28 (no initialize)",
+                    {"supported": list(mcp.MODERN_VERSIONS)},
+                ),
+            )
+        req = check_modern(msg, request.headers, limits=self._limits)
+        principal = principal_digest(request.headers.get("Authorization"))
+        key = self._pool_key(upstream, req, request)
+        replier = Replier(request)
+        answer = await self._dispatch(upstream, req, key, principal, replier, line)
+        return await replier.finish(answer, 404 if _is_unknown_method(answer) else 200)
+
+    async def _dispatch(
+        self,
+        upstream: str,
+        req: ModernRequest,
+        key: PoolKey,
+        principal: str,
+        replier: Replier,
+        line: dict[str, Any],
+    ) -> jsonrpc.Response:
+        msg = req.request
+        if msg.method == "ping":
+            line["outcome"] = "complete"
+            return jsonrpc.Result(msg.id, {"resultType": mcp.RESULT_COMPLETE})
+        if msg.method == "server/discover":
+            return await self._discover(upstream, msg, key, line)
+        if msg.method in mcp.FORWARDED_METHODS:
+            return await self._forward(upstream, req, key, line)
+        if msg.method not in mcp.MRTR_METHODS:
+            line["outcome"] = "unknown_method"
+            return jsonrpc.error(msg.id, jsonrpc.METHOD_NOT_FOUND, f"Method not found: {msg.method}")
+        call = CallRequest(upstream, msg.method, req.upstream_params, key, principal)
+        try:
+            if req.request_state is None:
+                outcome = await self._calls.start(call, replier.notify)
+            else:
+                outcome = await self._calls.resume(
+                    call, req.request_state, req.input_responses, replier.notify
+                )
+        except InvalidRequestState as exc:
+            line.update(outcome="handle_rejected", reason=exc.reason)
+            return jsonrpc.error(msg.id, jsonrpc.INVALID_PARAMS, INVALID_STATE_MESSAGE)
+        match outcome:
+            case Completed(response=jsonrpc.Result(result=result)):
+                line["outcome"] = "complete"
+                return jsonrpc.Result(msg.id, {**result, "resultType": mcp.RESULT_COMPLETE})
+            case Completed(response=jsonrpc.Error(error=error)):
+                line["outcome"] = f"upstream_error:{error.code}"
+                return jsonrpc.Error(msg.id, error)
+            case NeedsInput(input_requests=requests, request_state=state, round=rnd):
+                line.update(outcome="input_required", round=rnd, input_keys=len(requests))
+                return jsonrpc.Result(
+                    msg.id,
+                    {
+                        "resultType": mcp.RESULT_INPUT_REQUIRED,
+                        "inputRequests": requests,
+                        "requestState": state,
+                    },
+                )
+            case Failed(error=error):
+                line["outcome"] = f"failed:{error.code}"
+                return jsonrpc.Error(msg.id, error)
+        raise AssertionError(outcome)  # pragma: no cover
+
+    async def _discover(
+        self, upstream: str, msg: jsonrpc.Request, key: PoolKey, line: dict[str, Any]
+    ) -> jsonrpc.Response:
+        try:
+            info = await self._pools[upstream].server_info(key)
+        except (UpstreamError, TimeoutError) as exc:
+            line["outcome"] = "upstream_failed"
+            return jsonrpc.error(msg.id, jsonrpc.UPSTREAM_FAILED, f"Upstream {upstream!r} unavailable: {exc}")
+        result: dict[str, Any] = {
+            "resultType": mcp.RESULT_COMPLETE,
+            "supportedVersions": list(mcp.MODERN_VERSIONS),
+            "capabilities": dict(info.capabilities),
+            "_meta": {mcp.META_SERVER_INFO: dict(info.server_info)},
+        }
+        if info.instructions is not None:
+            result["instructions"] = info.instructions
+        line["outcome"] = "complete"
+        return jsonrpc.Result(msg.id, result)
+
+    async def _forward(
+        self, upstream: str, req: ModernRequest, key: PoolKey, line: dict[str, Any]
+    ) -> jsonrpc.Response:
+        msg = req.request
+        try:
+            reply = await self._pools[upstream].request(key, msg.method, req.upstream_params, PLAIN_TIMEOUT)
+        except UpstreamError as exc:
+            line["outcome"] = "upstream_failed"
+            return jsonrpc.error(msg.id, jsonrpc.UPSTREAM_FAILED, f"Upstream {upstream!r} failed: {exc}")
+        if isinstance(reply, jsonrpc.Error):
+            line["outcome"] = f"upstream_error:{reply.error.code}"
+            return jsonrpc.Error(msg.id, reply.error)
+        line["outcome"] = "complete"
+        return jsonrpc.Result(msg.id, {**reply.result, "resultType": mcp.RESULT_COMPLETE})
+
+    def _pool_key(self, upstream: str, req: ModernRequest, request: web.Request) -> PoolKey:
+        names = self._upstreams[upstream].forward_headers
+        forwarded = tuple((n, request.headers[n]) for n in names if n in request.headers)
+        return PoolKey(req.capabilities, forwarded)
+
+
+def _is_unknown_method(answer: jsonrpc.Response) -> bool:
+    return isinstance(answer, jsonrpc.Error) and answer.error.code == jsonrpc.METHOD_NOT_FOUND

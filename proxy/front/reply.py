@@ -1,0 +1,51 @@
+"""Writes one answer to the client: a JSON body, or an SSE stream when notifications come first."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from proxy.wire import jsonrpc
+from proxy.wire.sse import encode_event
+
+SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+def wants(request: web.Request) -> tuple[bool, bool]:
+    """(accepts JSON, accepts SSE) from the Accept header; a missing header accepts both."""
+    accept = request.headers.get("Accept", "")
+    if not accept.strip() or "*/*" in accept:
+        return True, True
+    return "application/json" in accept, "text/event-stream" in accept
+
+
+def json_response(msg: jsonrpc.Message | None, status: int = 200) -> web.Response:
+    if msg is None:
+        return web.Response(status=status)
+    return web.Response(status=status, body=jsonrpc.dumps(msg), content_type="application/json")
+
+
+class Replier:
+    """Streams request-related notifications when the client accepts SSE; the final answer ends it."""
+
+    def __init__(self, request: web.Request) -> None:
+        self._request = request
+        self._json, self._sse = wants(request)
+        self._stream: web.StreamResponse | None = None
+
+    async def notify(self, note: jsonrpc.Notification) -> None:
+        if not self._sse:
+            return  # a JSON-only client cannot receive notifications before the result
+        if self._stream is None:
+            self._stream = web.StreamResponse(status=200, headers=SSE_HEADERS)
+            await self._stream.prepare(self._request)
+        await self._stream.write(encode_event(jsonrpc.dumps(note).decode()))
+
+    async def finish(self, msg: jsonrpc.Message, status: int = 200) -> web.StreamResponse:
+        if self._stream is None and (self._json or status != 200):
+            return json_response(msg, status)
+        if self._stream is None:
+            self._stream = web.StreamResponse(status=status, headers=SSE_HEADERS)
+            await self._stream.prepare(self._request)
+        await self._stream.write(encode_event(jsonrpc.dumps(msg).decode()))
+        await self._stream.write_eof()
+        return self._stream

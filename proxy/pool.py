@@ -1,0 +1,157 @@
+"""Legacy sessions to one upstream, pooled by the capability set (and forwarded credentials) they serve.
+
+A receiving call takes a session for itself (`acquire` … `release`), so every server request on that session
+belongs to that one call; plain requests (lists, completion) share any live session of the same key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from proxy.translate.capabilities import ClientCapabilities
+from proxy.upstream.base import ServerInfo, UpstreamError, UpstreamSession
+from proxy.wire import jsonrpc
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class PoolKey:
+    capabilities: ClientCapabilities
+    forwarded: tuple[tuple[str, str], ...] = ()  # client headers passed through, e.g. authorization
+
+
+SessionFactory = Callable[[PoolKey], Awaitable[UpstreamSession]]
+
+
+class PoolExhausted(Exception):
+    pass
+
+
+class SessionPool:
+    def __init__(
+        self,
+        name: str,
+        factory: SessionFactory,
+        *,
+        max_sessions: int,
+        idle_ttl: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.name = name
+        self._factory = factory
+        self._max = max_sessions
+        self._idle_ttl = idle_ttl
+        self._clock = clock
+        self._idle: dict[PoolKey, list[tuple[UpstreamSession, float]]] = {}
+        self._busy: dict[PoolKey, set[UpstreamSession]] = {}
+        self._opening = 0
+        self._info: ServerInfo | None = None
+        self._closing: set[asyncio.Task[None]] = set()
+
+    @property
+    def size(self) -> int:
+        return self._opening + sum(map(len, self._idle.values())) + sum(map(len, self._busy.values()))
+
+    async def acquire(self, key: PoolKey) -> UpstreamSession:
+        """A live session of `key` for one receiving call, reused when one is idle."""
+        idle = self._idle.get(key)
+        while idle:
+            session, _ = idle.pop()
+            if session.alive:
+                self._busy.setdefault(key, set()).add(session)
+                return session
+            self._close_later(session)
+        session = await self._open(key)
+        self._busy.setdefault(key, set()).add(session)
+        return session
+
+    def release(self, key: PoolKey, session: UpstreamSession, *, reusable: bool) -> None:
+        busy = self._busy.get(key)
+        if busy is not None:
+            busy.discard(session)
+            if not busy:
+                del self._busy[key]
+        if reusable and session.alive:
+            self._idle.setdefault(key, []).append((session, self._clock()))
+        else:
+            self._close_later(session)
+
+    async def request(
+        self, key: PoolKey, method: str, params: Mapping[str, Any], timeout: float
+    ) -> jsonrpc.Response:
+        """A plain request on any live session of `key` (idle first, then a busy one, else a new one)."""
+        session = next((s for s, _ in self._idle.get(key, ()) if s.alive), None)
+        if session is None:
+            session = next((s for s in self._busy.get(key, ()) if s.alive), None)
+        if session is None:
+            session = await self._open(key)
+            self._idle.setdefault(key, []).append((session, self._clock()))
+        return await session.request(method, params, timeout)
+
+    async def server_info(self, key: PoolKey) -> ServerInfo:
+        """The upstream's initialize result (cached after the first session opens)."""
+        if self._info is None:
+            async with asyncio.timeout(60):
+                session = await self.acquire(key)
+                self.release(key, session, reusable=True)
+        assert self._info is not None
+        return self._info
+
+    def reap_idle(self) -> int:
+        """Close sessions idle for longer than the TTL; returns how many."""
+        cutoff = self._clock() - self._idle_ttl
+        reaped = 0
+        for key, entries in list(self._idle.items()):
+            keep = [(s, t) for s, t in entries if t > cutoff and s.alive]
+            for s, t in entries:
+                if t <= cutoff or not s.alive:
+                    self._close_later(s)
+                    reaped += 1
+            if keep:
+                self._idle[key] = keep
+            else:
+                del self._idle[key]
+        return reaped
+
+    async def close(self) -> None:
+        sessions = [s for entries in self._idle.values() for s, _ in entries]
+        sessions += [s for busy in self._busy.values() for s in busy]
+        self._idle.clear()
+        self._busy.clear()
+        await asyncio.gather(*(s.close() for s in sessions), return_exceptions=True)
+        if self._closing:
+            await asyncio.gather(*self._closing, return_exceptions=True)
+
+    async def _open(self, key: PoolKey) -> UpstreamSession:
+        if self.size >= self._max:
+            raise PoolExhausted(f"upstream {self.name!r} has {self._max} sessions open (pool.max_sessions)")
+        self._opening += 1
+        try:
+            session = await self._factory(key)
+        except UpstreamError:
+            raise
+        except Exception as exc:  # a factory bug must not leak as a 500
+            raise UpstreamError(f"could not open a session: {type(exc).__name__}: {exc}") from exc
+        finally:
+            self._opening -= 1
+        if self._info is None:
+            self._info = session.info
+        log.debug(
+            "pool.session_opened",
+            upstream=self.name,
+            session=session.session_id,
+            capabilities=key.capabilities.describe(),
+        )
+        return session
+
+    def _close_later(self, session: UpstreamSession) -> None:
+        task = asyncio.ensure_future(session.close())
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)

@@ -1,0 +1,125 @@
+"""Sans-I/O state of one proxied call across its MRTR rounds.
+
+The exchange decides, for every server request the legacy upstream sends during the call, whether it becomes
+an input request for the client (and under which key), or is answered on the spot; it turns the client's
+`inputResponses` back into legacy JSON-RPC responses. It performs no I/O: the caller sends what it returns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from proxy.translate.capabilities import ClientCapabilities
+from proxy.translate.validate import invalid_server_request
+from proxy.wire import jsonrpc, mcp
+from proxy.wire.jsonrpc import ErrorObject, Request, RequestId
+
+_KEY_PREFIX = {mcp.ELICIT: "elicit", mcp.SAMPLE: "sample", mcp.ROOTS: "roots"}
+
+
+@dataclass(frozen=True, slots=True)
+class PendingInput:
+    key: str
+    legacy_id: RequestId
+    method: str
+    params: Mapping[str, Any]
+
+    def as_input_request(self) -> dict[str, Any]:
+        return {"method": self.method, "params": self.params}
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """A JSON-RPC response the proxy owes the upstream for one of its server requests."""
+
+    legacy_id: RequestId
+    result: Mapping[str, Any] | None = None
+    error: ErrorObject | None = None
+
+    def message(self) -> jsonrpc.Response:
+        if self.error is not None:
+            return jsonrpc.Error(self.legacy_id, self.error)
+        return jsonrpc.Result(self.legacy_id, self.result or {})
+
+
+@dataclass(frozen=True, slots=True)
+class InputRound:
+    """What one `InputRequiredResult` carries, and what its sealed handle must remember."""
+
+    round: int
+    input_requests: Mapping[str, Mapping[str, Any]]
+    pending_ids: Mapping[str, RequestId]
+
+
+@dataclass(slots=True)
+class Exchange:
+    capabilities: ClientCapabilities
+    round: int = 0
+    _seq: int = 0
+    _pending: dict[str, PendingInput] = field(default_factory=dict)
+
+    @property
+    def has_pending(self) -> bool:
+        return bool(self._pending)
+
+    @property
+    def pending(self) -> Mapping[str, PendingInput]:
+        return self._pending
+
+    def on_server_request(self, req: Request) -> Reply | None:
+        """Queue a server request as an input request, or return the reply it gets at once."""
+        if req.method == mcp.PING:
+            return Reply(req.id, result={})
+        if req.method not in mcp.INPUT_REQUEST_METHODS:
+            return Reply(
+                req.id, error=ErrorObject(jsonrpc.METHOD_NOT_FOUND, f"Method not found: {req.method}")
+            )
+        problem = invalid_server_request(req.method, req.params)
+        if problem is not None:
+            return Reply(req.id, error=ErrorObject(jsonrpc.INVALID_PARAMS, problem))
+        if not self.capabilities.allows(req.method, req.params):
+            return Reply(req.id, error=ErrorObject(jsonrpc.INVALID_REQUEST, _unsupported(req)))
+        self._seq += 1
+        key = f"{_KEY_PREFIX[req.method]}-{self._seq}"
+        self._pending[key] = PendingInput(key, req.id, req.method, req.params)
+        return None
+
+    def open_round(self) -> InputRound:
+        """Everything still unanswered, as the next round's input requests."""
+        if not self._pending:
+            raise RuntimeError("no pending input requests")
+        self.round += 1
+        return InputRound(
+            round=self.round,
+            input_requests={k: p.as_input_request() for k, p in self._pending.items()},
+            pending_ids={k: p.legacy_id for k, p in self._pending.items()},
+        )
+
+    def accept(self, responses: Mapping[str, Any]) -> list[Reply]:
+        """Answers for every pending key the client answered; unknown keys are ignored (SEP-2322)."""
+        replies = []
+        for key in [k for k in self._pending if k in responses]:
+            pending = self._pending.pop(key)
+            replies.append(Reply(pending.legacy_id, result=responses[key]))
+        return replies
+
+    def cancel_all(self, reason: str) -> list[Reply]:
+        """Answer every pending request as the client never will: elicitations `cancel`, others an error."""
+        replies = [
+            Reply(p.legacy_id, result={"action": "cancel"})
+            if p.method == mcp.ELICIT
+            else Reply(p.legacy_id, error=ErrorObject(jsonrpc.INTERNAL_ERROR, reason))
+            for p in self._pending.values()
+        ]
+        self._pending.clear()
+        return replies
+
+
+def _unsupported(req: Request) -> str:
+    if req.method == mcp.ELICIT:
+        return f"Client does not support {req.params.get('mode', 'form')}-mode elicitation"
+    if req.method == mcp.SAMPLE:
+        return "Client does not support sampling"
+    return "Client does not support roots"

@@ -1,0 +1,54 @@
+"""Shape checks on what crosses the proxy in either direction, before it is relayed.
+
+A malformed server request is answered with an error upstream rather than passed to the client; a malformed
+input response is refused to the client rather than passed upstream.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from proxy.wire import mcp
+
+ELICIT_ACTIONS = frozenset({"accept", "decline", "cancel"})
+
+
+def invalid_server_request(method: str, params: Mapping[str, Any]) -> str | None:
+    """Why a legacy server's request cannot be surfaced as an input request, or None."""
+    if method == mcp.ELICIT:
+        if not isinstance(params.get("message"), str):
+            return "elicitation/create needs a string 'message'"
+        mode = params.get("mode", "form")
+        if mode == "form":
+            if not isinstance(params.get("requestedSchema"), dict):
+                return "form-mode elicitation/create needs an object 'requestedSchema'"
+        elif mode == "url":
+            if not isinstance(params.get("url"), str) or not isinstance(params.get("elicitationId"), str):
+                return "url-mode elicitation/create needs string 'url' and 'elicitationId'"
+        else:
+            return f"unknown elicitation mode {mode!r}"
+    elif method == mcp.SAMPLE:
+        if not isinstance(params.get("messages"), list):
+            return "sampling/createMessage needs a 'messages' array"
+        max_tokens = params.get("maxTokens")
+        if not isinstance(max_tokens, int) or isinstance(max_tokens, bool):
+            return "sampling/createMessage needs an integer 'maxTokens'"
+    return None
+
+
+def invalid_input_response(method: str, response: object) -> str | None:
+    """Why a client's input response cannot answer a pending request of `method`, or None."""
+    if not isinstance(response, dict):
+        return "must be an object"
+    if method == mcp.ELICIT:
+        if response.get("action") not in ELICIT_ACTIONS:
+            return "an elicitation response needs 'action' of accept, decline or cancel"
+        if "content" in response and not isinstance(response["content"], dict):
+            return "an elicitation response's 'content' must be an object"
+    elif method == mcp.SAMPLE:
+        if not isinstance(response.get("role"), str) or "content" not in response:
+            return "a sampling response needs 'role' and 'content'"
+    elif method == mcp.ROOTS and not isinstance(response.get("roots"), list):
+        return "a roots response needs a 'roots' array"
+    return None

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs the third-party MCP peers the tests talk to, into .peers/ (git-ignored):
+#   .peers/legacy  python venv with mcp==1.30.0 (FastMCP 1.x legacy servers)
+#   .peers/client  python venv with mcp==2.3.0  (2026-07-28 client)
+#   .peers/node    npm peers: server-everything, the TS client v2, the conformance suite, Node 22
+# Idempotent: a peer already at the pinned version is left alone.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+peers="$root/.peers"
+mkdir -p "$peers"
+py="${PYTHON:-python3}"
+
+venv_with() {  # venv_with DIR REQUIREMENT
+  local dir="$1" req="$2"
+  if [ -x "$dir/bin/python" ] && "$dir/bin/python" -m pip show -q "${req%%==*}" 2>/dev/null \
+      | grep -q "^Version: ${req##*==}$"; then
+    return 0
+  fi
+  "$py" -m venv "$dir"
+  "$dir/bin/python" -m pip install -q --disable-pip-version-check "$req" 2>&1 | grep -v "is ignored" || true
+  "$dir/bin/python" -c "import mcp" # fail loudly if the install did not work
+}
+
+venv_with "$peers/legacy" "mcp==1.30.0" &
+venv_with "$peers/client" "mcp==2.3.0" &
+(
+  mkdir -p "$peers/node"
+  cp "$root/tests/peers/package.json" "$peers/node/package.json"
+  cd "$peers/node"
+  if ! cmp -s package.json .installed 2>/dev/null; then
+    npm install --no-audit --no-fund --loglevel=error
+    cp package.json .installed
+  fi
+) &
+for job in $(jobs -p); do wait "$job"; done
+echo "peers ready in $peers"

@@ -10,6 +10,7 @@ from typing import Any
 from aiohttp import web
 
 from proxy import logs
+from proxy.app import create_app
 from proxy.config import Config, ConfigError, load_config
 from proxy.handle import KeyLoadError, generate_key_b64
 
@@ -63,8 +64,6 @@ def main(argv: list[str] | None = None) -> int:
         print(str(exc), file=sys.stderr)
         return 2
     logs.configure(config.logging.level, config.logging.format)
-    from proxy.app import create_app  # after logging is configured
-
     try:
         app = create_app(config)
     except KeyLoadError as exc:

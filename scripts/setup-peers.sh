@@ -25,7 +25,7 @@ venv_with "$peers/legacy" "mcp==1.30.0" &
 venv_with "$peers/client" "mcp==2.3.0" &
 (
   mkdir -p "$peers/node"
-  cp "$root/tests/peers/package.json" "$peers/node/package.json"
+  cp "$root/tests/fixtures/npm/package.json" "$peers/node/package.json"
   cd "$peers/node"
   if ! cmp -s package.json .installed 2>/dev/null; then
     npm install --no-audit --no-fund --loglevel=error

@@ -107,11 +107,14 @@ class ModernFront:
         principal = principal_digest(request.headers.get("Authorization"))
         key = self._pool_key(upstream, req, request)
         replier = Replier(request)
-        answer = await self._dispatch(upstream, req, key, principal, replier, line)
+        answer = await self._dispatch(
+            upstream=upstream, req=req, key=key, principal=principal, replier=replier, line=line
+        )
         return await replier.finish(answer, 404 if _is_unknown_method(answer) else 200)
 
     async def _dispatch(
         self,
+        *,
         upstream: str,
         req: ModernRequest,
         key: PoolKey,
@@ -144,7 +147,7 @@ class ModernFront:
         match outcome:
             case Completed(response=jsonrpc.Result(result=result)):
                 line["outcome"] = "complete"
-                return jsonrpc.Result(msg.id, {**result, "resultType": mcp.RESULT_COMPLETE})
+                return jsonrpc.Result(msg.id, complete(msg.method, result))
             case Completed(response=jsonrpc.Error(error=error)):
                 line["outcome"] = f"upstream_error:{error.code}"
                 return jsonrpc.Error(msg.id, error)
@@ -172,7 +175,6 @@ class ModernFront:
             line["outcome"] = "upstream_failed"
             return jsonrpc.error(msg.id, jsonrpc.UPSTREAM_FAILED, f"Upstream {upstream!r} unavailable: {exc}")
         result: dict[str, Any] = {
-            "resultType": mcp.RESULT_COMPLETE,
             "supportedVersions": list(mcp.MODERN_VERSIONS),
             "capabilities": dict(info.capabilities),
             "_meta": {mcp.META_SERVER_INFO: dict(info.server_info)},
@@ -180,7 +182,7 @@ class ModernFront:
         if info.instructions is not None:
             result["instructions"] = info.instructions
         line["outcome"] = "complete"
-        return jsonrpc.Result(msg.id, result)
+        return jsonrpc.Result(msg.id, complete(msg.method, result))
 
     async def _forward(
         self, upstream: str, req: ModernRequest, key: PoolKey, line: dict[str, Any]
@@ -195,12 +197,21 @@ class ModernFront:
             line["outcome"] = f"upstream_error:{reply.error.code}"
             return jsonrpc.Error(msg.id, reply.error)
         line["outcome"] = "complete"
-        return jsonrpc.Result(msg.id, {**reply.result, "resultType": mcp.RESULT_COMPLETE})
+        return jsonrpc.Result(msg.id, complete(msg.method, reply.result))
 
     def _pool_key(self, upstream: str, req: ModernRequest, request: web.Request) -> PoolKey:
         names = self._upstreams[upstream].forward_headers
         forwarded = tuple((n, request.headers[n]) for n in names if n in request.headers)
         return PoolKey(req.capabilities, forwarded)
+
+
+def complete(method: str, result: Mapping[str, Any]) -> dict[str, Any]:
+    """A legacy result as a 2026-07-28 one: `resultType`, and caching hints where the method has them."""
+    out = {**result, "resultType": mcp.RESULT_COMPLETE}
+    if method in mcp.CACHEABLE_METHODS:
+        for name, value in mcp.DEFAULT_CACHE_HINT.items():
+            out.setdefault(name, value)
+    return out
 
 
 def _is_unknown_method(answer: jsonrpc.Response) -> bool:

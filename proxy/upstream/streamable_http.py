@@ -58,7 +58,7 @@ class StreamableHttpSession:
         self._receiver: Inbox | None = None
         self._receiver_id: jsonrpc.RequestId | None = None
         self._tasks: set[asyncio.Task[None]] = set()
-        self._last_event_id: str | None = None
+        self._call_event_id: str | None = None  # last SSE event id on the receiving call's POST stream
 
     # -- properties ---------------------------------------------------------------------------------------
 
@@ -78,7 +78,8 @@ class StreamableHttpSession:
 
     @property
     def last_event_id(self) -> str | None:
-        return self._last_event_id
+        """The last SSE event id seen on the receiving call's stream (to resume it with Last-Event-ID)."""
+        return self._call_event_id
 
     # -- lifecycle ----------------------------------------------------------------------------------------
 
@@ -111,7 +112,12 @@ class StreamableHttpSession:
             )
             self._alive = True
             await self.send(jsonrpc.Notification(mcp.INITIALIZED, {}))
-            self._spawn(self._run_get_stream())
+            get_ready = asyncio.Event()
+            self._spawn(self._run_get_stream(get_ready))
+            # Servers drop messages for the standalone stream while none is connected: no call before it is.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self._settings.initialize_timeout):
+                    await get_ready.wait()
             return
         raise UpstreamError("initialize failed: " + "; ".join(problems))
 
@@ -135,7 +141,7 @@ class StreamableHttpSession:
         if self._receiver is not None:
             raise RuntimeError("a receiving call is already running on this session")
         rid = next(self._ids)
-        self._receiver, self._receiver_id = inbox, rid
+        self._receiver, self._receiver_id, self._call_event_id = inbox, rid, None
         self._spawn(self._post_call(jsonrpc.Request(rid, method, params), inbox))
         return rid
 
@@ -215,7 +221,8 @@ class StreamableHttpSession:
                     raise UpstreamError(f"upstream answered HTTP {resp.status}: {body}")
                 ctype = resp.headers.get("Content-Type", "")
                 if ctype.startswith("text/event-stream"):
-                    if not await self._read_sse(resp, until=rid):
+                    track = self._track_call_event if rid == self._receiver_id else None
+                    if not await self._read_sse(resp, until=rid, on_event_id=track):
                         raise UpstreamError("upstream ended the stream before answering")
                 else:
                     self._dispatch(jsonrpc.decode(await resp.read()))
@@ -224,13 +231,22 @@ class StreamableHttpSession:
         except aiohttp.ClientError as exc:
             raise UpstreamError(f"could not reach upstream: {type(exc).__name__}: {exc}") from None
 
-    async def _read_sse(self, resp: aiohttp.ClientResponse, until: jsonrpc.RequestId | None) -> bool:
-        """Dispatch the stream's messages; True once the response with id `until` was seen."""
+    async def _read_sse(
+        self,
+        resp: aiohttp.ClientResponse,
+        until: jsonrpc.RequestId | None,
+        *,
+        standalone: bool = False,
+        on_event_id: Callable[[str], None] | None = None,
+    ) -> bool:
+        """Dispatch the stream's messages; True once the response with id `until` was seen.
+
+        Event ids belong to their stream: `on_event_id` is told each one (for that stream's resumption)."""
         decoder = SSEDecoder()
         async for chunk in resp.content.iter_any():
             for event in decoder.feed(chunk):
-                if event.id is not None:
-                    self._last_event_id = event.id
+                if event.id is not None and on_event_id is not None:
+                    on_event_id(event.id)
                 if not event.data.strip():
                     continue  # priming event (SEP-1699)
                 try:
@@ -238,40 +254,53 @@ class StreamableHttpSession:
                 except jsonrpc.InvalidMessage as exc:
                     log.warning("upstream.bad_message", error=str(exc))
                     continue
-                self._dispatch(msg)
+                self._dispatch(msg, standalone=standalone)
                 if until is not None and isinstance(msg, jsonrpc.Result | jsonrpc.Error) and msg.id == until:
                     return True
         return False
 
-    async def _run_get_stream(self) -> None:
-        """Hold the standalone GET stream open; legacy servers send unrelated requests (sampling, roots) there."""
+    async def _run_get_stream(self, ready: asyncio.Event) -> None:
+        """Hold the standalone GET stream open: servers send unrelated requests (sampling, roots) on it.
+
+        `ready` is set once the stream is up, or known to be unavailable."""
         failures = 0
+        position = _StreamPosition()  # this stream's own last event id, for Last-Event-ID on reconnect
         while self._alive:
             headers = self._headers()
-            if self._last_event_id is not None:
-                headers["Last-Event-ID"] = self._last_event_id
+            if position.last_id is not None:
+                headers["Last-Event-ID"] = position.last_id
             try:
                 async with self._http.get(
                     self._settings.url, headers=headers, timeout=aiohttp.ClientTimeout(sock_connect=10)
                 ) as resp:
                     if resp.status == 405:
+                        ready.set()
                         return  # the server offers no standalone stream
                     if resp.status == 404:
+                        ready.set()
                         self._die("upstream no longer knows the session (HTTP 404)")
                         return
                     if resp.status != 200:
                         raise UpstreamError(f"GET stream answered HTTP {resp.status}")
                     failures = 0
-                    await self._read_sse(resp, until=None)
+                    ready.set()
+                    await self._read_sse(resp, until=None, standalone=True, on_event_id=position.saw)
             except (aiohttp.ClientError, UpstreamError, TimeoutError) as exc:
                 failures += 1
                 log.debug("upstream.get_stream_lost", error=str(exc), failures=failures)
             if failures >= len(GET_RETRY_DELAYS):
+                ready.set()
                 log.warning("upstream.get_stream_gave_up", session=self._session_id)
                 return
             await asyncio.sleep(GET_RETRY_DELAYS[min(failures, len(GET_RETRY_DELAYS) - 1)])
 
-    def _dispatch(self, msg: jsonrpc.Message) -> None:
+    def _track_call_event(self, event_id: str) -> None:
+        self._call_event_id = event_id
+
+    def _dispatch(self, msg: jsonrpc.Message, *, standalone: bool = False) -> None:
+        """Route one upstream message: responses by id, server requests to the receiving call, and the
+        call's own notifications (progress, logging) to it too. Notifications on the standalone stream are
+        session-wide (list changes, resource updates), never part of a call's reply."""
         if isinstance(msg, jsonrpc.Result | jsonrpc.Error):
             if msg.id is not None and msg.id == self._receiver_id and self._receiver is not None:
                 self._receiver.put_nowait(msg)
@@ -280,9 +309,13 @@ class StreamableHttpSession:
             if waiter is not None and not waiter.done():
                 waiter.set_result(msg)
             return
+        if isinstance(msg, jsonrpc.Notification):
+            if self._receiver is not None and not standalone:
+                self._receiver.put_nowait(msg)
+            return
         if self._receiver is not None:
             self._receiver.put_nowait(msg)
-        elif isinstance(msg, jsonrpc.Request):
+        else:
             self._spawn(self._answer_quietly(self._no_call(msg)))
 
     async def _answer_quietly(self, reply: jsonrpc.Response) -> None:
@@ -299,6 +332,14 @@ class StreamableHttpSession:
                 waiter.set_exception(UpstreamError(reason))
         if self._receiver is not None:
             self._receiver.put_nowait(TransportLost(reason))
+
+
+@dataclass(slots=True)
+class _StreamPosition:
+    last_id: str | None = None
+
+    def saw(self, event_id: str) -> None:
+        self.last_id = event_id
 
 
 def _mapping(value: object) -> Mapping[str, Any]:

@@ -28,6 +28,19 @@ FORWARDED_METHODS: Final = frozenset(
         "completion/complete",
     }
 )
+# Results that carry SEP-2549 caching hints (`ttlMs`, `cacheScope`), required on the 2026-07-28 wire. The
+# proxy cannot know how fresh a legacy server's lists stay, so it says "immediately stale, this user only".
+CACHEABLE_METHODS: Final = frozenset(
+    {
+        "server/discover",
+        "tools/list",
+        "prompts/list",
+        "resources/list",
+        "resources/templates/list",
+        "resources/read",
+    }
+)
+DEFAULT_CACHE_HINT: Final = {"ttlMs": 0, "cacheScope": "private"}
 # Requests whose Mcp-Name header mirrors params.name or params.uri.
 NAMED_METHODS: Final = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 

@@ -1,0 +1,48 @@
+"""Configuration: a YAML file, ``MRTR_PROXY_*`` environment variables and CLI overrides, validated by
+the JSON Schema in ``proxy/config.schema.json`` and turned into frozen dataclasses.
+
+Secrets never go in the file: the ``keys`` section only names key files, directories and
+environment variables; the app reads the key material itself.
+"""
+
+from .load import load_config
+from .model import (
+    PROTOCOL_VERSIONS,
+    CallsConfig,
+    Config,
+    ConfigError,
+    FrontConfig,
+    KeysConfig,
+    ListenConfig,
+    LogFormat,
+    LoggingConfig,
+    LogLevel,
+    PoolConfig,
+    ReplicaConfig,
+    StaticRoot,
+    TimeoutsConfig,
+    Transport,
+    UpstreamConfig,
+)
+from .schema import load_schema
+
+__all__ = [
+    "PROTOCOL_VERSIONS",
+    "CallsConfig",
+    "Config",
+    "ConfigError",
+    "FrontConfig",
+    "KeysConfig",
+    "ListenConfig",
+    "LogFormat",
+    "LogLevel",
+    "LoggingConfig",
+    "PoolConfig",
+    "ReplicaConfig",
+    "StaticRoot",
+    "TimeoutsConfig",
+    "Transport",
+    "UpstreamConfig",
+    "load_config",
+    "load_schema",
+]

@@ -1,0 +1,190 @@
+"""Reading: YAML file, then ``MRTR_PROXY_*`` variables, then CLI overrides; validate; build the model."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import yaml
+
+from .model import (
+    PROTOCOL_VERSIONS,
+    CallsConfig,
+    Config,
+    ConfigError,
+    FrontConfig,
+    KeysConfig,
+    ListenConfig,
+    LoggingConfig,
+    PoolConfig,
+    ReplicaConfig,
+    StaticRoot,
+    TimeoutsConfig,
+    UpstreamConfig,
+)
+from .schema import path_order, schema_problems, schema_type, semantic_problems
+
+ENV_PREFIX = "MRTR_PROXY_"
+ALIASES = {"log_level": "logging.level", "log_format": "logging.format", "replica_address": "replica.address"}
+SHORTCUTS = ("listen", "upstream", *ALIASES)  # override names besides dotted paths; env: MRTR_PROXY_<NAME>
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader that refuses duplicate keys and keeps dates (``2025-11-25``) as strings."""
+
+    yaml_implicit_resolvers = {  # noqa: RUF012 -- replaces the inherited class attribute
+        first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.MarkedYAMLError(problem=f"duplicate key {key!r}", problem_mark=key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _read_yaml(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError([f"{path}: cannot read config file: {exc}"], path) from None
+    try:
+        return yaml.load(text, Loader=_Loader)  # noqa: S506 -- a SafeLoader subclass
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        raise ConfigError([f"{where}: invalid YAML: {exc.problem or exc.context}"], path) from None
+    except yaml.YAMLError as exc:
+        raise ConfigError([f"{path}: invalid YAML: {exc}"], path) from None
+
+
+def _resolve_paths(raw: dict[str, Any], base: Path) -> None:
+    """Make relative paths written in the file relative to the file's directory."""
+
+    def fix(p: Any) -> Any:
+        return str(base / p) if isinstance(p, str) and p and not Path(p).is_absolute() else p
+
+    keys, ups = raw.get("keys"), raw.get("upstreams")
+    if isinstance(keys, dict):
+        for section in ("files", "dirs"):
+            if isinstance(keys.get(section), list):
+                keys[section] = [fix(p) for p in keys[section]]
+    for up in ups if isinstance(ups, list) else ():
+        if isinstance(up, dict) and "cwd" in up:
+            up["cwd"] = fix(up["cwd"])
+
+
+def _set(raw: dict[str, Any], dotted: str, value: Any, problems: list[str], origin: str) -> None:
+    parts = dotted.split(".")
+    if isinstance(value, str) and schema_type(parts) in ("integer", "number", "boolean", "array", "object"):
+        try:
+            value = yaml.safe_load(value)  # "100" -> 100, "[a, b]" -> list, "true" -> True
+        except yaml.YAMLError:
+            problems.append(f"{dotted}: cannot parse {value!r} ({origin})")
+            return
+    node: Any = raw
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
+        if isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            if last:
+                node[int(part)] = value
+            node = node[int(part)]
+        elif isinstance(node, dict):
+            if last:
+                node[part] = value
+            node = node.setdefault(part, {})
+        else:
+            problems.append(f"{'.'.join(parts[:i]) or '(top level)'}: cannot set {dotted} ({origin})")
+            return
+
+
+def _apply(raw: dict[str, Any], name: str, value: Any, problems: list[str], origin: str) -> None:
+    if name == "listen":
+        host, sep, port = str(value).rpartition(":")
+        if host.startswith("[") and host.endswith("]"):
+            host = host[1:-1]
+        elif ":" in host:
+            sep = ""  # an IPv6 address needs brackets
+        if not sep:
+            problems.append(f"listen: expected host:port or [ipv6]:port, got {value!r} ({origin})")
+            return
+        base = raw["listen"] if isinstance(raw.get("listen"), dict) else {}
+        raw["listen"] = {**base, "host": host, "port": int(port) if port.isdigit() else port}
+    elif name == "upstream":
+        raw["upstreams"] = [{"name": "default", "url": value, "transport": "streamable-http"}]
+    elif name in ALIASES or "." in name:
+        _set(raw, ALIASES.get(name, name), value, problems, origin)
+    else:
+        problems.append(f"{name}: unknown override ({origin})")
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, list):
+        return tuple(_freeze(v) for v in value)
+    if isinstance(value, dict):
+        return MappingProxyType({k: _freeze(v) for k, v in value.items()})
+    return value
+
+
+def _section(cls: Callable[..., Any], raw: Any, paths: tuple[str, ...] = ()) -> Any:
+    return cls(**{k: tuple(map(Path, v)) if k in paths else _freeze(v) for k, v in (raw or {}).items()})
+
+
+def _build_upstream(raw: dict[str, Any]) -> UpstreamConfig:
+    up = {k: _freeze(v) for k, v in raw.items()}
+    up.setdefault("transport", "stdio" if raw.get("command") is not None else "streamable-http")
+    up["protocol_versions"] = tuple(sorted(raw.get("protocol_versions", PROTOCOL_VERSIONS), reverse=True))
+    up["static_roots"] = tuple(StaticRoot(**r) for r in raw.get("static_roots", ()))
+    up["pool"] = _section(PoolConfig, raw.get("pool"))
+    up["timeouts"] = _section(TimeoutsConfig, raw.get("timeouts"))
+    up["cwd"] = None if raw.get("cwd") is None else Path(raw["cwd"])
+    return UpstreamConfig(**up)
+
+
+def load_config(
+    path: Path | None, overrides: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None
+) -> Config:
+    """Load the configuration; raise ConfigError listing every problem.
+
+    ``path``: YAML file (None: defaults only; relative paths in it are relative to its directory).
+    ``env``: ``MRTR_PROXY_LISTEN``/``_UPSTREAM``/``_LOG_LEVEL``/``_LOG_FORMAT``/``_REPLICA_ADDRESS`` are
+    read from it (None: ``os.environ``) and override the file. ``overrides`` (CLI) win over both: keys are
+    dotted paths (``calls.gather_window_ms``; string values parsed as YAML where the schema wants a
+    non-string) or the shortcuts ``listen`` ("host:port", "[ipv6]:port"), ``upstream`` (a URL, replaces
+    the upstreams with one named "default"), ``log_level``, ``log_format``, ``replica_address``.
+    None values are ignored.
+    """
+    raw: Any = {} if path is None else _read_yaml(path)
+    raw = {} if raw is None else raw
+    if not isinstance(raw, dict):
+        kind = type(raw).__name__
+        raise ConfigError([f"(top level): expected a mapping of settings (key: value), got {kind}"], path)
+    if path is not None:
+        _resolve_paths(raw, path.absolute().parent)
+    problems: list[str] = []
+    env = os.environ if env is None else env
+    for name in SHORTCUTS:
+        if (var := ENV_PREFIX + name.upper()) in env:
+            _apply(raw, name, env[var], problems, f"from {var}")
+    for name, value in (overrides or {}).items():
+        if value is not None:
+            _apply(raw, name, value, problems, "from override")
+    problems += [*schema_problems(raw), *semantic_problems(raw)]
+    if problems:
+        raise ConfigError(sorted(dict.fromkeys(problems), key=path_order), path)
+    return Config(
+        upstreams=tuple(_build_upstream(up) for up in raw["upstreams"]),
+        listen=_section(ListenConfig, raw.get("listen")),
+        replica=_section(ReplicaConfig, raw.get("replica")),
+        keys=_section(KeysConfig, raw.get("keys"), paths=("files", "dirs")),
+        logging=_section(LoggingConfig, raw.get("logging")),
+        front=_section(FrontConfig, raw.get("front")),
+        calls=_section(CallsConfig, raw.get("calls")),
+    )

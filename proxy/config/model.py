@@ -1,0 +1,137 @@
+"""The configuration model: frozen dataclasses whose defaults match ``config.schema.json``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Literal
+
+Transport = Literal["streamable-http", "sse", "stdio"]
+LogLevel = Literal["debug", "info", "warning", "error"]
+LogFormat = Literal["auto", "json", "console"]
+PROTOCOL_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")  # legacy versions, newest first
+
+
+class ConfigError(ValueError):
+    """Invalid configuration. ``problems`` holds every problem, one ``<dotted.path>: <reason>`` each;
+    the message is those lines. ``source`` is the file read, if any."""
+
+    def __init__(self, problems: Iterable[str], source: Path | None = None) -> None:
+        self.problems = tuple(problems)
+        self.source = source
+        super().__init__("\n".join(self.problems))
+
+
+def _empty() -> Mapping[str, str]:
+    return MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class ListenConfig:
+    host: str = "127.0.0.1"
+    port: int = 8080
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaConfig:
+    address: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class KeysConfig:
+    """Key ring sources, in order: files, then each directory's files, then env variables."""
+
+    files: tuple[Path, ...] = ()
+    dirs: tuple[Path, ...] = ()
+    env: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class LoggingConfig:
+    level: LogLevel = "info"
+    format: LogFormat = "auto"
+
+
+@dataclass(frozen=True, slots=True)
+class FrontConfig:
+    allowed_origins: tuple[str, ...] = ()
+    max_body_bytes: int = 1048576
+    max_input_responses: int = 64
+    max_input_response_bytes: int = 262144
+
+
+@dataclass(frozen=True, slots=True)
+class CallsConfig:
+    gather_window_ms: int = 50
+    parked_ttl_s: float = 600
+    max_parked: int = 10000
+    max_parked_per_principal: int = 100
+    call_timeout_s: float = 300
+
+
+@dataclass(frozen=True, slots=True)
+class StaticRoot:
+    uri: str
+    name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PoolConfig:
+    max_sessions: int = 1024
+    idle_ttl_s: float = 300
+
+
+@dataclass(frozen=True, slots=True)
+class TimeoutsConfig:
+    connect_s: float = 10
+    initialize_s: float = 30
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamConfig:
+    name: str
+    url: str | None = None
+    transport: Transport = "streamable-http"
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=_empty)
+    cwd: Path | None = None
+    headers: Mapping[str, str] = field(default_factory=_empty)
+    forward_headers: tuple[str, ...] = ("authorization",)
+    protocol_versions: tuple[str, ...] = PROTOCOL_VERSIONS
+    static_roots: tuple[StaticRoot, ...] = ()
+    pool: PoolConfig = field(default_factory=PoolConfig)
+    timeouts: TimeoutsConfig = field(default_factory=TimeoutsConfig)
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    upstreams: tuple[UpstreamConfig, ...]
+    listen: ListenConfig = field(default_factory=ListenConfig)
+    replica: ReplicaConfig = field(default_factory=ReplicaConfig)
+    keys: KeysConfig = field(default_factory=KeysConfig)
+    logging: LoggingConfig = field(default_factory=LoggingConfig)
+    front: FrontConfig = field(default_factory=FrontConfig)
+    calls: CallsConfig = field(default_factory=CallsConfig)
+
+    @property
+    def replica_address(self) -> str:
+        """replica.address, else "<listen.host>:<listen.port>" (an IPv6 host in brackets)."""
+        if self.replica.address:
+            return self.replica.address
+        host = f"[{self.listen.host}]" if ":" in self.listen.host else self.listen.host
+        return f"{host}:{self.listen.port}"
+
+    @property
+    def default_upstream(self) -> UpstreamConfig:
+        """The first upstream, also served at ``/mcp``."""
+        return self.upstreams[0]
+
+    def upstream(self, name: str) -> UpstreamConfig:
+        """The upstream called ``name``; KeyError if there is none."""
+        for up in self.upstreams:
+            if up.name == name:
+                return up
+        raise KeyError(name)

@@ -1,0 +1,123 @@
+"""Validation: the JSON Schema, plus the checks it cannot express, as ``<dotted.path>: <reason>`` lines."""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from collections.abc import Iterator, Mapping
+from importlib import resources
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+KEY_HINT = (
+    "key material never goes in the config: list key files under keys.files, "
+    "key directories under keys.dirs, or environment variable names under keys.env"
+)
+# Headers the proxy sets itself (never static, never forwarded) and headers carrying credentials.
+MANAGED_HEADERS = frozenset(
+    {"host", "content-length", "content-type", "connection", "transfer-encoding", "accept"}
+    | {"mcp-session-id", "mcp-protocol-version", "last-event-id"}
+)
+CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie"})
+UPSTREAM_REQUIRED = "upstreams: at least one upstream is required"
+
+
+@functools.cache
+def load_schema() -> Mapping[str, Any]:
+    """The JSON Schema (draft 2020-12) of the configuration file, ``proxy/config.schema.json``."""
+    text = resources.files("proxy").joinpath("config.schema.json").read_text(encoding="utf-8")
+    schema: dict[str, Any] = json.loads(text)
+    return schema
+
+
+def schema_type(path: list[str]) -> Any:
+    """The JSON type the schema expects at a path (None if unknown, "enum" for enums)."""
+    node: Any = load_schema()
+    for part in path:
+        node = node.get("items") if part.isdigit() else node.get("properties", {}).get(part)
+        while isinstance(node, dict) and "$ref" in node and "type" not in node:
+            node = load_schema()["$defs"][node["$ref"].rsplit("/", 1)[1]]
+        if not isinstance(node, dict):
+            return None
+    return node.get("type", "enum" if "enum" in node else None)
+
+
+def fmt(path: list[Any], reason: str, hint: bool = False) -> str:
+    line = f"{'.'.join(map(str, path)) or '(top level)'}: {reason}"
+    return f"{line} ({KEY_HINT})" if hint or path[:1] == ["keys"] else line
+
+
+def path_order(line: str) -> tuple[tuple[int, int, str], ...]:
+    """Sort key for problem lines: grouped by path, list indices in numeric order."""
+    parts = line.split(": ", 1)[0].split(".")
+    return tuple((0, int(s), "") if s.isdigit() else (1, 0, s) for s in parts)
+
+
+def schema_problems(raw: Mapping[str, Any]) -> Iterator[str]:
+    for err in Draft202012Validator(load_schema()).iter_errors(raw):
+        path, inst = list(err.absolute_path), err.instance
+        if err.validator == "additionalProperties" and isinstance(inst, dict):
+            known = err.schema.get("properties", {})
+            for k in (k for k in inst if k not in known):
+                yield fmt(
+                    path, f"unknown key {k!r}", hint=bool(re.search("key|secret|token|passw", str(k), re.I))
+                )
+        elif err.validator == "required" and isinstance(inst, dict):
+            for k in (k for k in err.validator_value if k not in inst):
+                yield UPSTREAM_REQUIRED if not path and k == "upstreams" else fmt([*path, k], "required")
+        elif err.validator == "minItems" and path == ["upstreams"]:
+            yield UPSTREAM_REQUIRED
+        elif "propertyNames" in err.absolute_schema_path:
+            yield fmt(path, f"invalid key: {err.message}")
+        else:
+            yield fmt(path, err.message)
+
+
+def semantic_problems(raw: Mapping[str, Any]) -> Iterator[str]:
+    """Checks the schema cannot express; robust to input the schema rejects."""
+    calls = raw.get("calls")
+    if isinstance(calls, dict):
+        per, most = calls.get("max_parked_per_principal", 100), calls.get("max_parked", 10000)
+        if isinstance(per, int) and isinstance(most, int) and per > most:
+            yield f"calls.max_parked_per_principal: {per} is more than calls.max_parked ({most})"
+    ups = raw.get("upstreams")
+    seen: dict[str, int] = {}
+    for i, up in enumerate(ups if isinstance(ups, list) else ()):
+        if isinstance(up, dict):
+            yield from _upstream_problems(f"upstreams.{i}", up, seen)
+            if isinstance(up.get("name"), str):
+                seen.setdefault(up["name"], i)
+
+
+def _upstream_problems(p: str, up: dict[str, Any], seen: dict[str, int]) -> Iterator[str]:
+    name, url, cmd, tr = up.get("name"), up.get("url"), up.get("command"), up.get("transport")
+    if isinstance(name, str) and name in seen:
+        yield f"{p}.name: duplicate upstream name {name!r} (also upstreams.{seen[name]}.name)"
+    if url is not None and cmd is not None:
+        yield f"{p}: give either url (streamable-http, sse) or command (stdio), not both"
+    elif tr == "stdio" and cmd is None:
+        yield f"{p}.command: required for transport 'stdio'" + (
+            " (url is for HTTP transports)" if url else ""
+        )
+    elif tr in ("streamable-http", "sse") and url is None:
+        yield f"{p}.url: required for transport {tr!r}" + (" (command is for stdio)" if cmd else "")
+    elif url is None and cmd is None:
+        yield f"{p}: needs url (streamable-http, sse) or command (stdio)"
+    if url is None or cmd is None:
+        stdio = tr == "stdio" or (tr is None and cmd is not None)
+        for k in ("headers",) if stdio else ("args", "env", "cwd"):
+            if up.get(k):
+                yield f"{p}.{k}: only used with transport " + (
+                    "stdio" if k != "headers" else "streamable-http or sse"
+                )
+    headers, forward = up.get("headers"), up.get("forward_headers")
+    for h in headers if isinstance(headers, dict) else ():
+        if isinstance(h, str) and h.lower() in CREDENTIAL_HEADERS:
+            yield f"{p}.headers: {h!r} carries credentials, and secrets never go in the config"
+        elif isinstance(h, str) and h.lower() in MANAGED_HEADERS:
+            yield f"{p}.headers: {h!r} is set by the proxy"
+    for j, h in enumerate(forward if isinstance(forward, list) else ()):
+        if h in MANAGED_HEADERS:
+            yield f"{p}.forward_headers.{j}: {h!r} is set by the proxy and cannot be forwarded"

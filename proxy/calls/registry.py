@@ -55,6 +55,9 @@ class CallRegistry:
         self._clock = clock
         self._calls: dict[str, LiveCall] = {}
         self._per_principal: Counter[str] = Counter()
+        # Calls that ended, remembered until their last handle expires, so a replayed handle is told apart
+        # from a lost call. Insertion-ordered, so the oldest go first; bounded by `max_calls`.
+        self._ended: dict[str, float] = {}
 
     def __len__(self) -> int:
         return len(self._calls)
@@ -93,12 +96,24 @@ class CallRegistry:
             raise CallBusy(call.id)
         call.parked_until = None
 
-    def remove(self, call: LiveCall) -> None:
+    def remove(self, call: LiveCall, *, handle_ttl: float = 0.0) -> None:
+        """Forget a call; its handles (valid for `handle_ttl` more seconds) count as replays from now on."""
+        if handle_ttl > 0:
+            self._ended[call.id] = self._clock() + handle_ttl
+            while len(self._ended) > self._max:
+                del self._ended[next(iter(self._ended))]
         if self._calls.pop(call.id, None) is not None:
             self._per_principal[call.principal] -= 1
             if self._per_principal[call.principal] <= 0:
                 del self._per_principal[call.principal]
 
+    def ended(self, call_id: str) -> bool:
+        """Did this call end here recently (so its handle is a replay, not a lost call)?"""
+        until = self._ended.get(call_id)
+        return until is not None and until > self._clock()
+
     def expired(self) -> list[LiveCall]:
         now = self._clock()
+        for call_id in [c for c, until in self._ended.items() if until <= now]:
+            del self._ended[call_id]
         return [c for c in self._calls.values() if c.parked_until is not None and c.parked_until <= now]

@@ -148,6 +148,8 @@ class CallService:
             raise InvalidRequestState(exc.reason) from None
         call = self._registry.get(claims.call)
         if call is None:
+            if self._registry.ended(claims.call):
+                raise InvalidRequestState("call_ended")
             return Failed(_lost())
         self._check_current(call, claims)
         for key, pending in call.exchange.pending.items():
@@ -251,14 +253,14 @@ class CallService:
 
     def _finish(self, call: LiveCall, *, reusable: bool) -> None:
         call.session.end_call()
-        self._registry.remove(call)
+        self._registry.remove(call, handle_ttl=self._settings.parked_ttl)
         self._pools[call.upstream].release(call.key, call.session, reusable=reusable)
 
     async def _abandon(self, call: LiveCall, reason: str) -> None:
         """Give up on a call: answer its pending requests, tell the upstream, drop the session."""
         if self._registry.get(call.id) is None:
             return
-        self._registry.remove(call)
+        self._registry.remove(call, handle_ttl=self._settings.parked_ttl)
         with contextlib.suppress(UpstreamError, TimeoutError):
             async with asyncio.timeout(5):
                 for reply in call.exchange.cancel_all(f"Cancelled by mrtr-proxy: {reason}"):

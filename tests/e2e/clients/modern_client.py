@@ -1,0 +1,104 @@
+"""Drives mcp==2.3.0's `Client(url, mode="2026-07-28")` through a plan of calls; prints JSON results.
+
+Runs under the peers' client venv (`.peers/client/bin/python`), never the project's. The client handles
+`input_required` itself, calling the callbacks below; each step says how the elicitation callback answers.
+
+    python modern_client.py URL '[{"id": "a", "kind": "tool", "name": "ask_name", "elicit": "accept"}]'
+
+Output (stdout, one JSON object): {step id: {"text": str, "is_error": bool} | {"error": str}}.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from typing import Any
+
+from mcp import Client, types
+
+BEHAVIOUR: dict[str, Any] = {"elicit": "accept"}
+SEEN: list[str] = []
+
+
+async def on_elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+    SEEN.append(f"elicit:{getattr(params, 'mode', 'form') or 'form'}")
+    action = BEHAVIOUR["elicit"]
+    if action != "accept":
+        return types.ElicitResult(action=action)
+    if getattr(params, "mode", None) == "url":
+        return types.ElicitResult(action="accept")
+    schema = getattr(params, "requested_schema", None) or {}
+    props = schema.get("properties", {}) if isinstance(schema, dict) else {}
+    content: dict[str, Any] = {}
+    for name, spec in props.items():
+        kind = spec.get("type") if isinstance(spec, dict) else None
+        content[name] = True if kind == "boolean" else {"name": "Alice", "color": "green"}.get(name, "x")
+    return types.ElicitResult(action="accept", content=content)
+
+
+async def on_sample(context: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+    SEEN.append("sample")
+    return types.CreateMessageResult(
+        role="assistant",
+        content=types.TextContent(type="text", text="Paris"),
+        model="test-model",
+        stop_reason="endTurn",
+    )
+
+
+async def on_roots(context: Any) -> types.ListRootsResult:
+    SEEN.append("roots")
+    return types.ListRootsResult(roots=[types.Root(uri="file:///work/project", name="project")])
+
+
+def _text(contents: Any) -> str:
+    parts = []
+    for item in contents:
+        text = getattr(item, "text", None)
+        if text is None and getattr(item, "content", None) is not None:
+            text = getattr(item.content, "text", None)
+        parts.append(str(text))
+    return "\n".join(parts)
+
+
+async def run_step(client: Client, step: dict[str, Any]) -> dict[str, Any]:
+    BEHAVIOUR["elicit"] = step.get("elicit", "accept")
+    kind, name, args = step["kind"], step["name"], step.get("args") or {}
+    if kind == "tool":
+        result = await client.call_tool(name, args)
+        return {"text": _text(result.content), "is_error": bool(result.is_error)}
+    if kind == "prompt":
+        prompt = await client.get_prompt(name, args)
+        return {"text": _text(prompt.messages), "is_error": False}
+    if kind == "resource":
+        resource = await client.read_resource(name)
+        return {"text": "\n".join(getattr(c, "text", "") for c in resource.contents), "is_error": False}
+    if kind == "list_tools":
+        tools = await client.list_tools()
+        return {"text": ",".join(sorted(t.name for t in tools.tools)), "is_error": False}
+    raise ValueError(kind)
+
+
+async def main(url: str, plan: list[dict[str, Any]]) -> None:
+    out: dict[str, Any] = {}
+    async with Client(
+        url,
+        mode="2026-07-28",
+        elicitation_callback=on_elicit,
+        sampling_callback=on_sample,
+        list_roots_callback=on_roots,
+        read_timeout_seconds=30,
+    ) as client:
+        for step in plan:
+            SEEN.clear()
+            try:
+                out[step["id"]] = await run_step(client, step)
+            except Exception as exc:  # reported, not raised: the test asserts on it
+                out[step["id"]] = {"error": f"{type(exc).__name__}: {exc}"}
+            out[step["id"]]["seen"] = list(SEEN)
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1], json.loads(sys.argv[2])))

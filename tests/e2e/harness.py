@@ -1,0 +1,155 @@
+"""In-process proxy and a raw 2026-07-28 HTTP client, for tests that assert exact wire shapes."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+
+from proxy.app import CALLS, create_app
+from proxy.config import CallsConfig, Config, FrontConfig, ListenConfig, StaticRoot, UpstreamConfig
+from proxy.handle import KeyRing
+
+ALL_CAPS: dict[str, Any] = {"elicitation": {"form": {}, "url": {}}, "sampling": {}, "roots": {}}
+VERSION = "2026-07-28"
+
+
+@dataclass
+class RunningProxy:
+    url: str
+    app: web.Application
+    ring: KeyRing
+
+    @property
+    def parked(self) -> int:
+        return self.app[CALLS].registry.parked_count
+
+    @property
+    def live(self) -> int:
+        return len(self.app[CALLS].registry)
+
+
+@contextlib.asynccontextmanager
+async def running_proxy(
+    upstream_url: str,
+    *,
+    ring: KeyRing | None = None,
+    static_roots: tuple[StaticRoot, ...] = (),
+    front: FrontConfig | None = None,
+    names: tuple[str, ...] = ("default",),
+    **calls: Any,
+) -> AsyncIterator[RunningProxy]:
+    """The proxy on 127.0.0.1 (free port) in front of `upstream_url` (under each of `names`: the first is
+    also served at /mcp, each at /servers/<name>/mcp); stopped on exit."""
+    config = Config(
+        upstreams=tuple(UpstreamConfig(name=n, url=upstream_url, static_roots=static_roots) for n in names),
+        listen=ListenConfig(host="127.0.0.1", port=8080),
+        front=front or FrontConfig(),
+        calls=CallsConfig(**calls),
+    )
+    ring = ring or KeyRing.ephemeral()
+    app = create_app(config, ring=ring)
+    server = TestServer(app, host="127.0.0.1")
+    await server.start_server()
+    try:
+        yield RunningProxy(str(server.make_url("/mcp")), app, ring)
+    finally:
+        await server.close()
+
+
+@dataclass
+class Reply:
+    status: int
+    body: dict[str, Any]
+    headers: Mapping[str, str]
+
+    @property
+    def result(self) -> dict[str, Any]:
+        assert "result" in self.body, self.body
+        return self.body["result"]  # type: ignore[no-any-return]
+
+    @property
+    def error(self) -> dict[str, Any]:
+        assert "error" in self.body, self.body
+        return self.body["error"]  # type: ignore[no-any-return]
+
+
+@dataclass
+class RawClient:
+    """Speaks 2026-07-28 by hand: every header and `_meta` field visible and overridable."""
+
+    url: str
+    http: aiohttp.ClientSession
+    capabilities: dict[str, Any] = field(default_factory=lambda: dict(ALL_CAPS))
+    authorization: str | None = None
+    _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+
+    def body(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        meta = {
+            "io.modelcontextprotocol/protocolVersion": VERSION,
+            "io.modelcontextprotocol/clientInfo": {"name": "raw-test-client", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": self.capabilities,
+        }
+        return {
+            "jsonrpc": "2.0",
+            "id": next(self._ids),
+            "method": method,
+            "params": {**(params or {}), "_meta": meta},
+        }
+
+    def headers(self, body: dict[str, Any]) -> dict[str, str]:
+        headers = {
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": VERSION,
+            "Mcp-Method": body["method"],
+        }
+        params = body.get("params", {})
+        name = params.get("uri") if body["method"] == "resources/read" else params.get("name")
+        if isinstance(name, str):
+            headers["Mcp-Name"] = name
+        if self.authorization:
+            headers["Authorization"] = self.authorization
+        return headers
+
+    async def send(self, body: dict[str, Any] | bytes, headers: Mapping[str, str] | None = None) -> Reply:
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        hdrs = dict(headers) if headers is not None else self.headers(body)  # type: ignore[arg-type]
+        async with self.http.post(self.url, data=data, headers=hdrs) as resp:
+            raw = await resp.read()
+            parsed = json.loads(raw) if raw and resp.content_type == "application/json" else {}
+            return Reply(resp.status, parsed, resp.headers)
+
+    async def request(self, method: str, params: dict[str, Any] | None = None) -> Reply:
+        return await self.send(self.body(method, params))
+
+    async def call(self, name: str, arguments: dict[str, Any] | None = None, **extra: Any) -> Reply:
+        return await self.request("tools/call", {"name": name, "arguments": arguments or {}, **extra})
+
+    async def retry(
+        self, first: Reply, responses: dict[str, Any], name: str, arguments: dict[str, Any] | None = None
+    ) -> Reply:
+        """Retry `tools/call name` with the round's requestState and these inputResponses."""
+        return await self.call(
+            name, arguments, inputResponses=responses, requestState=first.result["requestState"]
+        )
+
+
+def accept_name(name: str = "Alice") -> dict[str, Any]:
+    return {"action": "accept", "content": {"name": name}}
+
+
+SAMPLED = {
+    "role": "assistant",
+    "content": {"type": "text", "text": "Paris"},
+    "model": "m",
+    "stopReason": "endTurn",
+}
+ROOTS = {"roots": [{"uri": "file:///work/project", "name": "project"}]}

@@ -1,0 +1,115 @@
+"""mcp==2.3.0's own `Client(mode="2026-07-28")` through the proxy, against both real legacy servers.
+
+The client handles `input_required` by itself (calling its callbacks and retrying), so these tests show the
+proxy is a 2026-07-28 server to software nobody here wrote. Each module runs the client once over a plan of
+steps; each test checks one step.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import peers
+import pytest
+import pytest_asyncio
+
+from e2e.harness import running_proxy
+
+pytestmark = [pytest.mark.peers, pytest.mark.asyncio(loop_scope="session")]
+
+DRIVER = Path(__file__).parent / "clients" / "modern_client.py"
+
+
+async def run_plan(url: str, plan: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    run = await peers.run_once([str(peers.client_python()), str(DRIVER), url, json.dumps(plan)], limit_s=90)
+    assert run.returncode == 0 and not run.timed_out, run.stderr[-3000:]
+    results: dict[str, dict[str, Any]] = json.loads(run.stdout)
+    return results
+
+
+FASTMCP_PLAN: list[dict[str, Any]] = [
+    {"id": "plain", "kind": "tool", "name": "echo", "args": {"text": "no elicitation"}},
+    {"id": "form-accept", "kind": "tool", "name": "ask_name", "elicit": "accept"},
+    {"id": "form-decline", "kind": "tool", "name": "ask_name", "elicit": "decline"},
+    {"id": "form-cancel", "kind": "tool", "name": "ask_name", "elicit": "cancel"},
+    {"id": "url", "kind": "tool", "name": "ask_url"},
+    {"id": "sampling-get-stream", "kind": "tool", "name": "sample", "args": {"prompt": "capital?"}},
+    {"id": "sampling-inline", "kind": "tool", "name": "sample_inline", "args": {"prompt": "capital?"}},
+    {"id": "roots-get-stream", "kind": "tool", "name": "roots"},
+    {"id": "two-rounds", "kind": "tool", "name": "two_questions"},
+    {"id": "three-at-once", "kind": "tool", "name": "all_at_once", "args": {"prompt": "capital?"}},
+    {"id": "prompt", "kind": "prompt", "name": "greeting_prompt"},
+    {"id": "resource", "kind": "resource", "name": "fixture://secret"},
+]
+FASTMCP_EXPECTED = {
+    "plain": ("no elicitation", []),
+    "form-accept": ("accept:Alice", ["elicit:form"]),
+    "form-decline": ("decline", ["elicit:form"]),
+    "form-cancel": ("cancel", ["elicit:form"]),
+    "url": ("accept", ["elicit:url"]),
+    "sampling-get-stream": ("Paris", ["sample"]),
+    "sampling-inline": ("Paris", ["sample"]),
+    "roots-get-stream": ("file:///work/project", ["roots"]),
+    "two-rounds": ("accept:Alice|accept:green", ["elicit:form", "elicit:form"]),
+    "three-at-once": ("elicit=accept:Alice;sample=Paris;roots=file:///work/project", None),
+    "prompt": ("Hello, Alice!", ["elicit:form"]),
+    "resource": ("fixture:s3cr3t", ["elicit:form"]),
+}
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def fastmcp_results(fastmcp_url: str) -> AsyncIterator[dict[str, dict[str, Any]]]:
+    async with running_proxy(fastmcp_url) as proxy:
+        yield await run_plan(proxy.url, FASTMCP_PLAN)
+
+
+@pytest.mark.parametrize("step", list(FASTMCP_EXPECTED))
+async def test_fastmcp_flow(fastmcp_results: dict[str, dict[str, Any]], step: str) -> None:
+    text, seen = FASTMCP_EXPECTED[step]
+    outcome = fastmcp_results[step]
+    assert "error" not in outcome, outcome
+    assert outcome["text"] == text
+    assert outcome["is_error"] is False
+    if seen is None:  # concurrent requests: one round, all three callbacks, in any order
+        assert sorted(outcome["seen"]) == ["elicit:form", "roots", "sample"]
+    else:
+        assert outcome["seen"] == seen
+
+
+EVERYTHING_PLAN: list[dict[str, Any]] = [
+    {"id": "plain", "kind": "tool", "name": "echo", "args": {"message": "hi"}},
+    {"id": "elicitation", "kind": "tool", "name": "trigger-elicitation-request"},
+    {"id": "url", "kind": "tool", "name": "trigger-url-elicitation", "args": {"url": "https://example.com/x"}},
+    {"id": "sampling", "kind": "tool", "name": "trigger-sampling-request", "args": {"prompt": "capital?"}},
+    {"id": "roots", "kind": "tool", "name": "get-roots-list"},
+    {"id": "declined", "kind": "tool", "name": "trigger-elicitation-request", "elicit": "decline"},
+]
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def everything_results(server_everything_url: str) -> AsyncIterator[dict[str, dict[str, Any]]]:
+    async with running_proxy(server_everything_url) as proxy:
+        yield await run_plan(proxy.url, EVERYTHING_PLAN)
+
+
+@pytest.mark.parametrize(
+    ("step", "fragment", "seen"),
+    [
+        ("plain", "Echo: hi", []),
+        ("elicitation", "- Name: Alice", ["elicit:form"]),
+        ("url", '"action": "accept"', ["elicit:url"]),
+        ("sampling", '"text": "Paris"', ["sample"]),
+        ("roots", "URI: file:///work/project", ["roots"]),
+        ("declined", "decline", ["elicit:form"]),
+    ],
+)
+async def test_server_everything_flow(
+    everything_results: dict[str, dict[str, Any]], step: str, fragment: str, seen: list[str]
+) -> None:
+    outcome = everything_results[step]
+    assert "error" not in outcome, outcome
+    assert fragment in outcome["text"]
+    assert outcome["seen"] == seen

@@ -44,6 +44,7 @@ async def assert_rejected_then_owner_resumes(
     owner: RawClient,
     first: Reply,
     attempt: Callable[[], Awaitable[Reply]],
+    *,
     tool: str = "ask_name",
     arguments: dict[str, object] | None = None,
 ) -> None:

@@ -82,7 +82,12 @@ async def test_fastmcp_flow(fastmcp_results: dict[str, dict[str, Any]], step: st
 EVERYTHING_PLAN: list[dict[str, Any]] = [
     {"id": "plain", "kind": "tool", "name": "echo", "args": {"message": "hi"}},
     {"id": "elicitation", "kind": "tool", "name": "trigger-elicitation-request"},
-    {"id": "url", "kind": "tool", "name": "trigger-url-elicitation", "args": {"url": "https://example.com/x"}},
+    {
+        "id": "url",
+        "kind": "tool",
+        "name": "trigger-url-elicitation",
+        "args": {"url": "https://example.com/x"},
+    },
     {"id": "sampling", "kind": "tool", "name": "trigger-sampling-request", "args": {"prompt": "capital?"}},
     {"id": "roots", "kind": "tool", "name": "get-roots-list"},
     {"id": "declined", "kind": "tool", "name": "trigger-elicitation-request", "elicit": "decline"},

@@ -1,4 +1,4 @@
-"""MRTR through the proxy, asserted on the wire with a raw client, against FastMCP 1.30 (a real legacy server)."""
+"""MRTR through the proxy, on the wire: a raw client against FastMCP 1.30, a real legacy server."""
 
 from __future__ import annotations
 

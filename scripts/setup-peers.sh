@@ -4,6 +4,7 @@
 #   .peers/client  python venv with mcp==2.3.0  (2026-07-28 client)
 #   .peers/node    npm peers: server-everything, the TS client v2, the conformance suite, Node 22
 # Idempotent: a peer already at the pinned version is left alone.
+# Usage: scripts/setup-peers.sh [legacy] [client] [node]   (no argument: all three)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 peers="$root/.peers"
@@ -21,9 +22,10 @@ venv_with() {  # venv_with DIR REQUIREMENT
   "$dir/bin/python" -c "import mcp" # fail loudly if the install did not work
 }
 
-venv_with "$peers/legacy" "mcp==1.30.0" &
-venv_with "$peers/client" "mcp==2.3.0" &
-(
+wanted=" ${*:-legacy client node} "
+case "$wanted" in *" legacy "*) venv_with "$peers/legacy" "mcp==1.30.0" & ;; esac
+case "$wanted" in *" client "*) venv_with "$peers/client" "mcp==2.3.0" & ;; esac
+case "$wanted" in *" node "*) (
   mkdir -p "$peers/node"
   cp "$root/tests/fixtures/npm/package.json" "$peers/node/package.json"
   cd "$peers/node"
@@ -31,6 +33,6 @@ venv_with "$peers/client" "mcp==2.3.0" &
     npm install --no-audit --no-fund --loglevel=error
     cp package.json .installed
   fi
-) &
+) & ;; esac
 for job in $(jobs -p); do wait "$job"; done
 echo "peers ready in $peers"

@@ -1,0 +1,40 @@
+"""A legacy MCP server (FastMCP 1.x, protocol 2025-11-25) whose tool asks the user mid-call, the old way.
+
+`book_table` calls `ctx.elicit(...)`: over legacy Streamable HTTP that is an `elicitation/create` request sent
+inline on the tool call's SSE stream, blocking until the client answers. A 2026-07-28 client cannot answer
+that; through mrtr-proxy it arrives as an `input_required` round instead.
+
+Run with the mcp==1.30.0 virtualenv: `.peers/legacy/bin/python demo/legacy_server.py --port 8000`.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from mcp.server.fastmcp import Context, FastMCP
+from pydantic import BaseModel, Field
+
+
+class Booking(BaseModel):
+    guests: int = Field(description="How many guests?", ge=1, le=12)
+    name: str = Field(description="Name for the booking")
+
+
+def build(port: int) -> FastMCP:
+    server = FastMCP("demo-restaurant", host="127.0.0.1", port=port, log_level="WARNING")
+
+    @server.tool()
+    async def book_table(day: str, ctx: Context) -> str:  # type: ignore[type-arg]
+        """Book a table; asks the user for the details it needs."""
+        answer = await ctx.elicit(f"Booking a table for {day}. Who is coming?", Booking)
+        if answer.action != "accept":
+            return f"No booking made (the user chose {answer.action})."
+        return f"Booked a table for {answer.data.guests} on {day}, under the name {answer.data.name}."
+
+    return server
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=8000)
+    build(parser.parse_args().port).run("streamable-http")

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Sets up everything the tests need from nothing (.venv, the MCP peers in .peers/) and runs every check:
+# ruff, mypy (strict), and the pytest suite, which starts and stops the real legacy servers and clients.
+# Extra arguments go to pytest, e.g. `scripts/test.sh tests/e2e -x`.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+scripts/setup-venv.sh
+scripts/setup-peers.sh
+echo "== ruff"
+.venv/bin/ruff check .
+.venv/bin/ruff format --check .
+echo "== mypy (strict)"
+.venv/bin/mypy
+echo "== pytest"
+.venv/bin/pytest -q -p no:cacheprovider "$@"

@@ -16,18 +16,27 @@ import structlog
 REDACTED = "[redacted]"
 SENSITIVE_KEYS = frozenset(
     {
-        "authorization", "proxy-authorization", "cookie", "set-cookie", "token", "bearer", "secret", "key",
-        "keys", "password", "request_state", "requeststate", "input_responses", "inputresponses", "content",
-        "arguments", "params", "result", "plaintext", "claims",
+        "authorization", "proxy-authorization", "cookie", "set-cookie", "bearer", "key", "keys",
+        "request_state", "requeststate", "input_responses", "inputresponses", "content", "arguments",
+        "params", "result", "plaintext", "claims", "handle",
     }
 )  # fmt: skip
+# Any key containing one of these is sensitive too (access_token, client_secret, x-api-key, …).
+SENSITIVE_PARTS = ("token", "secret", "password", "passwd", "credential", "api_key", "api-key", "apikey")
+
+
+def is_sensitive(key: object) -> bool:
+    name = str(key).lower()
+    return (
+        name in SENSITIVE_KEYS
+        or any(part in name for part in SENSITIVE_PARTS)
+        or name.endswith(("_key", "-key"))
+    )
 
 
 def _redact_value(value: Any) -> Any:
     if isinstance(value, Mapping):
-        return {
-            k: REDACTED if str(k).lower() in SENSITIVE_KEYS else _redact_value(v) for k, v in value.items()
-        }
+        return {k: REDACTED if is_sensitive(k) else _redact_value(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_redact_value(v) for v in value]
     return value
@@ -35,7 +44,7 @@ def _redact_value(value: Any) -> Any:
 
 def redact(_: Any, __: str, event_dict: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
     for key in list(event_dict):
-        if key.lower() in SENSITIVE_KEYS:
+        if is_sensitive(key):
             event_dict[key] = REDACTED
         elif isinstance(event_dict[key], Mapping | list | tuple):
             event_dict[key] = _redact_value(event_dict[key])

@@ -79,7 +79,9 @@ class SessionPool:
             if not busy:
                 del self._busy[key]
         if reusable and session.alive:
-            self._idle.setdefault(key, []).append((session, self._clock()))
+            idle = self._idle.setdefault(key, [])
+            if all(s is not session for s, _ in idle):  # releasing twice must not hand it out twice
+                idle.append((session, self._clock()))
         else:
             self._close_later(session)
 
@@ -129,8 +131,20 @@ class SessionPool:
         if self._closing:
             await asyncio.gather(*self._closing, return_exceptions=True)
 
+    def _evict_one_idle(self) -> bool:
+        """Make room: close one idle session (a dead one first, else the least recently used)."""
+        candidates = [(s.alive, t, k, s) for k, entries in self._idle.items() for s, t in entries]
+        if not candidates:
+            return False
+        _, _, key, session = min(candidates, key=lambda c: (c[0], c[1]))
+        self._idle[key] = [(s, t) for s, t in self._idle[key] if s is not session]
+        if not self._idle[key]:
+            del self._idle[key]
+        self._close_later(session)
+        return True
+
     async def _open(self, key: PoolKey) -> UpstreamSession:
-        if self.size >= self._max:
+        if self.size >= self._max and not self._evict_one_idle():
             raise PoolExhausted(f"upstream {self.name!r} has {self._max} sessions open (pool.max_sessions)")
         self._opening += 1
         try:

@@ -80,6 +80,8 @@ class CallRegistry:
             )
 
     def add(self, call: LiveCall) -> None:
+        if call.id in self._calls:
+            raise ValueError(f"call id {call.id!r} is already registered")
         self.admit(call.principal)
         self._calls[call.id] = call
         self._per_principal[call.principal] += 1

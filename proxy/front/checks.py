@@ -6,7 +6,7 @@ Each failure is a `Refusal`: the HTTP status and the JSON-RPC error the client g
 from __future__ import annotations
 
 import base64
-import binascii
+import ipaddress
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -36,22 +36,42 @@ class ModernRequest:
     input_responses: Mapping[str, Any]
 
 
-def origin_allowed(origin: str | None, host: str | None, allowed: frozenset[str]) -> bool:
-    """No Origin (non-browser client), a configured origin, or the same host the request was sent to."""
-    if origin is None:
+LOOPBACK_NAMES = frozenset({"localhost", "::1"})
+
+
+def _is_loopback(hostname: str) -> bool:
+    if hostname in LOOPBACK_NAMES:
         return True
-    if origin in allowed:
+    try:
+        return ipaddress.ip_address(hostname).is_loopback
+    except ValueError:
+        return False
+
+
+def origin_allowed(origin: str | None, host: str | None, allowed: frozenset[str]) -> bool:
+    """No Origin (a non-browser client), a configured origin, or a loopback page calling the same loopback
+    host:port. `Host` is the client's word, so a non-loopback Origin is never trusted for merely matching it:
+    under DNS rebinding both name the attacker's domain."""
+    if origin is None or origin in allowed:
         return True
     parts = urlsplit(origin)
-    return parts.scheme in ("http", "https") and host is not None and parts.netloc == host
+    return (
+        parts.scheme in ("http", "https")
+        and parts.hostname is not None
+        and _is_loopback(parts.hostname)
+        and host is not None
+        and parts.netloc == host
+    )
 
 
 def decode_header_value(value: str) -> str | None:
     """Undo the `=?base64?…?=` sentinel encoding of Mcp-Name; None if it is malformed."""
     if value.startswith("=?base64?") and value.endswith("?="):
+        if len(value) < len("=?base64??=") or not value.isascii():
+            return None
         try:
             return base64.b64decode(value[9:-2], validate=True).decode()
-        except (binascii.Error, UnicodeDecodeError):
+        except ValueError:  # binascii.Error and UnicodeDecodeError are ValueErrors
             return None
     return value
 
@@ -86,7 +106,7 @@ def check_modern(req: Request, headers: Mapping[str, str], *, limits: InputLimit
             ErrorObject(
                 jsonrpc.UNSUPPORTED_PROTOCOL_VERSION,
                 "Unsupported protocol version",
-                {"supported": [*mcp.MODERN_VERSIONS, *mcp.LEGACY_VERSIONS], "requested": version},
+                {"supported": list(mcp.MODERN_VERSIONS), "requested": version},
             ),
         )
     header_method = headers.get("Mcp-Method")
@@ -161,7 +181,9 @@ def _mrtr_params(req: Request, limits: InputLimits) -> tuple[str | None, Mapping
                 f"params.inputResponses has {len(responses)} keys; at most {limits.max_keys}",
             ),
         )
-    size = len(json.dumps(responses, separators=(",", ":"), ensure_ascii=False).encode())
+    size = len(
+        json.dumps(responses, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogatepass")
+    )
     if size > limits.max_bytes:
         raise Refusal(
             200,

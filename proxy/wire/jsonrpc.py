@@ -97,6 +97,10 @@ def parse_message(obj: object) -> Message:
         raise InvalidMessage(INVALID_REQUEST, 'The "jsonrpc" member must be exactly "2.0"', rid)
     if "id" in obj and raw_id is not None and rid is None:
         raise InvalidMessage(INVALID_REQUEST, 'The "id" member must be a string or an integer', None)
+    if ("method" in obj) + ("result" in obj) + ("error" in obj) != 1:
+        raise InvalidMessage(
+            INVALID_REQUEST, 'A message has exactly one of "method", "result" or "error"', rid
+        )
     if "method" in obj:
         method = obj["method"]
         if not isinstance(method, str) or not method:
@@ -126,13 +130,17 @@ def parse_message(obj: object) -> Message:
         if not isinstance(code, int) or isinstance(code, bool) or not isinstance(message, str):
             raise InvalidMessage(INVALID_REQUEST, "An error needs an integer code and a string message", rid)
         return Error(rid, ErrorObject(code, message, err.get("data")))
-    raise InvalidMessage(INVALID_REQUEST, "Not a request, notification or response", rid)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
 
 
 def decode(payload: bytes | str) -> Message:
     """Parse JSON text into a message; malformed JSON raises InvalidMessage(PARSE_ERROR)."""
     try:
-        obj = json.loads(payload)
+        obj = json.loads(payload, parse_constant=_reject_constant)
     except (ValueError, RecursionError) as exc:
         raise InvalidMessage(PARSE_ERROR, f"Parse error: {type(exc).__name__}") from None
     return parse_message(obj)
@@ -152,7 +160,8 @@ def to_json(msg: Message) -> dict[str, Any]:
 
 
 def dumps(msg: Message) -> bytes:
-    return json.dumps(to_json(msg), separators=(",", ":"), ensure_ascii=False).encode()
+    # ASCII escapes: anything decode() accepted (lone surrogates included) encodes, and it is the fast path.
+    return json.dumps(to_json(msg), separators=(",", ":"), allow_nan=False).encode()
 
 
 def error(rid: RequestId | None, code: int, message: str, data: Any = None) -> Error:

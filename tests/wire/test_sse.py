@@ -394,9 +394,12 @@ def test_arbitrary_bytes_never_crash_and_match_reference(stream: bytes, offsets:
     assert decode(stream, [o % (len(stream) + 1) for o in offsets]) == reference(stream)[0]
 
 
-line_free = st.text(st.characters(blacklist_characters="\r\n\0"), max_size=20)
+# SSE is UTF-8: lone surrogates (category Cs) cannot be sent at all, so they are not generated.
+line_free = st.text(st.characters(blacklist_characters="\r\n\0", blacklist_categories=("Cs",)), max_size=20)
 event_specs = st.tuples(
-    st.text(st.characters(blacklist_characters="\r"), max_size=50)  # data: any unicode incl. LF
+    st.text(
+        st.characters(blacklist_characters="\r", blacklist_categories=("Cs",)), max_size=50
+    )  # data: incl. LF
     | st.sampled_from(["", "\n", "a\n", "\nb", "\u2028\x0b\x0c\x1c\x85", '{"k": "v"}']),
     st.none() | line_free,
     st.none() | line_free,

@@ -1,0 +1,138 @@
+"""What every legacy transport does the same way: route a session's incoming messages, negotiate `initialize`.
+
+`Router` holds one session's routing state: the one receiving call (its inbox and request id) and the waiters
+of plain requests. It does no I/O: `dispatch` hands back the answer to send when a server request arrives with
+no call in flight, and the transport sends it. `negotiate` runs the `initialize` exchange over whatever
+request function the transport provides.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Final
+
+from proxy.upstream.base import Inbox, ServerInfo, TransportLost, UpstreamError
+from proxy.wire import jsonrpc
+
+CLIENT_INFO: Final = {"name": "mrtr-proxy", "version": "0.1.0"}
+
+# Answers a session gives by itself to a server request that arrives with no receiving call (SEP-2260).
+NoCallAnswer = Callable[[jsonrpc.Request], jsonrpc.Response]
+# Sends one request and returns its response (or raises UpstreamError): how `negotiate` reaches the upstream.
+Exchange = Callable[[str, Mapping[str, Any], float], Awaitable[jsonrpc.Response]]
+
+# Notifications about the whole session, never part of one call's reply. Transports with a standalone stream
+# know them by the stream they arrive on; single-stream transports (stdio) by their method.
+SESSION_WIDE_NOTIFICATIONS: Final = frozenset(
+    {
+        "notifications/tools/list_changed",
+        "notifications/prompts/list_changed",
+        "notifications/resources/list_changed",
+        "notifications/resources/updated",
+    }
+)
+
+
+class Router:
+    """Routes one session's messages: responses by id, server requests to the receiving call, and the call's
+    own notifications (progress, logging) to it too."""
+
+    def __init__(self, no_call: NoCallAnswer) -> None:
+        self._no_call = no_call
+        self._waiters: dict[jsonrpc.RequestId, asyncio.Future[jsonrpc.Response]] = {}
+        self._receiver: Inbox | None = None
+        self._receiver_id: jsonrpc.RequestId | None = None
+
+    @property
+    def receiver_id(self) -> jsonrpc.RequestId | None:
+        """The request id of the receiving call, if one is running."""
+        return self._receiver_id
+
+    def begin_call(self, rid: jsonrpc.RequestId, inbox: Inbox) -> None:
+        """`rid` is now the receiving call: its messages go to `inbox` until `end_call`."""
+        if self._receiver is not None:
+            raise RuntimeError("a receiving call is already running on this session")
+        self._receiver, self._receiver_id = inbox, rid
+
+    def end_call(self) -> None:
+        self._receiver = self._receiver_id = None
+
+    def expect(self, rid: jsonrpc.RequestId) -> asyncio.Future[jsonrpc.Response]:
+        """A future for the response to plain request `rid`; `forget(rid)` once done with it."""
+        waiter: asyncio.Future[jsonrpc.Response] = asyncio.get_running_loop().create_future()
+        self._waiters[rid] = waiter
+        return waiter
+
+    def forget(self, rid: jsonrpc.RequestId) -> None:
+        self._waiters.pop(rid, None)
+
+    def dispatch(self, msg: jsonrpc.Message, *, standalone: bool = False) -> jsonrpc.Response | None:
+        """Route one upstream message. Notifications marked `standalone` are session-wide (list changes,
+        resource updates), never part of a call's reply. Returns the answer to send upstream when a server
+        request arrives with no receiving call (the transport sends it), else None."""
+        if isinstance(msg, jsonrpc.Result | jsonrpc.Error):
+            if msg.id is not None and msg.id == self._receiver_id and self._receiver is not None:
+                self._receiver.put_nowait(msg)
+                return None
+            waiter = self._waiters.get(msg.id) if msg.id is not None else None
+            if waiter is not None and not waiter.done():
+                waiter.set_result(msg)
+            return None
+        if isinstance(msg, jsonrpc.Notification):
+            if self._receiver is not None and not standalone:
+                self._receiver.put_nowait(msg)
+            return None
+        if self._receiver is not None:
+            self._receiver.put_nowait(msg)
+            return None
+        return self._no_call(msg)
+
+    def fail_all(self, reason: str) -> None:
+        """Every waiter fails with UpstreamError(reason); the receiving call gets TransportLost(reason)."""
+        for waiter in self._waiters.values():
+            if not waiter.done():
+                waiter.set_exception(UpstreamError(reason))
+        if self._receiver is not None:
+            self._receiver.put_nowait(TransportLost(reason))
+
+
+async def negotiate(
+    exchange: Exchange, versions: tuple[str, ...], capabilities: Mapping[str, Any], timeout: float
+) -> ServerInfo:
+    """`initialize`, offering each of `versions` (newest first) until the upstream answers with one of them.
+
+    Raises UpstreamError listing what each offer got."""
+    problems = []
+    for version in versions:
+        params = {"protocolVersion": version, "capabilities": dict(capabilities), "clientInfo": CLIENT_INFO}
+        try:
+            reply = await exchange("initialize", params, timeout)
+        except UpstreamError as exc:
+            problems.append(f"{version}: {exc}")
+            continue
+        if isinstance(reply, jsonrpc.Error):
+            problems.append(f"{version}: {reply.error.message}")
+            continue
+        negotiated = reply.result.get("protocolVersion")
+        if negotiated not in versions:
+            problems.append(f"{version}: upstream answered with unsupported version {negotiated!r}")
+            continue
+        return ServerInfo(
+            protocol_version=str(negotiated),
+            capabilities=_mapping(reply.result.get("capabilities")),
+            server_info=_mapping(reply.result.get("serverInfo")),
+            instructions=_str_or_none(reply.result.get("instructions")),
+        )
+    raise UpstreamError("initialize failed: " + "; ".join(problems))
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _str_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+__all__ = ["CLIENT_INFO", "SESSION_WIDE_NOTIFICATIONS", "Exchange", "NoCallAnswer", "Router", "negotiate"]

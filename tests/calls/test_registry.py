@@ -1,0 +1,247 @@
+"""CallRegistry: admission limits, park/take, expiry on an injected clock, idempotent removal."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from proxy.calls.registry import CallBusy, CallRegistry, LimitExceeded, LiveCall
+from proxy.translate.capabilities import ClientCapabilities
+from proxy.translate.exchange import Exchange
+
+PER_PRINCIPAL = "calls.max_parked_per_principal"
+
+
+class Clock:
+    def __init__(self, now: float = 1000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def call(call_id: str, principal: str = "alice") -> LiveCall:
+    session: Any = object()  # the registry never touches the session or the pool key
+    key: Any = object()
+    return LiveCall(
+        id=call_id,
+        upstream="up",
+        method="tools/call",
+        principal=principal,
+        target="t",
+        key=key,
+        session=session,
+        exchange=Exchange(ClientCapabilities()),
+        inbox=asyncio.Queue(),
+    )
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def reg(clock: Clock) -> CallRegistry:
+    return CallRegistry(max_calls=3, max_per_principal=2, clock=clock)
+
+
+def test_add_get_len_iter(reg: CallRegistry) -> None:
+    a, b = call("a"), call("b", "bob")
+    reg.add(a)
+    reg.add(b)
+    assert len(reg) == 2
+    assert reg.get("a") is a
+    assert reg.get("missing") is None
+    assert list(reg) == [a, b]
+
+
+def test_iter_is_a_snapshot(reg: CallRegistry) -> None:
+    for c in (call("a"), call("b", "bob")):
+        reg.add(c)
+    for c in reg:
+        reg.remove(c)
+    assert len(reg) == 0
+
+
+def test_total_limit(reg: CallRegistry) -> None:
+    reg.add(call("a", "p1"))
+    reg.add(call("b", "p2"))
+    reg.add(call("c", "p3"))
+    for attempt in (lambda: reg.admit("p4"), lambda: reg.add(call("d", "p4"))):
+        with pytest.raises(
+            LimitExceeded, match=r"the proxy holds 3 parked or running calls \(calls.max_parked\)"
+        ):
+            attempt()
+    assert len(reg) == 3
+    assert reg.get("d") is None
+
+
+def test_per_principal_limit(reg: CallRegistry) -> None:
+    reg.add(call("a1", "alice"))
+    reg.add(call("a2", "alice"))
+    with pytest.raises(LimitExceeded, match=r"this client holds 2 parked or running calls") as info:
+        reg.add(call("a3", "alice"))
+    assert PER_PRINCIPAL in str(info.value)
+    assert reg.get("a3") is None
+    reg.admit("bob")  # another principal is not affected
+    reg.add(call("b1", "bob"))
+    assert len(reg) == 3
+
+
+def test_total_limit_checked_before_per_principal() -> None:
+    reg = CallRegistry(max_calls=1, max_per_principal=1)
+    reg.add(call("a", "alice"))
+    with pytest.raises(LimitExceeded, match=r"calls.max_parked\)"):
+        reg.admit("alice")
+
+
+def test_remove_frees_slots_and_is_idempotent(reg: CallRegistry) -> None:
+    a1, a2 = call("a1"), call("a2")
+    reg.add(a1)
+    reg.add(a2)
+    reg.remove(a1)
+    reg.remove(a1)  # a second remove must not free a second slot
+    reg.add(call("a3"))
+    with pytest.raises(LimitExceeded, match=PER_PRINCIPAL):
+        reg.add(call("a4"))
+    assert [c.id for c in reg] == ["a2", "a3"]
+
+
+def test_remove_unknown_call_is_harmless(reg: CallRegistry) -> None:
+    reg.add(call("a"))
+    reg.remove(call("never-added"))
+    assert len(reg) == 1
+
+
+def test_per_principal_count_drops_to_zero(reg: CallRegistry) -> None:
+    calls = [call("a1"), call("a2")]
+    for c in calls:
+        reg.add(c)
+    for c in calls:
+        reg.remove(c)
+    assert "alice" not in reg._per_principal  # no empty entries left behind
+    reg.add(call("a3"))
+    reg.add(call("a4"))
+
+
+def test_park_and_take(reg: CallRegistry, clock: Clock) -> None:
+    c = call("a")
+    reg.add(c)
+    assert not c.parked
+    assert reg.parked_count == 0
+    reg.park(c, ttl=30)
+    assert c.parked
+    assert c.parked_until == 1030.0
+    assert reg.parked_count == 1
+    reg.take(c)
+    assert not c.parked
+    assert c.parked_until is None
+    assert reg.parked_count == 0
+    with pytest.raises(CallBusy) as info:
+        reg.take(c)
+    assert info.value.args == ("a",)
+
+
+def test_take_of_a_running_call_is_busy(reg: CallRegistry) -> None:
+    c = call("a")
+    reg.add(c)
+    with pytest.raises(CallBusy, match=r"^a$"):
+        reg.take(c)
+
+
+def test_park_again_moves_the_deadline(reg: CallRegistry, clock: Clock) -> None:
+    c = call("a")
+    reg.add(c)
+    reg.park(c, 10)
+    clock.now += 5
+    reg.park(c, 10)
+    assert c.parked_until == 1015.0
+
+
+def test_expired(reg: CallRegistry, clock: Clock) -> None:
+    short, long, running = call("short"), call("long", "bob"), call("running", "carol")
+    for c in (short, long, running):
+        reg.add(c)
+    reg.park(short, 10)
+    reg.park(long, 60)
+    assert reg.expired() == []
+    clock.now += 9.999
+    assert reg.expired() == []
+    clock.now = 1010.0  # the deadline itself counts as expired
+    assert reg.expired() == [short]
+    clock.now += 1000
+    assert {c.id for c in reg.expired()} == {"short", "long"}
+    reg.take(long)
+    assert reg.expired() == [short]
+    reg.remove(short)
+    assert reg.expired() == []
+
+
+def test_expired_ignores_calls_taken_before_the_deadline(clock: Clock) -> None:
+    reg = CallRegistry(max_calls=5, max_per_principal=5, clock=clock)
+    c = call("a")
+    reg.add(c)
+    reg.park(c, 1)
+    reg.take(c)
+    clock.now += 100
+    assert reg.expired() == []
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Ended calls (replayed handles)
+# ---------------------------------------------------------------------------------------------------------
+
+
+def test_ended_is_remembered_for_the_handle_ttl(reg: CallRegistry, clock: Clock) -> None:
+    c = call("a")
+    reg.add(c)
+    assert not reg.ended("a")
+    reg.remove(c, handle_ttl=30)
+    assert reg.get("a") is None
+    assert reg.ended("a")
+    clock.now += 29.999
+    assert reg.ended("a")
+    clock.now = 1030.0  # the handle's expiry itself: no longer a replay
+    assert not reg.ended("a")
+
+
+def test_remove_without_ttl_is_not_remembered(reg: CallRegistry) -> None:
+    c = call("a")
+    reg.add(c)
+    reg.remove(c)
+    assert not reg.ended("a")
+    assert not reg.ended("never-seen")
+
+
+def test_ended_is_bounded_by_max_calls(reg: CallRegistry) -> None:
+    for i in range(5):  # max_calls is 3
+        c = call(f"c{i}", f"p{i}")
+        reg.add(c)
+        reg.remove(c, handle_ttl=60)
+    assert [reg.ended(f"c{i}") for i in range(5)] == [False, False, True, True, True]
+    assert len(reg._ended) == 3
+
+
+def test_expired_prunes_ended_calls(reg: CallRegistry, clock: Clock) -> None:
+    short, long = call("short"), call("long")
+    for c, ttl in ((short, 10), (long, 100)):
+        reg.add(c)
+        reg.remove(c, handle_ttl=ttl)
+    clock.now += 10
+    assert reg.expired() == []
+    assert list(reg._ended) == ["long"]
+    assert reg.ended("long")
+
+
+def test_remove_with_ttl_still_frees_the_slot_once(reg: CallRegistry) -> None:
+    a1, a2 = call("a1"), call("a2")
+    reg.add(a1)
+    reg.add(a2)
+    reg.remove(a1, handle_ttl=10)
+    reg.remove(a1, handle_ttl=10)
+    reg.add(call("a3"))
+    with pytest.raises(LimitExceeded, match=PER_PRINCIPAL):
+        reg.add(call("a4"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 from collections.abc import AsyncIterator, Callable, Mapping
 
 import aiohttp
@@ -15,7 +16,8 @@ from proxy.calls.registry import CallRegistry
 from proxy.calls.service import CallService, CallSettings
 from proxy.config import Config, UpstreamConfig
 from proxy.front.modern import ModernFront
-from proxy.handle import HandleCodec, KeyRing, load_keys
+from proxy.front.principal import resolver
+from proxy.handle import HandleCodec, KeyLoadError, KeyRing, load_keys
 from proxy.pool import PoolKey, SessionFactory, SessionPool
 from proxy.upstream.base import UpstreamSession
 from proxy.upstream.streamable_http import SessionSettings, StreamableHttpSession
@@ -48,6 +50,40 @@ def key_ring(config: Config, environ: Mapping[str, str] | None = None) -> KeyRin
         "between replicas; run `mrtr-proxy keygen` and configure keys.files/dirs/env",
     )
     return KeyRing.ephemeral()
+
+
+def key_sources_fingerprint(config: Config) -> tuple[tuple[str, int, int], ...]:
+    """(path, mtime, size) of every configured key file and directory entry: changes when a key does."""
+    paths = list(config.keys.files)
+    for directory in config.keys.dirs:
+        with contextlib.suppress(OSError):
+            paths += sorted(directory.iterdir())
+    out = []
+    for path in paths:
+        with contextlib.suppress(OSError):
+            st = path.stat()
+            out.append((str(path), st.st_mtime_ns, st.st_size))
+    return tuple(out)
+
+
+def reload_keys(app: web.Application) -> bool:
+    """Re-read the key ring (SIGHUP, or a key file changed). Parked calls are untouched: handles sealed
+    with a key that is still in the ring keep working. A bad key set is refused and the old ring kept."""
+    config = app[CONFIG]
+    if not (config.keys.files or config.keys.dirs or config.keys.env):
+        return False  # an ephemeral ring is never replaced: that would strand every parked call
+    try:
+        ring = KeyRing(
+            load_keys(
+                files=config.keys.files, dirs=config.keys.dirs, env=os.environ, env_vars=config.keys.env
+            )
+        )
+    except (KeyLoadError, ValueError) as exc:  # ValueError: no key at all (an empty ring)
+        log.error("keys.reload_failed", error=str(exc), hint="keeping the current key ring")
+        return False
+    app[CODEC].replace_ring(ring)
+    log.info("keys.reloaded", key_ids=list(ring.kids), sealing_key=ring.kids[0])
+    return True
 
 
 def no_call_answer(upstream: UpstreamConfig) -> Callable[[jsonrpc.Request], jsonrpc.Response]:
@@ -92,12 +128,17 @@ def session_factory(upstream: UpstreamConfig, http: aiohttp.ClientSession) -> Se
     return open_session
 
 
-def create_app(config: Config, *, ring: KeyRing | None = None) -> web.Application:
+def create_app(
+    config: Config, *, ring: KeyRing | None = None, handle_signals: bool = False
+) -> web.Application:
+    """The proxy as an aiohttp application. `handle_signals` installs SIGHUP (reload the key ring)."""
     app = web.Application(client_max_size=config.front.max_body_bytes)
     app[CONFIG] = config
     app[CODEC] = HandleCodec(ring or key_ring(config))
     app.cleanup_ctx.append(_upstreams)
     app.cleanup_ctx.append(_housekeeping)
+    if handle_signals:
+        app.on_startup.append(_install_sighup)
     app.router.add_route("*", "/mcp", _mcp)
     app.router.add_route("*", "/servers/{upstream}/mcp", _mcp)
     app.router.add_get("/healthz", _healthz)
@@ -134,7 +175,9 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
             owner=config.replica_address,
         ),
     )
-    app[FRONT] = ModernFront(config.front, {u.name: u for u in config.upstreams}, pools, app[CALLS])
+    app[FRONT] = ModernFront(
+        config.front, {u.name: u for u in config.upstreams}, pools, app[CALLS], resolver(config.principal)
+    )
     try:
         yield
     finally:
@@ -150,13 +193,20 @@ async def _mcp(request: web.Request) -> web.StreamResponse:
 async def _housekeeping(app: web.Application) -> AsyncIterator[None]:
     """Reap parked calls past their TTL and idle upstream sessions, once a second."""
 
+    config = app[CONFIG]
+    keys_seen = key_sources_fingerprint(config)
+
     async def loop() -> None:
+        nonlocal keys_seen
         while True:
             await asyncio.sleep(HOUSEKEEPING_INTERVAL)
             try:
                 await app[CALLS].reap_expired()
                 for pool in app[POOLS].values():
                     pool.reap_idle()
+                if (current := key_sources_fingerprint(config)) != keys_seen:
+                    keys_seen = current
+                    reload_keys(app)
             except Exception:
                 log.exception("housekeeping.failed")
 
@@ -167,6 +217,10 @@ async def _housekeeping(app: web.Application) -> AsyncIterator[None]:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+async def _install_sighup(app: web.Application) -> None:
+    asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, reload_keys, app)
 
 
 async def _healthz(_: web.Request) -> web.Response:

@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     logs.configure(config.logging.level, config.logging.format)
     try:
-        app = create_app(config)
+        app = create_app(config, handle_signals=True)
     except KeyLoadError as exc:
         print(f"mrtr-proxy: {exc}", file=sys.stderr)
         return 2

@@ -20,6 +20,7 @@ from .model import (
     ListenConfig,
     LoggingConfig,
     PoolConfig,
+    PrincipalConfig,
     ReplicaConfig,
     StaticRoot,
     TimeoutsConfig,
@@ -185,6 +186,7 @@ def load_config(
         replica=_section(ReplicaConfig, raw.get("replica")),
         keys=_section(KeysConfig, raw.get("keys"), paths=("files", "dirs")),
         logging=_section(LoggingConfig, raw.get("logging")),
+        principal=_section(PrincipalConfig, raw.get("principal")),
         front=_section(FrontConfig, raw.get("front")),
         calls=_section(CallsConfig, raw.get("calls")),
     )

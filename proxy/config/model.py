@@ -60,6 +60,18 @@ class FrontConfig:
     max_body_bytes: int = 1048576
     max_input_responses: int = 64
     max_input_response_bytes: int = 262144
+    rate_limit_per_s: float = 0
+    rate_burst: int = 20
+
+
+PrincipalSource = Literal["authorization", "jwt_claim", "header"]
+
+
+@dataclass(frozen=True, slots=True)
+class PrincipalConfig:
+    source: PrincipalSource = "authorization"
+    claim: str = "sub"
+    header: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +125,7 @@ class Config:
     replica: ReplicaConfig = field(default_factory=ReplicaConfig)
     keys: KeysConfig = field(default_factory=KeysConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
+    principal: PrincipalConfig = field(default_factory=PrincipalConfig)
     front: FrontConfig = field(default_factory=FrontConfig)
     calls: CallsConfig = field(default_factory=CallsConfig)
 

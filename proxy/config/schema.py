@@ -82,6 +82,9 @@ def semantic_problems(raw: Mapping[str, Any]) -> Iterator[str]:
         per, most = calls.get("max_parked_per_principal", 100), calls.get("max_parked", 10000)
         if isinstance(per, int) and isinstance(most, int) and per > most:
             yield f"calls.max_parked_per_principal: {per} is more than calls.max_parked ({most})"
+    principal = raw.get("principal")
+    if isinstance(principal, dict) and principal.get("source") == "header" and not principal.get("header"):
+        yield "principal.header: required when principal.source is 'header'"
     ups = raw.get("upstreams")
     seen: dict[str, int] = {}
     for i, up in enumerate(ups if isinstance(ups, list) else ()):

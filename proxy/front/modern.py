@@ -18,8 +18,9 @@ from aiohttp import web
 from proxy.calls.service import CallRequest, CallService, Completed, Failed, InvalidRequestState, NeedsInput
 from proxy.config import FrontConfig, UpstreamConfig
 from proxy.front.checks import InputLimits, ModernRequest, Refusal, check_modern, origin_allowed
+from proxy.front.principal import Resolver
+from proxy.front.ratelimit import RateLimiter
 from proxy.front.reply import Replier, json_response
-from proxy.handle import principal_digest
 from proxy.pool import PoolKey, SessionPool
 from proxy.upstream.base import UpstreamError
 from proxy.wire import jsonrpc, mcp
@@ -44,8 +45,11 @@ class ModernFront:
         upstreams: Mapping[str, UpstreamConfig],
         pools: Mapping[str, SessionPool],
         calls: CallService,
+        principal: Resolver,
     ) -> None:
         self._front = front
+        self._principal = principal
+        self._rate = RateLimiter(front.rate_limit_per_s, front.rate_burst)
         self._upstreams = upstreams
         self._default = next(iter(upstreams))
         self._pools = pools
@@ -104,7 +108,17 @@ class ModernFront:
                 ),
             )
         req = check_modern(msg, request.headers, limits=self._limits)
-        principal = principal_digest(request.headers.get("Authorization"))
+        principal = self._principal(request.headers)
+        if not self._rate.allow(principal):
+            wait = self._rate.retry_after(principal)
+            raise Refusal(
+                429,
+                ErrorObject(
+                    jsonrpc.LIMIT_EXCEEDED,
+                    f"Too many requests: at most {self._front.rate_limit_per_s:g}/s "
+                    f"for this client (front.rate_limit_per_s); retry in {wait:.1f}s",
+                ),
+            )
         key = self._pool_key(upstream, req, request)
         replier = Replier(request)
         answer = await self._dispatch(

@@ -13,8 +13,17 @@ import aiohttp
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from proxy.app import CALLS, create_app
-from proxy.config import CallsConfig, Config, FrontConfig, ListenConfig, StaticRoot, UpstreamConfig
+from proxy.app import CALLS, CODEC, create_app
+from proxy.config import (
+    CallsConfig,
+    Config,
+    FrontConfig,
+    KeysConfig,
+    ListenConfig,
+    PrincipalConfig,
+    StaticRoot,
+    UpstreamConfig,
+)
 from proxy.handle import KeyRing
 
 ALL_CAPS: dict[str, Any] = {"elicitation": {"form": {}, "url": {}}, "sampling": {}, "roots": {}}
@@ -43,6 +52,8 @@ async def running_proxy(
     ring: KeyRing | None = None,
     static_roots: tuple[StaticRoot, ...] = (),
     front: FrontConfig | None = None,
+    keys: KeysConfig | None = None,
+    principal: PrincipalConfig | None = None,
     names: tuple[str, ...] = ("default",),
     **calls: Any,
 ) -> AsyncIterator[RunningProxy]:
@@ -52,14 +63,15 @@ async def running_proxy(
         upstreams=tuple(UpstreamConfig(name=n, url=upstream_url, static_roots=static_roots) for n in names),
         listen=ListenConfig(host="127.0.0.1", port=8080),
         front=front or FrontConfig(),
+        keys=keys or KeysConfig(),
+        principal=principal or PrincipalConfig(),
         calls=CallsConfig(**calls),
     )
-    ring = ring or KeyRing.ephemeral()
-    app = create_app(config, ring=ring)
+    app = create_app(config, ring=ring if ring is not None or keys else KeyRing.ephemeral())
     server = TestServer(app, host="127.0.0.1")
     await server.start_server()
     try:
-        yield RunningProxy(str(server.make_url("/mcp")), app, ring)
+        yield RunningProxy(str(server.make_url("/mcp")), app, app[CODEC].ring)
     finally:
         await server.close()
 

@@ -213,3 +213,36 @@ async def test_concurrent_calls_do_not_cross(client: RawClient) -> None:
         )
     )
     assert [text_of(f.result) for f in finals] == [f"accept:user{i}" for i in range(8)]
+
+
+async def test_templates_and_completion_are_relayed(client: RawClient) -> None:
+    templates = await client.request("resources/templates/list")
+    assert templates.result["resultType"] == "complete"
+    assert [t["uriTemplate"] for t in templates.result["resourceTemplates"]] == ["fixture://secret/{label}"]
+    completion = await client.request(
+        "completion/complete",
+        {
+            "ref": {"type": "ref/prompt", "name": "greeting_prompt"},
+            "argument": {"name": "x", "value": ""},
+        },
+    )
+    # FastMCP 1.30 without a completion handler: its own -32601 passes through, as a modern 404.
+    assert completion.status == 404
+    assert completion.error["code"] == -32601
+
+
+async def test_sessions_are_deleted_upstream_on_shutdown(fastmcp_url: str) -> None:
+    """Closing the proxy sends DELETE for every upstream session: the legacy server forgets them."""
+    async with aiohttp.ClientSession() as http:
+        async with running_proxy(fastmcp_url) as short:
+            reply = await RawClient(short.url, http).call("whoami")
+            session_id = reply.result["content"][0]["text"].split("|")[1]
+            assert session_id
+        probe = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+        headers = {
+            "Mcp-Session-Id": session_id,
+            "MCP-Protocol-Version": "2025-11-25",
+            "Accept": "application/json, text/event-stream",
+        }
+        async with http.post(fastmcp_url, json=probe, headers=headers) as resp:
+            assert resp.status == 404  # FastMCP: unknown (terminated) session

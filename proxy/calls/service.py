@@ -165,6 +165,9 @@ class CallService:
         except UpstreamError as exc:
             await self._abandon(call, "could not deliver the client's input")
             return Failed(_upstream_failed(f"could not deliver the input: {exc}"))
+        except BaseException:  # the client went away mid-delivery: the call is no longer parked, end it
+            await asyncio.shield(self._abandon(call, "the client went away"))
+            raise
         return await self._drive(call, notify)
 
     async def reap_expired(self) -> int:

@@ -7,6 +7,7 @@ import contextlib
 import os
 import signal
 from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
 
 import aiohttp
 import structlog
@@ -16,10 +17,13 @@ from proxy.calls.registry import CallRegistry
 from proxy.calls.service import CallService, CallSettings
 from proxy.config import Config, UpstreamConfig
 from proxy.front.modern import ModernFront
+from proxy.front.peers import FORWARD_PREFIX, Peers
 from proxy.front.principal import resolver
 from proxy.handle import HandleCodec, KeyLoadError, KeyRing, load_keys
-from proxy.pool import PoolKey, SessionFactory, SessionPool
-from proxy.upstream.base import UpstreamSession
+from proxy.pool import PoolKey, SessionAdopter, SessionFactory, SessionPool
+from proxy.upstream.base import ServerInfo, UpstreamSession
+from proxy.upstream.http_sse import HttpSseSession
+from proxy.upstream.stdio import StdioSession, StdioSettings
 from proxy.upstream.streamable_http import SessionSettings, StreamableHttpSession
 from proxy.wire import jsonrpc, mcp
 
@@ -32,6 +36,16 @@ FRONT = web.AppKey("front", ModernFront)
 CALLS = web.AppKey("calls", CallService)
 HTTP = web.AppKey("http", aiohttp.ClientSession)
 HOUSEKEEPING_INTERVAL = 1.0
+
+
+@dataclass(slots=True)
+class RuntimeState:
+    """What changes while the process runs: set once shutdown begins."""
+
+    draining: bool = False
+
+
+STATE = web.AppKey("state", RuntimeState)
 
 
 def key_ring(config: Config, environ: Mapping[str, str] | None = None) -> KeyRing:
@@ -105,9 +119,14 @@ def no_call_answer(upstream: UpstreamConfig) -> Callable[[jsonrpc.Request], json
 
 
 def session_factory(upstream: UpstreamConfig, http: aiohttp.ClientSession) -> SessionFactory:
-    if upstream.transport != "streamable-http" or upstream.url is None:
+    if upstream.transport == "stdio" and upstream.command is not None:
+        return _stdio_session_factory(upstream, upstream.command)
+    if upstream.transport not in ("streamable-http", "sse") or upstream.url is None:
         raise NotImplementedError(f"transport {upstream.transport!r} is not available yet")
     url, answer = upstream.url, no_call_answer(upstream)
+    session_class: type[StreamableHttpSession] | type[HttpSseSession] = (
+        HttpSseSession if upstream.transport == "sse" else StreamableHttpSession
+    )
 
     async def open_session(key: PoolKey) -> UpstreamSession:
         settings = SessionSettings(
@@ -117,7 +136,54 @@ def session_factory(upstream: UpstreamConfig, http: aiohttp.ClientSession) -> Se
             headers={**upstream.headers, **dict(key.forwarded)},
             initialize_timeout=upstream.timeouts.initialize_s,
         )
-        session = StreamableHttpSession(http, settings, answer)
+        session = session_class(http, settings, answer)
+        try:
+            await session.open()
+        except BaseException:
+            await session.close()
+            raise
+        return session
+
+    return open_session
+
+
+def session_adopter(upstream: UpstreamConfig, http: aiohttp.ClientSession) -> SessionAdopter | None:
+    """How to attach to another replica's legacy session (takeover), where the transport allows it: only
+    Streamable HTTP sessions outlive the connection that opened them and can be resumed by id."""
+    if upstream.transport != "streamable-http" or upstream.url is None:
+        return None
+    url, answer = upstream.url, no_call_answer(upstream)
+
+    async def adopt(key: PoolKey, session_id: str, info: ServerInfo) -> UpstreamSession:
+        settings = SessionSettings(
+            url=url,
+            versions=upstream.protocol_versions,
+            capabilities=key.capabilities.legacy(info.protocol_version),
+            headers={**upstream.headers, **dict(key.forwarded)},
+            initialize_timeout=upstream.timeouts.initialize_s,
+        )
+        return await StreamableHttpSession.adopt(http, settings, answer, session_id, info)
+
+    return adopt
+
+
+def _stdio_session_factory(upstream: UpstreamConfig, command: str) -> SessionFactory:
+    """One child process per session. Forwarded client headers cannot reach a child; as part of the pool
+    key they still keep the children of different principals apart."""
+    answer = no_call_answer(upstream)
+
+    async def open_session(key: PoolKey) -> UpstreamSession:
+        settings = StdioSettings(
+            upstream=upstream.name,
+            command=command,
+            args=upstream.args,
+            env=upstream.env,
+            cwd=upstream.cwd,
+            versions=upstream.protocol_versions,
+            capabilities=key.capabilities.legacy(upstream.protocol_versions[0]),
+            initialize_timeout=upstream.timeouts.initialize_s,
+        )
+        session = StdioSession(settings, answer)
         try:
             await session.open()
         except BaseException:
@@ -134,6 +200,7 @@ def create_app(
     """The proxy as an aiohttp application. `handle_signals` installs SIGHUP (reload the key ring)."""
     app = web.Application(client_max_size=config.front.max_body_bytes)
     app[CONFIG] = config
+    app[STATE] = RuntimeState()
     app[CODEC] = HandleCodec(ring or key_ring(config))
     app.cleanup_ctx.append(_upstreams)
     app.cleanup_ctx.append(_housekeeping)
@@ -141,6 +208,9 @@ def create_app(
         app.on_startup.append(_install_sighup)
     app.router.add_route("*", "/mcp", _mcp)
     app.router.add_route("*", "/servers/{upstream}/mcp", _mcp)
+    # Retries forwarded by another replica to the one that holds their parked call (see front/peers.py).
+    app.router.add_route("POST", f"{FORWARD_PREFIX}/mcp", _mcp)
+    app.router.add_route("POST", f"{FORWARD_PREFIX}/servers/{{upstream}}/mcp", _mcp)
     app.router.add_get("/healthz", _healthz)
     app.router.add_get("/readyz", _readyz)
     return app
@@ -158,7 +228,11 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
     app[HTTP] = http
     pools = {
         up.name: SessionPool(
-            up.name, session_factory(up, http), max_sessions=up.pool.max_sessions, idle_ttl=up.pool.idle_ttl_s
+            up.name,
+            session_factory(up, http),
+            max_sessions=up.pool.max_sessions,
+            idle_ttl=up.pool.idle_ttl_s,
+            adopter=session_adopter(up, http),
         )
         for up in config.upstreams
     }
@@ -176,7 +250,13 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
         ),
     )
     app[FRONT] = ModernFront(
-        config.front, {u.name: u for u in config.upstreams}, pools, app[CALLS], resolver(config.principal)
+        front=config.front,
+        upstreams={u.name: u for u in config.upstreams},
+        pools=pools,
+        calls=app[CALLS],
+        principal=resolver(config.principal),
+        peers=Peers(http, config.replica_address),
+        state=app[STATE],
     )
     try:
         yield
@@ -228,4 +308,22 @@ async def _healthz(_: web.Request) -> web.Response:
 
 
 async def _readyz(request: web.Request) -> web.Response:
-    return web.json_response({"status": "ready", "parked_calls": request.app[CALLS].registry.parked_count})
+    """Ready: keys loaded (always, once started) and not draining. Upstreams are reached lazily, so one
+    down upstream does not take the replica out of rotation for the others."""
+    parked = request.app[CALLS].registry.parked_count
+    if request.app[STATE].draining:
+        return web.json_response({"status": "draining", "parked_calls": parked}, status=503)
+    return web.json_response({"status": "ready", "parked_calls": parked})
+
+
+async def drain(app: web.Application) -> None:
+    """SIGTERM: readiness goes false at once, new calls are refused (-31005, retry elsewhere), retries of
+    parked calls are served for `calls.drain_grace_s`, then what is left is handed over or cancelled."""
+    app[STATE].draining = True
+    log.info(
+        "drain.started",
+        parked_calls=app[CALLS].registry.parked_count,
+        grace_s=app[CONFIG].calls.drain_grace_s,
+    )
+    await app[CALLS].drain(app[CONFIG].calls.drain_grace_s)
+    log.info("drain.finished")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -10,7 +12,7 @@ from typing import Any
 from aiohttp import web
 
 from proxy import logs
-from proxy.app import create_app
+from proxy.app import create_app, drain
 from proxy.config import Config, ConfigError, load_config
 from proxy.handle import KeyLoadError, generate_key_b64
 
@@ -70,15 +72,26 @@ def main(argv: list[str] | None = None) -> int:
         print(f"mrtr-proxy: {exc}", file=sys.stderr)
         return 2
     print(_describe(config), file=sys.stderr, flush=True)
-    web.run_app(
-        app,
-        host=config.listen.host,
-        port=config.listen.port,
-        access_log=None,
-        print=None,
-        shutdown_timeout=30,
-    )
+    asyncio.run(_serve(app, config))
     return 0
+
+
+async def _serve(app: web.Application, config: Config) -> None:
+    """Run until SIGTERM or SIGINT, then drain (readiness off, parked calls finished or handed over)."""
+    # handler_cancellation: a client closing its response stream cancels its request and the upstream call
+    runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
+    await runner.setup()
+    site = web.TCPSite(runner, config.listen.host, config.listen.port)
+    await site.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+        await drain(app)
+    finally:
+        await runner.cleanup()
 
 
 if __name__ == "__main__":  # pragma: no cover

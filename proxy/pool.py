@@ -15,7 +15,7 @@ from typing import Any
 import structlog
 
 from proxy.translate.capabilities import ClientCapabilities
-from proxy.upstream.base import ServerInfo, UpstreamError, UpstreamSession
+from proxy.upstream.base import NotDelivered, ServerInfo, UpstreamError, UpstreamSession
 from proxy.wire import jsonrpc
 
 log = structlog.get_logger(__name__)
@@ -28,6 +28,8 @@ class PoolKey:
 
 
 SessionFactory = Callable[[PoolKey], Awaitable[UpstreamSession]]
+# Re-attaches to an existing legacy session by id, without initialize (takeover of another replica's call).
+SessionAdopter = Callable[[PoolKey, str, ServerInfo], Awaitable[UpstreamSession]]
 
 
 class PoolExhausted(Exception):
@@ -43,9 +45,11 @@ class SessionPool:
         max_sessions: int,
         idle_ttl: float,
         clock: Callable[[], float] = time.monotonic,
+        adopter: SessionAdopter | None = None,
     ) -> None:
         self.name = name
         self._factory = factory
+        self._adopter = adopter
         self._max = max_sessions
         self._idle_ttl = idle_ttl
         self._clock = clock
@@ -72,6 +76,23 @@ class SessionPool:
         self._busy.setdefault(key, set()).add(session)
         return session
 
+    @property
+    def can_adopt(self) -> bool:
+        return self._adopter is not None
+
+    async def adopt(self, key: PoolKey, session_id: str) -> UpstreamSession:
+        """Attach to the legacy session `session_id` that another replica opened, for one receiving call."""
+        if self._adopter is None:
+            raise UpstreamError(
+                f"upstream {self.name!r}: its transport cannot resume another replica's session"
+            )
+        info = await self.server_info(key)
+        if self.size >= self._max and not self._evict_one_idle():
+            raise PoolExhausted(f"upstream {self.name!r} has {self._max} sessions open (pool.max_sessions)")
+        session = await self._adopter(key, session_id, info)
+        self._busy.setdefault(key, set()).add(session)
+        return session
+
     def release(self, key: PoolKey, session: UpstreamSession, *, reusable: bool) -> None:
         busy = self._busy.get(key)
         if busy is not None:
@@ -88,7 +109,16 @@ class SessionPool:
     async def request(
         self, key: PoolKey, method: str, params: Mapping[str, Any], timeout: float
     ) -> jsonrpc.Response:
-        """A plain request on any live session of `key` (idle first, then a busy one, else a new one)."""
+        """A plain request on any live session of `key` (idle first, then a busy one, else a new one).
+        Sent once more on another session if the first certainly never reached the upstream (it restarted)."""
+        try:
+            return await self._request_once(key, method, params, timeout)
+        except NotDelivered:
+            return await self._request_once(key, method, params, timeout)
+
+    async def _request_once(
+        self, key: PoolKey, method: str, params: Mapping[str, Any], timeout: float
+    ) -> jsonrpc.Response:
         session = next((s for s, _ in self._idle.get(key, ()) if s.alive), None)
         if session is None:
             session = next((s for s in self._busy.get(key, ()) if s.alive), None)
@@ -105,6 +135,14 @@ class SessionPool:
                 self.release(key, session, reusable=True)
         assert self._info is not None
         return self._info
+
+    def forget(self, key: PoolKey, session: UpstreamSession) -> None:
+        """Drop a session from the pool without closing it (it was detached for another replica)."""
+        busy = self._busy.get(key)
+        if busy is not None:
+            busy.discard(session)
+            if not busy:
+                del self._busy[key]
 
     def reap_idle(self) -> int:
         """Close sessions idle for longer than the TTL; returns how many."""

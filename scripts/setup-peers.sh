@@ -4,7 +4,8 @@
 #   .peers/client  python venv with mcp==2.3.0  (2026-07-28 client)
 #   .peers/node    npm peers: server-everything, the TS client v2, the conformance suite, Node 22
 # Idempotent: a peer already at the pinned version is left alone.
-# Usage: scripts/setup-peers.sh [legacy] [client] [node]   (no argument: all three)
+#   nginx          the round-robin load balancer for the multi-replica tests (Debian's nginx-light)
+# Usage: scripts/setup-peers.sh [legacy] [client] [node] [nginx]   (no argument: all four)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 peers="$root/.peers"
@@ -22,7 +23,7 @@ venv_with() {  # venv_with DIR REQUIREMENT
   "$dir/bin/python" -c "import mcp" # fail loudly if the install did not work
 }
 
-wanted=" ${*:-legacy client node} "
+wanted=" ${*:-legacy client node nginx} "
 case "$wanted" in *" legacy "*) venv_with "$peers/legacy" "mcp==1.30.0" & ;; esac
 case "$wanted" in *" client "*) venv_with "$peers/client" "mcp==2.3.0" & ;; esac
 case "$wanted" in *" node "*) (
@@ -34,5 +35,14 @@ case "$wanted" in *" node "*) (
     cp package.json .installed
   fi
 ) & ;; esac
+case "$wanted" in *" nginx "*)
+  if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+      (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx-light >/dev/null) &
+    else
+      echo "setup-peers: nginx is missing and cannot be installed here (needs root and apt-get);" \
+        "the multi-replica tests will fail until it is installed" >&2
+    fi
+  fi ;; esac
 for job in $(jobs -p); do wait "$job"; done
 echo "peers ready in $peers"

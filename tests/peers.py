@@ -250,8 +250,10 @@ async def run_peer(
     cwd: Path | None = None,
     ready_timeout: float = DEFAULT_READY_TIMEOUT,
     stop_timeout: float = DEFAULT_STOP_TIMEOUT,
+    port: int | None = None,
 ) -> AsyncIterator[PeerProcess]:
-    """Start ``make_argv(port)`` on a free port, wait until it accepts connections, always stop it.
+    """Start ``make_argv(port)`` on a free port (or on ``port``: a restart at the same address), wait until
+    it accepts connections, always stop it.
 
     ``env`` (a mapping, or a function of the port) is added to this process's environment. A peer
     that dies of "address in use" (the port got taken between ``free_port()`` and its bind) is
@@ -260,8 +262,9 @@ async def run_peer(
     with tempfile.TemporaryDirectory(prefix=f"mrtr-peer-{name}-") as tmp:
         peer: PeerProcess | None = None
         try:
+            fixed_port = port
             for attempt in range(_START_ATTEMPTS):
-                port = free_port()
+                port = fixed_port or free_port()
                 extra_env = env(port) if callable(env) else env
                 peer = await _spawn(
                     name=name, argv=make_argv(port), port=port, env=extra_env, cwd=cwd, log_dir=Path(tmp)
@@ -297,8 +300,9 @@ async def start_fastmcp(
     json_response: bool = False,
     ready_timeout: float = DEFAULT_READY_TIMEOUT,
     stop_timeout: float = DEFAULT_STOP_TIMEOUT,
+    port: int | None = None,
 ) -> AsyncIterator[PeerUrl]:
-    """Run ``tests/fixtures/legacy_fastmcp_server.py`` (mcp 1.30 FastMCP) on 127.0.0.1.
+    """Run ``tests/fixtures/legacy_fastmcp_server.py`` (mcp 1.30 FastMCP) on 127.0.0.1 (on ``port`` if given).
 
     Yields ``http://127.0.0.1:PORT/mcp`` (streamable-http) or ``http://127.0.0.1:PORT/sse`` (sse).
     ``event_store=True`` enables resumability (SSE ``id:``s, priming events, Last-Event-ID replay);
@@ -322,7 +326,12 @@ async def start_fastmcp(
 
     path = "/mcp" if transport == "streamable-http" else "/sse"
     async with run_peer(
-        "fastmcp", argv, env={"PYTHONUNBUFFERED": "1"}, ready_timeout=ready_timeout, stop_timeout=stop_timeout
+        "fastmcp",
+        argv,
+        env={"PYTHONUNBUFFERED": "1"},
+        ready_timeout=ready_timeout,
+        stop_timeout=stop_timeout,
+        port=port,
     ) as peer:
         yield PeerUrl(f"http://{LOOPBACK}:{peer.port}{path}", peer)
 

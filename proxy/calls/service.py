@@ -47,9 +47,17 @@ class NeedsInput:
 @dataclass(frozen=True, slots=True)
 class Failed:
     error: ErrorObject
+    undelivered: bool = False  # the upstream certainly never got the call: starting it again is safe
 
 
-Outcome = Completed | NeedsInput | Failed
+@dataclass(frozen=True, slots=True)
+class Forward:
+    """The call is parked on another replica: send the retry there, unchanged."""
+
+    owner: str
+
+
+Outcome = Completed | NeedsInput | Failed | Forward
 
 
 class InvalidRequestState(Exception):
@@ -99,6 +107,15 @@ class CallService:
         return self._registry
 
     async def start(self, req: CallRequest, notify: NotificationSink | None = None) -> Outcome:
+        """Run a new call. If its request certainly never reached the upstream (the upstream restarted and
+        forgot the pooled session, or refused the connection), it is sent once more on a fresh session."""
+        outcome = await self._start_once(req, notify)
+        if isinstance(outcome, Failed) and outcome.undelivered:
+            log.info("call.resent_undelivered", upstream=req.upstream, reason=outcome.error.message)
+            outcome = await self._start_once(req, notify)
+        return outcome
+
+    async def _start_once(self, req: CallRequest, notify: NotificationSink | None) -> Outcome:
         pool = self._pools[req.upstream]
         try:
             self._registry.admit(req.principal)
@@ -134,8 +151,13 @@ class CallService:
         request_state: str,
         responses: Mapping[str, Any],
         notify: NotificationSink | None = None,
+        *,
+        local_only: bool = False,
     ) -> Outcome:
-        """Continue the parked call `request_state` names. Raises InvalidRequestState for a bad handle."""
+        """Continue the parked call `request_state` names. Raises InvalidRequestState for a bad handle.
+
+        A call parked on another replica gives `Forward(owner)`, unless `local_only` (the retry was forwarded
+        here, or its owner is unreachable): then a call unknown here is taken over, or reported lost."""
         try:
             claims = self._codec.open(request_state)
             self._codec.verify(
@@ -150,11 +172,13 @@ class CallService:
         if call is None:
             if self._registry.ended(claims.call):
                 raise InvalidRequestState("call_ended")
-            return Failed(_lost())
+            if claims.owner != self._settings.owner and not local_only:
+                return Forward(claims.owner)
+            return await self._take_over(req, claims, responses, notify)
         self._check_current(call, claims)
-        for key, pending in call.exchange.pending.items():
-            if key in responses and (problem := invalid_input_response(pending.method, responses[key])):
-                return Failed(ErrorObject(jsonrpc.INVALID_PARAMS, f"inputResponses[{key!r}] {problem}"))
+        problem = _invalid_responses(call.exchange, responses)
+        if problem is not None:
+            return Failed(problem)
         try:
             self._registry.take(call)
         except CallBusy:
@@ -170,6 +194,61 @@ class CallService:
             raise
         return await self._drive(call, notify)
 
+    async def _take_over(
+        self, req: CallRequest, claims: Claims, responses: Mapping[str, Any], notify: NotificationSink | None
+    ) -> Outcome:
+        """The replica that held the call is gone. If the upstream can resume the call's stream, attach to
+        its legacy session, resume the stream from the handle's last event id, deliver the input, and drive
+        on as the new owner. Otherwise the call is lost — and never re-run."""
+        pool = self._pools[req.upstream]
+        if claims.last_event is None or claims.request is None or not claims.session or not pool.can_adopt:
+            return Failed(_lost("its replica is gone and the upstream cannot resume the call's stream"))
+        try:
+            exchange = Exchange.resumed(req.key.capabilities, claims.round, claims.pending)
+        except ValueError:
+            raise InvalidRequestState("bad_pending_keys") from None
+        problem = _invalid_responses(exchange, responses)
+        if problem is not None:
+            return Failed(problem)
+        try:
+            self._registry.admit(req.principal)
+            session = await pool.adopt(req.key, claims.session)
+        except (LimitExceeded, PoolExhausted) as exc:
+            return Failed(ErrorObject(jsonrpc.LIMIT_EXCEEDED, f"Too many calls: {exc}"))
+        except UpstreamError as exc:
+            return Failed(_lost(f"taking it over failed: {exc}"))
+        call = LiveCall(
+            id=claims.call,
+            upstream=req.upstream,
+            method=req.method,
+            principal=req.principal,
+            target=claims.target,
+            key=req.key,
+            session=session,
+            exchange=exchange,
+            inbox=asyncio.Queue(),
+            upstream_id=claims.request,
+        )
+        self._registry.add(call)
+        log.info(
+            "call.taken_over",
+            call=call.id,
+            upstream=call.upstream,
+            round=claims.round,
+            previous_owner=claims.owner,
+        )
+        try:
+            await session.resume_call(call.inbox, claims.request, claims.last_event)
+            for reply in exchange.accept(responses):
+                await session.send(reply.message())
+        except UpstreamError as exc:
+            await self._abandon(call, "could not take the call over")
+            return Failed(_lost(f"taking it over failed: {exc}"))
+        except BaseException:
+            await asyncio.shield(self._abandon(call, "the client went away"))
+            raise
+        return await self._drive(call, notify)
+
     async def reap_expired(self) -> int:
         """Cancel parked calls whose client never came back; the upstream is told."""
         expired = self._registry.expired()
@@ -177,6 +256,25 @@ class CallService:
             log.info("call.reaped", call=call.id, upstream=call.upstream, round=call.exchange.round)
             await self._abandon(call, "the client did not answer in time")
         return len(expired)
+
+    async def drain(self, grace: float) -> None:
+        """Shutting down: give live calls `grace` seconds to finish (their retries are still served), then
+        leave the parked ones another replica can take over (resumable upstream stream) and cancel the rest
+        upstream. The client always gets an answer: a completed call, a takeover, or "lost, not re-run"."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace
+        while len(self._registry) and loop.time() < deadline:  # noqa: ASYNC110 - calls end in many places
+            await asyncio.sleep(0.1)
+        for call in self._registry:
+            pool = self._pools[call.upstream]
+            if call.parked and call.session.last_event_id is not None and pool.can_adopt:
+                self._registry.remove(call)
+                call.session.end_call()
+                pool.forget(call.key, call.session)
+                await call.session.detach()
+                log.info("call.left_for_takeover", call=call.id, upstream=call.upstream)
+            else:
+                await self._abandon(call, "the proxy is shutting down")
 
     async def close(self) -> None:
         for call in self._registry:
@@ -225,9 +323,9 @@ class CallService:
                     case jsonrpc.Notification():
                         if notify is not None:
                             await notify(item)
-                    case TransportLost(reason=reason):
+                    case TransportLost(reason=reason, delivered=delivered):
                         self._finish(call, reusable=False)
-                        return Failed(_upstream_failed(reason))
+                        return Failed(_upstream_failed(reason), undelivered=not delivered)
         except UpstreamError as exc:
             await self._abandon(call, str(exc))
             return Failed(_upstream_failed(str(exc)))
@@ -250,6 +348,7 @@ class CallService:
             issued_at=now,
             expires_at=now + int(self._settings.parked_ttl),
             last_event=call.session.last_event_id,
+            request=call.upstream_id,
         )
         self._registry.park(call, self._settings.parked_ttl)
         return NeedsInput(rnd.input_requests, self._codec.seal(claims), rnd.round)
@@ -281,9 +380,16 @@ def _upstream_failed(reason: str) -> ErrorObject:
     )
 
 
-def _lost() -> ErrorObject:
+def _lost(why: str = "it expired, or the proxy that held it restarted") -> ErrorObject:
     return ErrorObject(
         jsonrpc.CALL_LOST,
-        "The parked call is gone (it expired, or the proxy that held it restarted); it was not re-run. "
+        f"The parked call is gone ({why}); it was not re-run. "
         "Send the request again without requestState to start over.",
     )
+
+
+def _invalid_responses(exchange: Exchange, responses: Mapping[str, Any]) -> ErrorObject | None:
+    for key, pending in exchange.pending.items():
+        if key in responses and (problem := invalid_input_response(pending.method, responses[key])):
+            return ErrorObject(jsonrpc.INVALID_PARAMS, f"inputResponses[{key!r}] {problem}")
+    return None

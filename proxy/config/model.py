@@ -62,6 +62,7 @@ class FrontConfig:
     max_input_response_bytes: int = 262144
     rate_limit_per_s: float = 0
     rate_burst: int = 20
+    keepalive_s: float = 15
 
 
 PrincipalSource = Literal["authorization", "jwt_claim", "header"]
@@ -81,6 +82,7 @@ class CallsConfig:
     max_parked: int = 10000
     max_parked_per_principal: int = 100
     call_timeout_s: float = 300
+    drain_grace_s: float = 30
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,17 +7,28 @@ turns the legacy server's inline requests into `input_required` rounds. One cano
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 from aiohttp import web
 
-from proxy.calls.service import CallRequest, CallService, Completed, Failed, InvalidRequestState, NeedsInput
+from proxy.calls.service import (
+    CallRequest,
+    CallService,
+    Completed,
+    Failed,
+    Forward,
+    InvalidRequestState,
+    NeedsInput,
+)
 from proxy.config import FrontConfig, UpstreamConfig
 from proxy.front.checks import InputLimits, ModernRequest, Refusal, check_modern, origin_allowed
+from proxy.front.peers import FORWARD_PREFIX, Peers, PeerUnreachable
 from proxy.front.principal import Resolver
 from proxy.front.ratelimit import RateLimiter
 from proxy.front.reply import Replier, json_response
@@ -27,6 +38,12 @@ from proxy.wire import jsonrpc, mcp
 from proxy.wire.jsonrpc import ErrorObject
 
 log = structlog.get_logger("proxy.request")
+
+
+class RuntimeStateView(Protocol):
+    @property
+    def draining(self) -> bool: ...
+
 
 INVALID_STATE_MESSAGE = "Invalid requestState"  # the one message for every handle rejection
 PLAIN_TIMEOUT = 60.0
@@ -41,13 +58,18 @@ class Route:
 class ModernFront:
     def __init__(
         self,
+        *,
         front: FrontConfig,
         upstreams: Mapping[str, UpstreamConfig],
         pools: Mapping[str, SessionPool],
         calls: CallService,
         principal: Resolver,
+        peers: Peers,
+        state: RuntimeStateView,
     ) -> None:
+        self._state = state
         self._front = front
+        self._peers = peers
         self._principal = principal
         self._rate = RateLimiter(front.rate_limit_per_s, front.rate_burst)
         self._upstreams = upstreams
@@ -109,7 +131,12 @@ class ModernFront:
             )
         req = check_modern(msg, request.headers, limits=self._limits)
         principal = self._principal(request.headers)
-        if not self._rate.allow(principal):
+        forwarded = request.path.startswith(FORWARD_PREFIX)
+        if forwarded:
+            line["forwarded_by"] = request.headers.get("X-Mrtr-Forwarded-By", "?")
+            if req.request_state is None:
+                raise Refusal(400, ErrorObject(jsonrpc.INVALID_REQUEST, "The peer route only takes retries"))
+        elif not self._rate.allow(principal):
             wait = self._rate.retry_after(principal)
             raise Refusal(
                 429,
@@ -120,11 +147,68 @@ class ModernFront:
                 ),
             )
         key = self._pool_key(upstream, req, request)
+        if self._state.draining and msg.method in mcp.MRTR_METHODS and req.request_state is None:
+            raise Refusal(
+                503,
+                ErrorObject(
+                    jsonrpc.SHUTTING_DOWN,
+                    "This proxy replica is shutting down; send the request again (another "
+                    "replica will take it)",
+                ),
+            )
         replier = Replier(request)
-        answer = await self._dispatch(
-            upstream=upstream, req=req, key=key, principal=principal, replier=replier, line=line
+        answer = await self._with_keepalive(
+            replier,
+            self._dispatch(
+                upstream=upstream,
+                req=req,
+                key=key,
+                principal=principal,
+                replier=replier,
+                line=line,
+                local_only=forwarded,
+            ),
         )
+        if isinstance(answer, Forward):
+            line["owner"] = answer.owner
+            try:
+                response = await self._peers.forward(answer.owner, request, body)
+            except PeerUnreachable as exc:
+                line["owner_unreachable"] = str(exc)
+                answer = await self._dispatch(
+                    upstream=upstream,
+                    req=req,
+                    key=key,
+                    principal=principal,
+                    replier=replier,
+                    line=line,
+                    local_only=True,
+                )
+            else:
+                line["outcome"] = f"forwarded:{response.status}"
+                return response
+        assert not isinstance(answer, Forward)
         return await replier.finish(answer, 404 if _is_unknown_method(answer) else 200)
+
+    async def _with_keepalive(
+        self, replier: Replier, work: Coroutine[Any, Any, jsonrpc.Response | Forward]
+    ) -> jsonrpc.Response | Forward:
+        """Await `work`, writing a keep-alive comment every `front.keepalive_s` while it runs."""
+        interval = self._front.keepalive_s
+        if interval <= 0:
+            return await work
+        task = asyncio.ensure_future(work)
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=interval)
+                if done:
+                    return task.result()
+                await replier.keepalive()
+        finally:
+            if not task.done():  # the client went away: its request (and the upstream call) is cancelled
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
 
     async def _dispatch(
         self,
@@ -135,7 +219,8 @@ class ModernFront:
         principal: str,
         replier: Replier,
         line: dict[str, Any],
-    ) -> jsonrpc.Response:
+        local_only: bool = False,
+    ) -> jsonrpc.Response | Forward:
         msg = req.request
         if msg.method == "ping":
             line["outcome"] = "complete"
@@ -153,7 +238,7 @@ class ModernFront:
                 outcome = await self._calls.start(call, replier.notify)
             else:
                 outcome = await self._calls.resume(
-                    call, req.request_state, req.input_responses, replier.notify
+                    call, req.request_state, req.input_responses, replier.notify, local_only=local_only
                 )
         except InvalidRequestState as exc:
             line.update(outcome="handle_rejected", reason=exc.reason)
@@ -178,6 +263,8 @@ class ModernFront:
             case Failed(error=error):
                 line["outcome"] = f"failed:{error.code}"
                 return jsonrpc.Error(msg.id, error)
+            case Forward():
+                return outcome
         raise AssertionError(outcome)  # pragma: no cover
 
     async def _discover(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from proxy.wire import jsonrpc
-from proxy.wire.sse import encode_event
+from proxy.wire.sse import encode_comment, encode_event
 
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
@@ -39,6 +39,16 @@ class Replier:
             self._stream = web.StreamResponse(status=200, headers=SSE_HEADERS)
             await self._stream.prepare(self._request)
         await self._stream.write(encode_event(jsonrpc.dumps(note).decode()))
+
+    async def keepalive(self) -> None:
+        """A comment line on the SSE stream (started now if need be), so idle intermediaries keep it open.
+        A JSON-only client gets nothing: its answer comes in one piece."""
+        if not self._sse:
+            return
+        if self._stream is None:
+            self._stream = web.StreamResponse(status=200, headers=SSE_HEADERS)
+            await self._stream.prepare(self._request)
+        await self._stream.write(encode_comment(" keep-alive"))
 
     async def finish(self, msg: jsonrpc.Message, status: int = 200) -> web.StreamResponse:
         if self._stream is None and (self._json or status != 200):

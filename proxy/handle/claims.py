@@ -31,7 +31,7 @@ _MAX_INT = 2**63 - 1
 _MIN_INT = -(2**63)
 
 _REQUIRED = frozenset({"u", "s", "c", "r", "p", "o", "w", "t", "iat", "exp"})
-_ALLOWED = _REQUIRED | {"e"}
+_ALLOWED = _REQUIRED | {"e", "q"}
 
 JsonRpcId = str | int
 
@@ -97,6 +97,7 @@ class Claims:
     issued_at: int
     expires_at: int
     last_event: str | None = None
+    request: JsonRpcId | None = None  # the call's own upstream JSON-RPC id (to find its response on takeover)
 
     def __post_init__(self) -> None:
         _check_str("upstream", self.upstream, empty_ok=False)
@@ -110,6 +111,10 @@ class Claims:
         _check_int("expires_at", self.expires_at, self.issued_at)
         if self.last_event is not None:
             _check_str("last_event", self.last_event, empty_ok=True)
+        if type(self.request) is int:
+            _check_int("request", self.request, _MIN_INT)
+        elif self.request is not None:
+            _check_str("request", self.request, empty_ok=True)
         if not isinstance(self.pending, Mapping):
             raise TypeError("claim pending must be a mapping")
         if len(self.pending) > MAX_PENDING:
@@ -140,6 +145,8 @@ def encode_claims(c: Claims) -> bytes:
     }
     if c.last_event is not None:
         obj["e"] = c.last_event
+    if c.request is not None:
+        obj["q"] = c.request
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=True, allow_nan=False).encode("ascii")
 
 
@@ -165,6 +172,8 @@ def _parse(b: bytes) -> Claims | None:
             return None
         if type(obj["p"]) is not dict or ("e" in obj and type(obj["e"]) is not str):
             return None
+        if "q" in obj and type(obj["q"]) not in (int, str):
+            return None
         return Claims(
             upstream=obj["u"],
             session=obj["s"],
@@ -177,6 +186,7 @@ def _parse(b: bytes) -> Claims | None:
             issued_at=obj["iat"],
             expires_at=obj["exp"],
             last_event=obj.get("e"),
+            request=obj.get("q"),
         )
     except (ValueError, TypeError, RecursionError):
         return None

@@ -17,6 +17,13 @@ from proxy.wire import jsonrpc, mcp
 from proxy.wire.jsonrpc import ErrorObject, Request, RequestId
 
 _KEY_PREFIX = {mcp.ELICIT: "elicit", mcp.SAMPLE: "sample", mcp.ROOTS: "roots"}
+_PREFIX_METHOD = {prefix: method for method, prefix in _KEY_PREFIX.items()}
+
+
+def method_of_key(key: str) -> str | None:
+    """The request method a key this module minted stands for (`elicit-3` → elicitation/create)."""
+    prefix, _, number = key.rpartition("-")
+    return _PREFIX_METHOD.get(prefix) if number.isdigit() else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +66,21 @@ class Exchange:
     round: int = 0
     _seq: int = 0
     _pending: dict[str, PendingInput] = field(default_factory=dict)
+
+    @classmethod
+    def resumed(
+        cls, capabilities: ClientCapabilities, round: int, pending: Mapping[str, RequestId]
+    ) -> Exchange:
+        """Rebuild the state of a call from its handle (takeover): the round it is in and what it awaits.
+        The requests' params are gone with the old owner; keys say which kind each one was."""
+        exchange = cls(capabilities, round=round)
+        for key, legacy_id in pending.items():
+            method = method_of_key(key)
+            if method is None:
+                raise ValueError(f"not a key this proxy mints: {key!r}")
+            exchange._pending[key] = PendingInput(key, legacy_id, method, {})
+            exchange._seq = max(exchange._seq, int(key.rpartition("-")[2]))
+        return exchange
 
     @property
     def has_pending(self) -> bool:

@@ -12,9 +12,11 @@ from proxy.wire import jsonrpc
 
 @dataclass(frozen=True, slots=True)
 class TransportLost:
-    """Put into a call's inbox when the upstream can no longer deliver the call's messages."""
+    """Put into a call's inbox when the upstream can no longer deliver the call's messages. `delivered` is
+    False only when the upstream certainly never processed the call's request (see NotDelivered)."""
 
     reason: str
+    delivered: bool = True
 
 
 Incoming = jsonrpc.Message | TransportLost
@@ -23,6 +25,11 @@ Inbox = asyncio.Queue[Incoming]
 
 class UpstreamError(Exception):
     """The upstream failed a session-level operation (connect, initialize, a plain request)."""
+
+
+class NotDelivered(UpstreamError):
+    """The upstream certainly did not process the request: the connection was refused, or the upstream no
+    longer knows the session (it restarted). Safe to send again on a fresh session — nothing can run twice."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +63,12 @@ class UpstreamSession(Protocol):
         until `end_call`. Failures arrive in the inbox as `TransportLost`."""
         ...
 
+    async def resume_call(self, inbox: Inbox, request_id: jsonrpc.RequestId, last_event_id: str) -> None:
+        """Become the receiver of a call another replica started on this session: resume its stream after
+        `last_event_id` and deliver its messages (and finally its response, `request_id`) to `inbox`.
+        Raises UpstreamError when the transport cannot do that."""
+        ...
+
     def end_call(self) -> None:
         """The receiving call is over: later server requests get the no-call-in-flight answer."""
         ...
@@ -69,3 +82,8 @@ class UpstreamSession(Protocol):
         ...
 
     async def close(self) -> None: ...
+
+    async def detach(self) -> None:
+        """Stop using the session here without ending it upstream (no cancel, no DELETE), so another
+        replica can resume its call. Transports whose sessions die with their connection just close."""
+        ...

@@ -1,8 +1,9 @@
 """What every legacy transport does the same way: route a session's incoming messages, negotiate `initialize`.
 
 `Router` holds one session's routing state: the one receiving call (its inbox and request id) and the waiters
-of plain requests. It does no I/O: `dispatch` hands back the answer to send when a server request arrives with
-no call in flight, and the transport sends it. `negotiate` runs the `initialize` exchange over whatever
+of plain requests. It does no I/O of its own: `dispatch` hands back the answer to send when a server request
+arrives with no call in flight, and the transport sends it; `exchange` and `deliver_call` take the transport's
+`Deliver` function. `negotiate` runs the `initialize` exchange over whatever
 request function the transport provides.
 """
 
@@ -12,7 +13,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
-from proxy.upstream.base import Inbox, ServerInfo, TransportLost, UpstreamError
+from proxy.upstream.base import Inbox, NotDelivered, ServerInfo, TransportLost, UpstreamError
 from proxy.wire import jsonrpc
 
 CLIENT_INFO: Final = {"name": "mrtr-proxy", "version": "0.1.0"}
@@ -21,6 +22,9 @@ CLIENT_INFO: Final = {"name": "mrtr-proxy", "version": "0.1.0"}
 NoCallAnswer = Callable[[jsonrpc.Request], jsonrpc.Response]
 # Sends one request and returns its response (or raises UpstreamError): how `negotiate` reaches the upstream.
 Exchange = Callable[[str, Mapping[str, Any], float], Awaitable[jsonrpc.Response]]
+# Puts one request on the wire (and, where the reply comes back on the same exchange, reads it into
+# `dispatch`). Raises UpstreamError.
+Deliver = Callable[[jsonrpc.Request], Awaitable[None]]
 
 # Notifications about the whole session, never part of one call's reply. Transports with a standalone stream
 # know them by the stream they arrive on; single-stream transports (stdio) by their method.
@@ -66,6 +70,32 @@ class Router:
 
     def forget(self, rid: jsonrpc.RequestId) -> None:
         self._waiters.pop(rid, None)
+
+    async def exchange(self, req: jsonrpc.Request, deliver: Deliver, timeout: float) -> jsonrpc.Response:
+        """Deliver the plain request `req` and wait for its response, all within `timeout`. Raises
+        UpstreamError (also when the wait times out, or `fail_all` fails the waiter)."""
+        waiter = self.expect(req.id)
+        try:
+            async with asyncio.timeout(timeout):
+                await deliver(req)
+                return await waiter
+        except TimeoutError:
+            raise UpstreamError(f"upstream did not answer {req.method} within {timeout:g}s") from None
+        finally:
+            self.forget(req.id)
+
+    @staticmethod
+    async def deliver_call(req: jsonrpc.Request, inbox: Inbox, deliver: Deliver) -> None:
+        """Deliver the receiving call's request (as a task); a failure reaches `inbox` as TransportLost."""
+        try:
+            await deliver(req)
+        except NotDelivered as exc:
+            inbox.put_nowait(TransportLost(str(exc), delivered=False))
+        except UpstreamError as exc:
+            inbox.put_nowait(TransportLost(str(exc)))
+        except asyncio.CancelledError:
+            inbox.put_nowait(TransportLost("session closed"))
+            raise
 
     def dispatch(self, msg: jsonrpc.Message, *, standalone: bool = False) -> jsonrpc.Response | None:
         """Route one upstream message. Notifications marked `standalone` are session-wide (list changes,
@@ -135,4 +165,12 @@ def _str_or_none(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
-__all__ = ["CLIENT_INFO", "SESSION_WIDE_NOTIFICATIONS", "Exchange", "NoCallAnswer", "Router", "negotiate"]
+__all__ = [
+    "CLIENT_INFO",
+    "SESSION_WIDE_NOTIFICATIONS",
+    "Deliver",
+    "Exchange",
+    "NoCallAnswer",
+    "Router",
+    "negotiate",
+]

@@ -3,7 +3,8 @@
 `initialize` → `notifications/initialized` → a standalone GET stream held open; every POST carries
 `Mcp-Session-Id` and `MCP-Protocol-Version`; replies come as JSON or SSE (parsed with our own decoder).
 Every server request, on whichever stream it arrives, goes to the one receiving call's inbox; responses go to
-their waiter by id. `DELETE` on close.
+their waiter by id (routing and `initialize` negotiation live in `router.py`, shared with the other
+transports). `DELETE` on close.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import secrets
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,18 +20,19 @@ from typing import Any
 import aiohttp
 import structlog
 
-from proxy.upstream.base import Inbox, ServerInfo, TransportLost, UpstreamError
+from proxy.upstream.base import Inbox, NotDelivered, ServerInfo, TransportLost, UpstreamError
+from proxy.upstream.router import CLIENT_INFO, NoCallAnswer, Router, negotiate
 from proxy.wire import jsonrpc, mcp
 from proxy.wire.sse import SSEDecoder
 
 log = structlog.get_logger(__name__)
 
-CLIENT_INFO = {"name": "mrtr-proxy", "version": "0.1.0"}
 ACCEPT = "application/json, text/event-stream"
 GET_RETRY_DELAYS = (0.1, 0.5, 1.0, 2.0, 5.0)
-
-# Answers a session gives by itself to a server request that arrives with no receiving call (SEP-2260).
-NoCallAnswer = Callable[[jsonrpc.Request], jsonrpc.Response]
+# A resumed call stream is re-opened (with the newest Last-Event-ID) after this long without its answer:
+# some servers replay on a resumed GET but never attach live delivery to it (server-everything's example
+# event store), so new events only arrive by asking again.
+RESUME_WINDOW = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,14 +52,13 @@ class StreamableHttpSession:
     def __init__(self, http: aiohttp.ClientSession, settings: SessionSettings, no_call: NoCallAnswer) -> None:
         self._http = http
         self._settings = settings
-        self._no_call = no_call
-        self._ids = itertools.count(1)
+        self._router = Router(no_call)
+        # Ids unique across sessions and replicas: a resumed stream on a server whose event store replays
+        # more than that stream must not be able to pass another session's response off as the call's.
+        self._ids = itertools.count(secrets.randbelow(2**50) + 1)
         self._session_id: str | None = None
         self._info: ServerInfo | None = None
         self._alive = False
-        self._waiters: dict[jsonrpc.RequestId, asyncio.Future[jsonrpc.Response]] = {}
-        self._receiver: Inbox | None = None
-        self._receiver_id: jsonrpc.RequestId | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._call_event_id: str | None = None  # last SSE event id on the receiving call's POST stream
 
@@ -85,41 +87,46 @@ class StreamableHttpSession:
 
     async def open(self) -> None:
         """Initialize, negotiating the newest legacy version both sides speak, and open the GET stream."""
-        problems = []
-        for version in self._settings.versions:
-            params = {
-                "protocolVersion": version,
-                "capabilities": dict(self._settings.capabilities),
-                "clientInfo": CLIENT_INFO,
-            }
-            try:
-                reply = await self._exchange_plain("initialize", params, self._settings.initialize_timeout)
-            except UpstreamError as exc:
-                problems.append(f"{version}: {exc}")
-                continue
-            if isinstance(reply, jsonrpc.Error):
-                problems.append(f"{version}: {reply.error.message}")
-                continue
-            negotiated = reply.result.get("protocolVersion")
-            if negotiated not in self._settings.versions:
-                problems.append(f"{version}: upstream answered with unsupported version {negotiated!r}")
-                continue
-            self._info = ServerInfo(
-                protocol_version=str(negotiated),
-                capabilities=_mapping(reply.result.get("capabilities")),
-                server_info=_mapping(reply.result.get("serverInfo")),
-                instructions=_str_or_none(reply.result.get("instructions")),
-            )
-            self._alive = True
-            await self.send(jsonrpc.Notification(mcp.INITIALIZED, {}))
-            get_ready = asyncio.Event()
-            self._spawn(self._run_get_stream(get_ready))
-            # Servers drop messages for the standalone stream while none is connected: no call before it is.
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self._settings.initialize_timeout):
-                    await get_ready.wait()
-            return
-        raise UpstreamError("initialize failed: " + "; ".join(problems))
+        self._info = await negotiate(
+            self._exchange_plain,
+            self._settings.versions,
+            self._settings.capabilities,
+            self._settings.initialize_timeout,
+        )
+        self._alive = True
+        await self.send(jsonrpc.Notification(mcp.INITIALIZED, {}))
+        await self._open_get_stream()
+
+    @classmethod
+    async def adopt(
+        cls,
+        http: aiohttp.ClientSession,
+        settings: SessionSettings,
+        no_call: NoCallAnswer,
+        session_id: str,
+        info: ServerInfo,
+    ) -> StreamableHttpSession:
+        """Attach to legacy session `session_id`, opened by another replica (no initialize), with the
+        upstream's negotiated `info`, and hold a standalone GET stream of our own on it."""
+        session = cls(http, settings, no_call)
+        session._session_id, session._info, session._alive = session_id, info, True
+        await session._open_get_stream()
+        return session
+
+    async def _open_get_stream(self) -> None:
+        get_ready = asyncio.Event()
+        self._spawn(self._run_get_stream(get_ready))
+        # Servers drop messages for the standalone stream while none is connected: no call before it is.
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self._settings.initialize_timeout):
+                await get_ready.wait()
+
+    async def detach(self) -> None:
+        self._alive = False
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
 
     async def close(self) -> None:
         was_alive, self._alive = self._alive, False
@@ -138,15 +145,21 @@ class StreamableHttpSession:
     # -- UpstreamSession ----------------------------------------------------------------------------------
 
     async def call(self, method: str, params: Mapping[str, Any], inbox: Inbox) -> jsonrpc.RequestId:
-        if self._receiver is not None:
+        if self._router.receiver_id is not None:
             raise RuntimeError("a receiving call is already running on this session")
         rid = next(self._ids)
-        self._receiver, self._receiver_id, self._call_event_id = inbox, rid, None
-        self._spawn(self._post_call(jsonrpc.Request(rid, method, params), inbox))
+        self._router.begin_call(rid, inbox)
+        self._call_event_id = None
+        self._spawn(Router.deliver_call(jsonrpc.Request(rid, method, params), inbox, self._post_and_read))
         return rid
 
+    async def resume_call(self, inbox: Inbox, request_id: jsonrpc.RequestId, last_event_id: str) -> None:
+        self._router.begin_call(request_id, inbox)
+        self._call_event_id = last_event_id
+        self._spawn(self._resume_stream(request_id, inbox))
+
     def end_call(self) -> None:
-        self._receiver = self._receiver_id = None
+        self._router.end_call()
 
     async def request(self, method: str, params: Mapping[str, Any], timeout: float) -> jsonrpc.Response:
         return await self._exchange_plain(method, params, timeout)
@@ -184,29 +197,12 @@ class StreamableHttpSession:
     async def _exchange_plain(
         self, method: str, params: Mapping[str, Any], timeout: float
     ) -> jsonrpc.Response:
-        rid = next(self._ids)
-        waiter: asyncio.Future[jsonrpc.Response] = asyncio.get_running_loop().create_future()
-        self._waiters[rid] = waiter
-        try:
-            async with asyncio.timeout(timeout):
-                await self._post_and_read(jsonrpc.Request(rid, method, params), rid)
-                return await waiter
-        except TimeoutError:
-            raise UpstreamError(f"upstream did not answer {method} within {timeout:g}s") from None
-        finally:
-            self._waiters.pop(rid, None)
+        req = jsonrpc.Request(next(self._ids), method, params)
+        return await self._router.exchange(req, self._post_and_read, timeout)
 
-    async def _post_call(self, req: jsonrpc.Request, inbox: Inbox) -> None:
-        try:
-            await self._post_and_read(req, req.id)
-        except UpstreamError as exc:
-            inbox.put_nowait(TransportLost(str(exc)))
-        except asyncio.CancelledError:
-            inbox.put_nowait(TransportLost("session closed"))
-            raise
-
-    async def _post_and_read(self, req: jsonrpc.Request, rid: jsonrpc.RequestId) -> None:
-        """POST a request and dispatch everything its reply carries, until the response with `rid`."""
+    async def _post_and_read(self, req: jsonrpc.Request) -> None:
+        """POST a request and dispatch everything its reply carries, until the response to it."""
+        rid = req.id
         try:
             async with self._http.post(
                 self._settings.url, data=jsonrpc.dumps(req), headers=self._headers(post=True)
@@ -215,19 +211,22 @@ class StreamableHttpSession:
                     self._session_id = resp.headers["mcp-session-id"]
                 if resp.status == 404 and self._session_id is not None and req.method != "initialize":
                     self._die("upstream no longer knows the session (HTTP 404)")
-                    raise UpstreamError("upstream session expired (HTTP 404)")
+                    raise NotDelivered("upstream no longer knows the session (HTTP 404; did it restart?)")
                 if resp.status >= 400:
                     body = (await resp.content.read(300)).decode(errors="replace")
                     raise UpstreamError(f"upstream answered HTTP {resp.status}: {body}")
                 ctype = resp.headers.get("Content-Type", "")
                 if ctype.startswith("text/event-stream"):
-                    track = self._track_call_event if rid == self._receiver_id else None
+                    track = self._track_call_event if rid == self._router.receiver_id else None
                     if not await self._read_sse(resp, until=rid, on_event_id=track):
                         raise UpstreamError("upstream ended the stream before answering")
                 else:
                     self._dispatch(jsonrpc.decode(await resp.read()))
         except jsonrpc.InvalidMessage as exc:
             raise UpstreamError(f"upstream sent an invalid JSON-RPC message: {exc}") from None
+        except aiohttp.ClientConnectorError as exc:  # refused before a byte was sent
+            self._die(f"could not connect to upstream: {exc}")
+            raise NotDelivered(f"could not connect to upstream: {type(exc).__name__}: {exc}") from None
         except aiohttp.ClientError as exc:
             raise UpstreamError(f"could not reach upstream: {type(exc).__name__}: {exc}") from None
 
@@ -294,29 +293,39 @@ class StreamableHttpSession:
                 return
             await asyncio.sleep(GET_RETRY_DELAYS[min(failures, len(GET_RETRY_DELAYS) - 1)])
 
+    async def _resume_stream(self, rid: jsonrpc.RequestId, inbox: Inbox) -> None:
+        """Resume the call's stream with `GET` + `Last-Event-ID` until its response arrives; re-open it with
+        the newest event id when it ends or stays quiet for RESUME_WINDOW (the caller bounds the whole)."""
+        try:
+            while self._alive and self._router.receiver_id == rid:
+                headers = self._headers()
+                if self._call_event_id is not None:
+                    headers["Last-Event-ID"] = self._call_event_id
+                async with self._http.get(
+                    self._settings.url, headers=headers, timeout=aiohttp.ClientTimeout(sock_connect=10)
+                ) as resp:
+                    if resp.status == 404:
+                        self._die("upstream no longer knows the session (HTTP 404)")
+                        return
+                    if resp.status != 200:
+                        raise UpstreamError(f"resuming the call's stream answered HTTP {resp.status}")
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(RESUME_WINDOW):
+                            if await self._read_sse(resp, until=rid, on_event_id=self._track_call_event):
+                                return
+                await asyncio.sleep(0.2)
+        except (aiohttp.ClientError, UpstreamError) as exc:
+            inbox.put_nowait(TransportLost(f"could not resume the call's stream: {exc}"))
+
     def _track_call_event(self, event_id: str) -> None:
         self._call_event_id = event_id
 
     def _dispatch(self, msg: jsonrpc.Message, *, standalone: bool = False) -> None:
-        """Route one upstream message: responses by id, server requests to the receiving call, and the
-        call's own notifications (progress, logging) to it too. Notifications on the standalone stream are
+        """Route one upstream message (see `Router.dispatch`). Notifications on the standalone stream are
         session-wide (list changes, resource updates), never part of a call's reply."""
-        if isinstance(msg, jsonrpc.Result | jsonrpc.Error):
-            if msg.id is not None and msg.id == self._receiver_id and self._receiver is not None:
-                self._receiver.put_nowait(msg)
-                return
-            waiter = self._waiters.get(msg.id) if msg.id is not None else None
-            if waiter is not None and not waiter.done():
-                waiter.set_result(msg)
-            return
-        if isinstance(msg, jsonrpc.Notification):
-            if self._receiver is not None and not standalone:
-                self._receiver.put_nowait(msg)
-            return
-        if self._receiver is not None:
-            self._receiver.put_nowait(msg)
-        else:
-            self._spawn(self._answer_quietly(self._no_call(msg)))
+        reply = self._router.dispatch(msg, standalone=standalone)
+        if reply is not None:
+            self._spawn(self._answer_quietly(reply))
 
     async def _answer_quietly(self, reply: jsonrpc.Response) -> None:
         with contextlib.suppress(UpstreamError):
@@ -327,11 +336,7 @@ class StreamableHttpSession:
         self._fail_all(reason)
 
     def _fail_all(self, reason: str) -> None:
-        for waiter in self._waiters.values():
-            if not waiter.done():
-                waiter.set_exception(UpstreamError(reason))
-        if self._receiver is not None:
-            self._receiver.put_nowait(TransportLost(reason))
+        self._router.fail_all(reason)
 
 
 @dataclass(slots=True)
@@ -342,16 +347,8 @@ class _StreamPosition:
         self.last_id = event_id
 
 
-def _mapping(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _str_or_none(value: object) -> str | None:
-    return value if isinstance(value, str) else None
-
-
 def _kind(message: jsonrpc.Response | jsonrpc.Notification) -> str:
     return "notification" if isinstance(message, jsonrpc.Notification) else "response"
 
 
-__all__ = ["SessionSettings", "StreamableHttpSession"]
+__all__ = ["CLIENT_INFO", "NoCallAnswer", "SessionSettings", "StreamableHttpSession"]

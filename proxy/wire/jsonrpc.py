@@ -28,6 +28,7 @@ UPSTREAM_FAILED: Final = -31001
 CALL_LOST: Final = -31002
 LIMIT_EXCEEDED: Final = -31003
 UPSTREAM_TIMEOUT: Final = -31004
+SHUTTING_DOWN: Final = -31005
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,7 @@ import contextlib
 import itertools
 import json
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import aiohttp
@@ -22,9 +22,11 @@ from proxy.config import (
     ListenConfig,
     PrincipalConfig,
     StaticRoot,
+    Transport,
     UpstreamConfig,
 )
 from proxy.handle import KeyRing
+from proxy.wire.sse import SSEDecoder
 
 ALL_CAPS: dict[str, Any] = {"elicitation": {"form": {}, "url": {}}, "sampling": {}, "roots": {}}
 VERSION = "2026-07-28"
@@ -47,7 +49,7 @@ class RunningProxy:
 
 @contextlib.asynccontextmanager
 async def running_proxy(
-    upstream_url: str,
+    upstream_url: str | UpstreamConfig,
     *,
     ring: KeyRing | None = None,
     static_roots: tuple[StaticRoot, ...] = (),
@@ -55,12 +57,25 @@ async def running_proxy(
     keys: KeysConfig | None = None,
     principal: PrincipalConfig | None = None,
     names: tuple[str, ...] = ("default",),
+    transport: Transport = "streamable-http",
+    protocol_versions: tuple[str, ...] | None = None,
     **calls: Any,
 ) -> AsyncIterator[RunningProxy]:
     """The proxy on 127.0.0.1 (free port) in front of `upstream_url` (under each of `names`: the first is
-    also served at /mcp, each at /servers/<name>/mcp); stopped on exit."""
+    also served at /mcp, each at /servers/<name>/mcp); stopped on exit. `transport` and `protocol_versions`
+    configure the upstream (defaults: streamable-http, every legacy version). `upstream_url` may also be a
+    whole `UpstreamConfig` (e.g. a stdio upstream): it is served under each of `names`, with `static_roots`
+    when given; `transport` and `protocol_versions` are then ignored."""
+    upstream: dict[str, Any] = {"url": upstream_url, "static_roots": static_roots, "transport": transport}
+    if protocol_versions is not None:
+        upstream["protocol_versions"] = protocol_versions
     config = Config(
-        upstreams=tuple(UpstreamConfig(name=n, url=upstream_url, static_roots=static_roots) for n in names),
+        upstreams=tuple(
+            replace(upstream_url, name=n, static_roots=static_roots or upstream_url.static_roots)
+            if isinstance(upstream_url, UpstreamConfig)
+            else UpstreamConfig(name=n, **upstream)
+            for n in names
+        ),
         listen=ListenConfig(host="127.0.0.1", port=8080),
         front=front or FrontConfig(),
         keys=keys or KeysConfig(),
@@ -81,6 +96,7 @@ class Reply:
     status: int
     body: dict[str, Any]
     headers: Mapping[str, str]
+    notifications: list[dict[str, Any]] = field(default_factory=list)  # before the answer, on an SSE reply
 
     @property
     def result(self) -> dict[str, Any]:
@@ -136,6 +152,10 @@ class RawClient:
         hdrs = dict(headers) if headers is not None else self.headers(body)  # type: ignore[arg-type]
         async with self.http.post(self.url, data=data, headers=hdrs) as resp:
             raw = await resp.read()
+            if resp.content_type == "text/event-stream":
+                messages = [json.loads(e.data) for e in SSEDecoder().feed(raw) if e.data.strip()]
+                final = messages.pop() if messages and "method" not in messages[-1] else {}
+                return Reply(resp.status, final, resp.headers, messages)
             parsed = json.loads(raw) if raw and resp.content_type == "application/json" else {}
             return Reply(resp.status, parsed, resp.headers)
 

@@ -117,4 +117,9 @@ async def test_server_everything_flow(
     outcome = everything_results[step]
     assert "error" not in outcome, outcome
     assert fragment in outcome["text"]
-    assert outcome["seen"] == seen
+    if step == "roots":
+        # server-everything also sends roots/list once 350 ms after `initialized`; when the call is already
+        # running on that fresh session, that request belongs to it too, and the client is asked twice.
+        assert outcome["seen"] in (["roots"], ["roots", "roots"])
+    else:
+        assert outcome["seen"] == seen

@@ -15,6 +15,7 @@ import pytest
 import pytest_asyncio
 
 from e2e.harness import RawClient, RunningProxy, running_proxy
+from proxy.config import FrontConfig
 from proxy.wire.sse import SSEDecoder
 
 pytestmark = [pytest.mark.peers, pytest.mark.asyncio(loop_scope="session")]
@@ -76,3 +77,20 @@ async def test_closing_the_stream_cancels_the_call_upstream(proxy: RunningProxy)
         await asyncio.sleep(1.8)  # past the tool's sleep: had it not been cancelled, it would have counted
         after = (await client.call("side_effects")).result["content"][0]["text"]
     assert after == before
+
+
+async def test_keepalive_comments_while_a_call_runs(fastmcp_url: str) -> None:
+    async with (
+        running_proxy(fastmcp_url, front=FrontConfig(keepalive_s=0.2)) as proxy,
+        aiohttp.ClientSession() as http,
+    ):
+        client = RawClient(proxy.url, http)
+        body = client.body("tools/call", {"name": "slow_echo", "arguments": {"text": "late", "delay_s": 1.0}})
+        async with http.post(proxy.url, json=body, headers=client.headers(body)) as resp:
+            assert resp.headers["Content-Type"].startswith("text/event-stream")
+            assert resp.headers["X-Accel-Buffering"] == "no"
+            raw = await resp.read()
+    decoder = SSEDecoder()
+    events = decoder.feed(raw)
+    assert decoder.comments >= 3
+    assert json.loads(events[-1].data)["result"]["content"][0]["text"] == "late"

@@ -1,0 +1,307 @@
+"""A legacy HTTP+SSE session (the 2024-11-05 transport) to one upstream server.
+
+`GET <sse url>` opens the one stream of the session; its first event, `endpoint`, names the URL every client
+message is POSTed to (the server answers `202`; responses and server requests all come on the stream). The
+endpoint is resolved against the SSE URL and must be on the same origin. Routing and the `initialize`
+negotiation are shared with the other transports (`router.py`). No `Mcp-Session-Id`/`MCP-Protocol-Version`
+headers: this transport has neither.
+
+The stream is read with aiohttp-sse-client, whose `EventSource` reconnects by itself when a stream ends
+(in `__anext__`: `on_error()`, sleep, `connect()` — a new `GET` with `Last-Event-Id`). On this transport a
+new GET is a *new* session with a new endpoint: the old session, and any call running on it, is gone. So the
+library's reconnection is disabled (`_SingleStream`) and the stream ending is the session's death: every
+waiter fails and the receiving call gets `TransportLost`. Nothing is ever re-sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import secrets
+from collections.abc import Awaitable, Mapping
+from datetime import timedelta
+from typing import Any
+
+import aiohttp
+import structlog
+from aiohttp_sse_client.client import READY_STATE_CONNECTING, EventSource
+from yarl import URL
+
+from proxy.upstream.base import Inbox, NotDelivered, ServerInfo, UpstreamError
+from proxy.upstream.router import SESSION_WIDE_NOTIFICATIONS, NoCallAnswer, Router, negotiate
+from proxy.upstream.streamable_http import SessionSettings
+from proxy.wire import jsonrpc, mcp
+
+log = structlog.get_logger(__name__)
+
+POST_TIMEOUT = 30.0  # a POST is only accepted (202) here; its answer comes on the stream
+CONNECT_TIMEOUT = 10.0
+# aiohttp-sse-client reads the stream line by line; aiohttp refuses a line longer than twice the read buffer
+# (256 KiB by default, so 512 KiB). A message is one `data:` line: allow large results.
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+LOST_REASON = "the upstream's SSE stream ended; a 2024-11-05 session cannot be resumed"
+
+
+class _StreamEnded(Exception):
+    """Raised inside aiohttp-sse-client where it would reconnect."""
+
+
+class _SingleStream(EventSource):  # type: ignore[misc]  # untyped library
+    """`EventSource` for exactly one `GET`: where the library would reconnect, it raises `_StreamEnded`.
+
+    aiohttp-sse-client 0.2.1, when the response body ends, sets `ready_state` to CONNECTING, calls
+    `on_error()`, sleeps `reconnection_time * 2` (the server may change it with `retry:`) and calls
+    `connect()` again. `on_error` raising stops that before the sleep; `connect` refusing a second call is the
+    backstop. `max_connect_retry=0`: a refused first connect fails at once (no 10 s backoff). The response is
+    opened with `raise_for_status`, so an HTTP error is released by aiohttp and surfaces with its status."""
+
+    def __init__(self, url: str, http: aiohttp.ClientSession, headers: Mapping[str, str]) -> None:
+        super().__init__(
+            url,
+            session=http,
+            reconnection_time=timedelta(0),
+            max_connect_retry=0,
+            on_error=self._refuse_reconnect,
+            headers=dict(headers),
+            raise_for_status=True,
+            read_bufsize=MAX_MESSAGE_BYTES // 2,
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=CONNECT_TIMEOUT),
+        )
+        self._connects = 0
+
+    async def connect(self, retry: int = 0) -> None:
+        self._connects += 1
+        if self._connects > 1:
+            raise _StreamEnded("refusing to reconnect")
+        await super().connect(retry)
+
+    def _refuse_reconnect(self) -> None:
+        if self._connects and self.ready_state == READY_STATE_CONNECTING:
+            raise _StreamEnded("the stream ended")
+
+
+def resolve_endpoint(sse_url: str, data: str) -> str:
+    """The absolute POST URL an `endpoint` event's data names, resolved against the SSE URL.
+
+    Raises UpstreamError when it is empty, carries credentials, or is on another origin (scheme, host, port)
+    than the SSE URL: the proxy would otherwise send its clients' messages and forwarded headers there."""
+    reference = data.strip()
+    if not reference:
+        raise UpstreamError("upstream sent an empty endpoint event")
+    base = URL(sse_url)
+    try:
+        target = base.join(URL(reference)).with_fragment(None)
+    except ValueError as exc:
+        raise UpstreamError(f"upstream sent an unusable endpoint ({exc})") from None
+    if not target.is_absolute() or _origin(target) != _origin(base):
+        raise UpstreamError(
+            f"upstream named an endpoint on another origin ({_shown_origin(target)}, "
+            f"not {_shown_origin(base)}); refused"
+        )
+    if target.user is not None or target.password is not None:
+        raise UpstreamError("upstream named an endpoint carrying credentials; refused")
+    return str(target)
+
+
+def _origin(url: URL) -> tuple[str, str, int | None]:
+    return (url.scheme.lower(), (url.host or "").lower(), url.port)
+
+
+def _shown_origin(url: URL) -> str:
+    if not url.is_absolute():
+        return repr(str(url)[:60])
+    return f"{url.scheme}://{url.host}:{url.port}"
+
+
+class HttpSseSession:
+    """Implements `UpstreamSession` over the 2024-11-05 HTTP+SSE transport."""
+
+    def __init__(self, http: aiohttp.ClientSession, settings: SessionSettings, no_call: NoCallAnswer) -> None:
+        self._http = http
+        self._settings = settings
+        self._router = Router(no_call)
+        self._ids = itertools.count(1)
+        # The wire has no session id; the endpoint URL is a bearer capability, so it is never used as one
+        # (session ids go to logs and into sealed handles). A local name stands in.
+        self._name = "sse-" + secrets.token_hex(8)
+        self._info: ServerInfo | None = None
+        self._endpoint: str | None = None
+        self._stream: _SingleStream | None = None
+        self._alive = False
+        self._lost: str | None = None  # why the session can no longer carry messages
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # -- properties ---------------------------------------------------------------------------------------
+
+    @property
+    def session_id(self) -> str | None:
+        return self._name
+
+    @property
+    def info(self) -> ServerInfo:
+        if self._info is None:
+            raise UpstreamError("session not initialized")
+        return self._info
+
+    @property
+    def alive(self) -> bool:
+        return self._alive and self._lost is None
+
+    @property
+    def last_event_id(self) -> str | None:
+        return None  # nothing to resume: a new GET is a new session
+
+    # -- lifecycle ----------------------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Open the stream, wait (bounded) for its `endpoint` event, then initialize over it."""
+        timeout = self._settings.initialize_timeout
+        stream = self._stream = _SingleStream(self._settings.url, self._http, self._settings.headers)
+        try:
+            async with asyncio.timeout(timeout):
+                await stream.connect()
+                data = await self._endpoint_event(stream)
+        except TimeoutError:
+            raise UpstreamError(f"upstream sent no endpoint event within {timeout:g}s") from None
+        except aiohttp.ClientResponseError as exc:
+            raise UpstreamError(f"GET {self._settings.url} answered HTTP {exc.status}") from None
+        except (aiohttp.ClientError, OSError) as exc:
+            raise UpstreamError(f"could not open the SSE stream: {type(exc).__name__}: {exc}") from None
+        except _StreamEnded:
+            raise UpstreamError("upstream ended the SSE stream before sending its endpoint") from None
+        self._endpoint = resolve_endpoint(self._settings.url, data)
+        self._spawn(self._read_stream(stream))
+        self._info = await negotiate(
+            self._exchange, self._settings.versions, self._settings.capabilities, timeout
+        )
+        self._alive = True
+        await self.send(jsonrpc.Notification(mcp.INITIALIZED, {}))
+
+    async def detach(self) -> None:
+        """An HTTP+SSE session dies with its stream: there is nothing another replica could resume."""
+        await self.close()
+
+    async def close(self) -> None:
+        self._alive = False
+        self._lost = self._lost or "session closed"  # nothing is POSTed after this
+        self._router.fail_all("session closed")
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._stream is not None:
+            await self._stream.close()  # closing the GET ends the session on the server
+
+    # -- UpstreamSession ----------------------------------------------------------------------------------
+
+    async def call(self, method: str, params: Mapping[str, Any], inbox: Inbox) -> jsonrpc.RequestId:
+        rid = next(self._ids)
+        self._router.begin_call(rid, inbox)
+        self._spawn(Router.deliver_call(jsonrpc.Request(rid, method, params), inbox, self._post))
+        return rid
+
+    async def resume_call(self, inbox: Inbox, request_id: jsonrpc.RequestId, last_event_id: str) -> None:
+        """Never possible here: the session's one stream belongs to the process that opened it, and a new
+        GET is a new session (events carry no ids to resume from either)."""
+        raise UpstreamError("a 2024-11-05 HTTP+SSE session cannot be taken over: its stream is not resumable")
+
+    def end_call(self) -> None:
+        self._router.end_call()
+
+    async def request(self, method: str, params: Mapping[str, Any], timeout: float) -> jsonrpc.Response:
+        return await self._exchange(method, params, timeout)
+
+    async def send(self, message: jsonrpc.Response | jsonrpc.Notification) -> None:
+        await self._post(message)
+
+    # -- internals ----------------------------------------------------------------------------------------
+
+    def _spawn(self, coro: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _endpoint_event(self, stream: _SingleStream) -> str:
+        while True:
+            event = await stream.__anext__()
+            if event.type == "endpoint":
+                return str(event.data)
+            log.warning("upstream.sse_event_before_endpoint", event_type=event.type)
+
+    async def _exchange(self, method: str, params: Mapping[str, Any], timeout: float) -> jsonrpc.Response:
+        return await self._router.exchange(
+            jsonrpc.Request(next(self._ids), method, params), self._post, timeout
+        )
+
+    async def _post(self, message: jsonrpc.Message) -> None:
+        """POST one message to the endpoint. Only its acceptance is known here; answers come on the stream.
+
+        Raises NotDelivered when the upstream certainly never processed it (the session was already dead so
+        nothing was sent, the connection was refused, or the server no longer knows the session)."""
+        if self._lost is not None:
+            raise NotDelivered(self._lost)
+        if self._endpoint is None:
+            raise NotDelivered("session not open")
+        headers = {**self._settings.headers, "Content-Type": "application/json"}
+        try:
+            async with self._http.post(
+                self._endpoint,
+                data=jsonrpc.dumps(message),
+                headers=headers,
+                timeout=aiohttp.ClientTimeout(total=POST_TIMEOUT, sock_connect=CONNECT_TIMEOUT),
+            ) as resp:
+                if resp.status == 404:
+                    self._lose("upstream no longer knows the session (HTTP 404)")
+                    raise NotDelivered("upstream no longer knows the session (HTTP 404; did it restart?)")
+                if resp.status >= 400:
+                    body = (await resp.content.read(300)).decode(errors="replace")
+                    raise UpstreamError(f"upstream answered HTTP {resp.status}: {body}")
+        except aiohttp.ClientConnectorError as exc:  # refused before a byte was sent
+            self._lose(f"could not connect to upstream: {exc}")
+            raise NotDelivered(f"could not connect to upstream: {type(exc).__name__}: {exc}") from None
+        except aiohttp.ClientError as exc:
+            raise UpstreamError(f"could not reach upstream: {type(exc).__name__}: {exc}") from None
+        except TimeoutError:
+            raise UpstreamError(f"upstream did not accept a message within {POST_TIMEOUT:g}s") from None
+
+    async def _read_stream(self, stream: _SingleStream) -> None:
+        """Dispatch every message on the stream; when it ends, for whatever reason, the session is dead."""
+        error = None
+        try:
+            async for event in stream:
+                self._on_event(event.type, event.data)
+        except _StreamEnded:
+            pass
+        except Exception as exc:  # a broken connection, a line too long, bad UTF-8: all end the session
+            error = f"{type(exc).__name__}: {exc}"
+        self._lose(LOST_REASON, error)
+
+    def _on_event(self, event_type: str | None, data: str) -> None:
+        if event_type not in (None, "message"):
+            log.warning("upstream.sse_unexpected_event", event_type=event_type)  # e.g. a second `endpoint`
+            return
+        try:
+            msg = jsonrpc.decode(data)
+        except jsonrpc.InvalidMessage as exc:
+            log.warning("upstream.bad_message", error=str(exc))
+            return
+        # One stream carries everything: session-wide notifications are known by their method.
+        session_wide = isinstance(msg, jsonrpc.Notification) and msg.method in SESSION_WIDE_NOTIFICATIONS
+        reply = self._router.dispatch(msg, standalone=session_wide)
+        if reply is not None:
+            self._spawn(self._answer_quietly(reply))
+
+    async def _answer_quietly(self, reply: jsonrpc.Response) -> None:
+        with contextlib.suppress(UpstreamError):
+            await self.send(reply)
+
+    def _lose(self, reason: str, error: str | None = None) -> None:
+        if self._lost is not None:
+            return
+        self._lost, self._alive = reason, False
+        log.warning("upstream.sse_session_lost", session=self._name, reason=reason, error=error)
+        self._router.fail_all(reason)
+
+
+__all__ = ["HttpSseSession", "resolve_endpoint"]

@@ -1,0 +1,397 @@
+"""A legacy MCP server run as a child process: newline-delimited JSON-RPC on its stdin and stdout.
+
+One child process is one session, and carries at most one receiving call: stdio server requests carry no
+link to the call they belong to, so every server request the child sends while a call runs belongs to that
+call. The pool gives each receiving call a child of its own; `pool.max_sessions` caps the children.
+
+- **Start**: `command` + `args`, in `cwd` (else the proxy's), in a process group of its own. The environment
+  is minimal: only the variables named in `INHERITED_ENV` are taken from the proxy's environment (so its
+  own `MRTR_PROXY_*` settings and sealing keys never reach the child), and the upstream's `env` goes over
+  them. `command` is looked up on that `PATH`.
+- **Framing**: one JSON-RPC message per line, UTF-8, written under a lock; lines longer than
+  `max_line_bytes` (16 MiB) end the session. A line that is not one JSON-RPC message is logged and skipped.
+- **stderr** goes to the structured log line by line (`upstream.stderr`, with the upstream name and the
+  child's pid), each line cut at `max_stderr_line_bytes`.
+- **Routing** (`router.py`): responses to their waiter, server requests and the call's notifications
+  (progress, logging) to the receiving call; session-wide notifications (list changes, resource updates)
+  are dropped, as on a streamable-http standalone stream.
+- **Death**: when the child exits (or closes its stdout) the session goes dead: every waiter fails and the
+  receiving call gets `TransportLost` naming the exit code or signal; the pool opens a fresh child next time.
+- **Close**: stdin is closed (a well-behaved server exits on EOF), then SIGTERM to the process group, then
+  SIGKILL, each after a bounded wait; the child is always waited for, so no zombie is left behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import os
+import secrets
+import signal
+from collections.abc import Awaitable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import structlog
+
+from proxy.upstream.base import Inbox, ServerInfo, UpstreamError
+from proxy.upstream.router import SESSION_WIDE_NOTIFICATIONS, NoCallAnswer, Router, negotiate
+from proxy.wire import jsonrpc, mcp
+
+log = structlog.get_logger(__name__)
+
+# Variables the child inherits from the proxy's environment (when set); everything else stays out.
+INHERITED_ENV: Final = (
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR",
+)  # fmt: skip
+MAX_LINE_BYTES: Final = 16 * 1024 * 1024
+MAX_STDERR_LINE_BYTES: Final = 4096
+_STDERR_CHUNK: Final = 65536
+_DRAIN_GRACE: Final = 1.0  # after the child exits: time to read what it wrote before it died
+_EXIT_GRACE: Final = 2.0  # after stdout ends: time for the child to exit before it counts as hung
+_KILL_WAIT: Final = 5.0  # after SIGKILL
+
+
+@dataclass(frozen=True, slots=True)
+class StdioSettings:
+    upstream: str  # the upstream's name, for the log
+    command: str
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)  # over the inherited minimal environment
+    cwd: Path | None = None
+    versions: tuple[str, ...] = mcp.LEGACY_VERSIONS
+    capabilities: Mapping[str, Any] = field(default_factory=dict)  # legacy capabilities for initialize
+    initialize_timeout: float = 30.0
+    write_timeout: float = 30.0  # longest wait for the child to take a message off its stdin
+    stdin_grace: float = 2.0  # on close: wait after closing stdin, before SIGTERM
+    term_grace: float = 2.0  # on close: wait after SIGTERM, before SIGKILL
+    max_line_bytes: int = MAX_LINE_BYTES
+    max_stderr_line_bytes: int = MAX_STDERR_LINE_BYTES
+
+
+def child_env(extra: Mapping[str, str], environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The child's environment: `INHERITED_ENV` from `environ` (default: the proxy's), then `extra` over it.
+
+    Exported shell functions (values starting with `()`) are not inherited."""
+    source = os.environ if environ is None else environ
+    env = {k: source[k] for k in INHERITED_ENV if k in source and not source[k].startswith("()")}
+    env.update(extra)
+    return env
+
+
+def describe_exit(returncode: int) -> str:
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        return f"upstream process was killed by {name}"
+    return f"upstream process exited with code {returncode}"
+
+
+class StdioSession:
+    """Implements `UpstreamSession` over a child process's stdin and stdout."""
+
+    def __init__(self, settings: StdioSettings, no_call: NoCallAnswer) -> None:
+        self._settings = settings
+        self._router = Router(no_call)
+        self._ids = itertools.count(1)
+        self._proc: asyncio.subprocess.Process | None = None
+        self._session_id: str | None = None
+        self._info: ServerInfo | None = None
+        self._alive = False
+        self._death: str | None = None  # why the session ended, once it has
+        self._closing = False
+        self._write_lock = asyncio.Lock()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._stderr_task: asyncio.Task[None] | None = None
+        self._stopping: asyncio.Task[None] | None = None
+
+    # -- properties ---------------------------------------------------------------------------------------
+
+    @property
+    def session_id(self) -> str | None:
+        """stdio has no session id; a local one names the child (`stdio:<pid>:<random>`)."""
+        return self._session_id
+
+    @property
+    def info(self) -> ServerInfo:
+        if self._info is None:
+            raise UpstreamError("session not initialized")
+        return self._info
+
+    @property
+    def alive(self) -> bool:
+        return self._alive
+
+    @property
+    def last_event_id(self) -> str | None:
+        return None  # no event ids on stdio
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    @property
+    def returncode(self) -> int | None:
+        return self._proc.returncode if self._proc is not None else None
+
+    # -- lifecycle ----------------------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Start the child, negotiate `initialize`, send `notifications/initialized`. Raises UpstreamError."""
+        settings = self._settings
+        try:
+            self._proc = await asyncio.create_subprocess_exec(
+                settings.command,
+                *settings.args,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                env=child_env(settings.env),
+                cwd=settings.cwd,
+                start_new_session=True,  # its own process group: signals reach its children too
+                limit=settings.max_line_bytes,
+            )
+        except OSError as exc:
+            raise UpstreamError(f"could not start {settings.command!r}: {exc.strerror or exc}") from None
+        pid = self._proc.pid
+        self._session_id = f"stdio:{pid}:{secrets.token_hex(4)}"
+        log.info("upstream.child_started", upstream=settings.upstream, pid=pid, command=settings.command)
+        self._stderr_task = self._spawn(self._read_stderr(self._proc))
+        self._spawn(self._supervise(self._proc))
+        self._info = await negotiate(
+            self._exchange, settings.versions, settings.capabilities, settings.initialize_timeout
+        )
+        await self.send(jsonrpc.Notification(mcp.INITIALIZED, {}))
+        self._alive = self._death is None
+
+    async def detach(self) -> None:
+        """A child's session dies with it: there is nothing another replica could resume."""
+        await self.close()
+
+    async def close(self) -> None:
+        self._closing = True
+        self._die("session closed")
+        if self._proc is not None:
+            await asyncio.shield(self._stop())
+            if self._stderr_task is not None:  # the child's last words, if it is still saying them
+                await asyncio.wait({self._stderr_task}, timeout=_DRAIN_GRACE)
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    # -- UpstreamSession ----------------------------------------------------------------------------------
+
+    async def call(self, method: str, params: Mapping[str, Any], inbox: Inbox) -> jsonrpc.RequestId:
+        if self._router.receiver_id is not None:
+            raise RuntimeError("a receiving call is already running on this session")
+        rid = next(self._ids)
+        self._router.begin_call(rid, inbox)
+        self._spawn(Router.deliver_call(jsonrpc.Request(rid, method, params), inbox, self._write))
+        return rid
+
+    async def resume_call(self, inbox: Inbox, request_id: jsonrpc.RequestId, last_event_id: str) -> None:
+        raise UpstreamError(
+            "a stdio upstream runs inside the proxy that started it: another replica's call cannot be resumed"
+        )
+
+    def end_call(self) -> None:
+        self._router.end_call()
+
+    async def request(self, method: str, params: Mapping[str, Any], timeout: float) -> jsonrpc.Response:
+        return await self._exchange(method, params, timeout)
+
+    async def send(self, message: jsonrpc.Response | jsonrpc.Notification) -> None:
+        await self._write(message)
+
+    # -- internals ----------------------------------------------------------------------------------------
+
+    def _spawn(self, coro: Awaitable[None]) -> asyncio.Task[None]:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def _exchange(self, method: str, params: Mapping[str, Any], timeout: float) -> jsonrpc.Response:
+        return await self._router.exchange(
+            jsonrpc.Request(next(self._ids), method, params), self._write, timeout
+        )
+
+    async def _write(self, msg: jsonrpc.Message) -> None:
+        """One message, one line. Raises UpstreamError when the child is gone or does not read its stdin."""
+        data = jsonrpc.dumps(msg) + b"\n"
+        timeout = self._settings.write_timeout
+        try:
+            async with asyncio.timeout(timeout), self._write_lock:
+                stdin = self._proc.stdin if self._proc is not None else None
+                if self._death is not None or stdin is None:
+                    raise UpstreamError(self._death or "upstream process not started")
+                stdin.write(data)  # the whole line goes into the pipe's buffer at once: framing stays intact
+                await stdin.drain()
+        except TimeoutError:
+            raise UpstreamError(f"upstream process did not read its stdin for {timeout:g}s") from None
+        except ConnectionError as exc:
+            raise UpstreamError(
+                self._death or f"could not write to the upstream process: {type(exc).__name__}"
+            ) from None
+
+    async def _read_stdout(self, proc: asyncio.subprocess.Process) -> str | None:
+        """Dispatch every line the child writes; returns why reading stopped early, or None at EOF."""
+        assert proc.stdout is not None
+        while True:
+            try:
+                line = await proc.stdout.readline()
+            except ValueError:  # asyncio's LimitOverrunError, as readline reports it
+                return f"upstream sent a line longer than {self._settings.max_line_bytes} bytes"
+            if not line:
+                return None
+            if not line.strip():
+                continue
+            try:
+                msg = jsonrpc.decode(line)
+            except jsonrpc.InvalidMessage as exc:
+                log.warning(
+                    "upstream.bad_message", upstream=self._settings.upstream, pid=proc.pid, error=str(exc)
+                )
+                preview = line[:200].decode("utf-8", errors="replace")
+                log.debug("upstream.bad_line", upstream=self._settings.upstream, pid=proc.pid, line=preview)
+                continue
+            self._dispatch(msg)
+
+    def _dispatch(self, msg: jsonrpc.Message) -> None:
+        standalone = isinstance(msg, jsonrpc.Notification) and msg.method in SESSION_WIDE_NOTIFICATIONS
+        reply = self._router.dispatch(msg, standalone=standalone)
+        if reply is not None:
+            self._spawn(self._answer_quietly(reply))
+
+    async def _answer_quietly(self, reply: jsonrpc.Response) -> None:
+        with contextlib.suppress(UpstreamError):
+            await self.send(reply)
+
+    async def _supervise(self, proc: asyncio.subprocess.Process) -> None:
+        """Read stdout until the child exits or stdout ends; then the session is dead."""
+        reader = asyncio.ensure_future(self._read_stdout(proc))
+        exited = asyncio.ensure_future(proc.wait())
+        try:
+            await asyncio.wait({reader, exited}, return_when=asyncio.FIRST_COMPLETED)
+            if reader.done():
+                try:
+                    problem = reader.result()
+                except Exception as exc:  # a bug in routing must not leave the session half alive
+                    problem = f"reading the upstream failed: {type(exc).__name__}: {exc}"
+                if problem is not None:
+                    self._die(problem)
+                    await asyncio.shield(self._stop())
+                    return
+                await asyncio.wait({exited}, timeout=_EXIT_GRACE)  # stdout ended: the child is exiting
+            else:
+                await asyncio.wait({reader}, timeout=_DRAIN_GRACE)  # read what it wrote before it died
+            if exited.done():
+                self._die(describe_exit(exited.result()))
+            else:
+                self._die("upstream process closed its stdout")
+                await asyncio.shield(self._stop())
+        finally:
+            for task in (reader, exited):
+                task.cancel()
+            await asyncio.gather(reader, exited, return_exceptions=True)
+
+    def _die(self, reason: str) -> None:
+        if self._death is not None:
+            return
+        self._death, self._alive = reason, False
+        if not self._closing:
+            log.warning("upstream.child_lost", upstream=self._settings.upstream, pid=self.pid, reason=reason)
+        self._router.fail_all(reason)
+
+    def _stop(self) -> asyncio.Future[None]:
+        """Stop the child (once, however many ask): closes stdin, then SIGTERM, then SIGKILL; reaps it."""
+        if self._stopping is None:
+            self._stopping = asyncio.ensure_future(self._terminate())
+        return self._stopping
+
+    async def _terminate(self) -> None:
+        proc = self._proc
+        assert proc is not None
+        how = "exited"
+        if proc.returncode is None:
+            if proc.stdin is not None:
+                proc.stdin.close()
+            how = "stdin closed"
+            if not await _exited(proc, self._settings.stdin_grace):
+                how = "SIGTERM"
+                _signal_group(proc, signal.SIGTERM)
+                if not await _exited(proc, self._settings.term_grace):
+                    how = "SIGKILL"
+                    _signal_group(proc, signal.SIGKILL)
+                    if not await _exited(proc, _KILL_WAIT):
+                        log.error("upstream.child_unkillable", upstream=self._settings.upstream, pid=proc.pid)
+                        return
+        log.info(
+            "upstream.child_stopped",
+            upstream=self._settings.upstream,
+            pid=proc.pid,
+            returncode=proc.returncode,
+            how=how,
+        )
+
+    async def _read_stderr(self, proc: asyncio.subprocess.Process) -> None:
+        """Log each stderr line; a line over the limit is cut there, the rest of it dropped."""
+        assert proc.stderr is not None
+        limit = self._settings.max_stderr_line_bytes
+        pending = bytearray()
+        skipping = False  # inside the dropped rest of an over-long line
+        while chunk := await proc.stderr.read(_STDERR_CHUNK):
+            pending += chunk
+            while (end := pending.find(b"\n")) != -1:
+                line = bytes(pending[:end])
+                del pending[: end + 1]
+                if skipping:
+                    skipping = False
+                else:
+                    self._log_stderr(proc.pid, line)
+            if len(pending) > limit:
+                if not skipping:
+                    self._log_stderr(proc.pid, bytes(pending))
+                    skipping = True
+                pending.clear()
+        if pending and not skipping:
+            self._log_stderr(proc.pid, bytes(pending))
+
+    def _log_stderr(self, pid: int, line: bytes) -> None:
+        limit = self._settings.max_stderr_line_bytes
+        text = line[:limit].decode("utf-8", errors="replace").rstrip("\r")
+        if len(line) > limit:
+            log.info("upstream.stderr", upstream=self._settings.upstream, pid=pid, line=text, truncated=True)
+        else:
+            log.info("upstream.stderr", upstream=self._settings.upstream, pid=pid, line=text)
+
+
+async def _exited(proc: asyncio.subprocess.Process, timeout: float) -> bool:
+    try:
+        async with asyncio.timeout(timeout):
+            await proc.wait()
+    except TimeoutError:
+        return False
+    return True
+
+
+def _signal_group(proc: asyncio.subprocess.Process, sig: signal.Signals) -> None:
+    """Signal the child's process group (its pid: it was started in a new session). Only while the child is
+    not yet reaped, so the group id cannot belong to anyone else."""
+    if proc.returncode is not None:
+        return
+    try:
+        os.killpg(proc.pid, sig)
+    except ProcessLookupError:
+        pass
+    except PermissionError:  # the group id is not ours after all: signal the child alone
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(sig)
+
+
+__all__ = ["INHERITED_ENV", "MAX_LINE_BYTES", "StdioSession", "StdioSettings", "child_env", "describe_exit"]

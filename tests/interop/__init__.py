@@ -1,0 +1,1 @@
+"""Interoperability runs against third-party test suites (see docs/conformance.md)."""

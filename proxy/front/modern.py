@@ -104,11 +104,7 @@ class ModernFront:
             return web.Response(
                 status=405, headers={"Allow": "POST"}, text="2026-07-28 clients use POST only"
             )
-        if request.content_length is not None and request.content_length > self._front.max_body_bytes:
-            raise Refusal(413, ErrorObject(jsonrpc.INVALID_REQUEST, "Request body too large"))
-        body = await request.content.read(self._front.max_body_bytes + 1)
-        if len(body) > self._front.max_body_bytes:
-            raise Refusal(413, ErrorObject(jsonrpc.INVALID_REQUEST, "Request body too large"))
+        body = await read_body(request, self._front.max_body_bytes)
         try:
             msg = jsonrpc.decode(body)
         except jsonrpc.InvalidMessage as exc:
@@ -304,6 +300,20 @@ class ModernFront:
         names = self._upstreams[upstream].forward_headers
         forwarded = tuple((n, request.headers[n]) for n in names if n in request.headers)
         return PoolKey(req.capabilities, forwarded)
+
+
+async def read_body(request: web.Request, limit: int) -> bytes:
+    """The whole body, or a 413 refusal as soon as it is known to exceed `limit` bytes. (A single
+    `content.read(n)` returns whatever has arrived so far, which for a large body is only part of it.)"""
+    too_large = Refusal(413, ErrorObject(jsonrpc.INVALID_REQUEST, "Request body too large"))
+    if request.content_length is not None and request.content_length > limit:
+        raise too_large
+    body = bytearray()
+    async for chunk in request.content.iter_chunked(64 * 1024):
+        body += chunk
+        if len(body) > limit:
+            raise too_large
+    return bytes(body)
 
 
 def complete(method: str, result: Mapping[str, Any]) -> dict[str, Any]:

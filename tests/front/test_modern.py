@@ -5,6 +5,7 @@ These requests are refused before anything goes upstream, so the configured upst
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 from collections.abc import AsyncIterator
@@ -233,3 +234,19 @@ async def test_upstream_down_is_a_clear_error(client: RawClient) -> None:
     assert "unavailable" in reply.error["message"]
     assert (await client.request("tools/list")).error["code"] == -31001
     assert (await client.request("server/discover")).error["code"] == -31001
+
+
+async def test_a_large_body_arriving_in_pieces_is_read_whole(client: RawClient) -> None:
+    """Regression: a single read() returned only what had arrived, so big bodies failed with -32700."""
+    body = call_body(client)
+    body["params"]["arguments"]["text"] = "x" * 3000  # under the 4096-byte limit of this fixture
+
+    async def trickle() -> Any:
+        data = json.dumps(body).encode()
+        for i in range(0, len(data), 500):
+            yield data[i : i + 500]
+            await asyncio.sleep(0.01)
+
+    async with client.http.post(client.url, data=trickle(), headers=client.headers(body)) as resp:
+        reply = await resp.json()
+    assert reply["error"]["code"] == -31001  # parsed and checked; only the (closed) upstream failed

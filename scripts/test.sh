@@ -7,6 +7,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 scripts/setup-venv.sh
 scripts/setup-peers.sh
+scripts/setup-helm.sh   # helm 4 and 3 + hadolint, for tests/helm
 echo "== ruff"
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .

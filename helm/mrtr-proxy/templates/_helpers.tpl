@@ -1,0 +1,218 @@
+{{/* Names and labels. */}}
+{{- define "mrtr-proxy.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "mrtr-proxy.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The headless Service's name; "-peers" is appended after truncation so it is never cut off. */}}
+{{- define "mrtr-proxy.peersName" -}}
+{{- printf "%s-peers" (include "mrtr-proxy.fullname" . | trunc 57 | trimSuffix "-") -}}
+{{- end -}}
+
+{{- define "mrtr-proxy.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "mrtr-proxy.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "mrtr-proxy.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "mrtr-proxy.labels" -}}
+helm.sh/chart: {{ include "mrtr-proxy.chart" . }}
+{{ include "mrtr-proxy.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/component: {{ .Values.mode }}
+{{- end -}}
+
+{{- define "mrtr-proxy.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "mrtr-proxy.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "mrtr-proxy.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "mrtr-proxy.configMapName" -}}
+{{- printf "%s-config" (include "mrtr-proxy.fullname" . | trunc 56 | trimSuffix "-") -}}
+{{- end -}}
+
+{{/* The Secret that holds the key ring: yours (keys.existingSecret) or the generated one. */}}
+{{- define "mrtr-proxy.keysSecretName" -}}
+{{- if .Values.keys.existingSecret -}}
+{{- .Values.keys.existingSecret -}}
+{{- else -}}
+{{- printf "%s-keys" (include "mrtr-proxy.fullname" . | trunc 58 | trimSuffix "-") -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The proxy configuration: .Values.config merged over the chart's defaults, as YAML.
+Lists (upstreams, keys.dirs) in .Values.config replace the defaults; maps merge key by key.
+*/}}
+{{- define "mrtr-proxy.config" -}}
+{{- $defaults := dict
+  "listen" (dict "host" "0.0.0.0" "port" 8080)
+  "keys" (dict "dirs" (list .Values.keys.mountPath))
+  "logging" (dict "format" "json")
+  "calls" (dict "drain_grace_s" (int .Values.drain.graceSeconds)) -}}
+{{- if eq .Values.mode "sidecar" -}}
+{{- $url := printf "http://127.0.0.1:%d%s" (int .Values.sidecar.upstreamPort) .Values.sidecar.upstreamPath -}}
+{{- $_ := set $defaults "upstreams" (list (dict "name" "default" "url" $url)) -}}
+{{- end -}}
+{{- toYaml (mustMergeOverwrite $defaults (deepCopy (.Values.config | default dict))) -}}
+{{- end -}}
+
+{{- define "mrtr-proxy.listenPort" -}}
+{{- $config := include "mrtr-proxy.config" . | fromYaml -}}
+{{- int $config.listen.port -}}
+{{- end -}}
+
+{{/* Stops the render with a clear message when the values cannot make a working proxy. */}}
+{{- define "mrtr-proxy.validate" -}}
+{{- $config := include "mrtr-proxy.config" . | fromYaml -}}
+{{- $calls := (.Values.config | default dict).calls | default dict -}}
+{{- if and (hasKey $calls "drain_grace_s") (ne (toString $calls.drain_grace_s) (toString .Values.drain.graceSeconds)) -}}
+{{- fail "config.calls.drain_grace_s: the chart sets it from drain.graceSeconds (so terminationGracePeriodSeconds stays longer than the drain); set drain.graceSeconds instead" -}}
+{{- end -}}
+{{- if not $config.upstreams -}}
+{{- fail "config.upstreams: at least one upstream is needed in gateway mode (e.g. config.upstreams[0] = {name: search, url: http://search:8000/mcp})" -}}
+{{- end -}}
+{{- $host := toString $config.listen.host -}}
+{{- if or (hasPrefix "127." $host) (eq $host "localhost") (eq $host "::1") -}}
+{{- fail (printf "config.listen.host: %s is loopback; the kubelet's probes and the Services could not reach the proxy (use 0.0.0.0 or ::)" $host) -}}
+{{- end -}}
+{{- $port := int $config.listen.port -}}
+{{- if eq $port (int .Values.peer.port) -}}
+{{- fail (printf "peer.port: %d is also config.listen.port; the peer-forwarding port must differ" $port) -}}
+{{- end -}}
+{{- if and (eq .Values.mode "sidecar") (eq $port (int .Values.sidecar.upstreamPort)) -}}
+{{- fail (printf "config.listen.port: %d is also sidecar.upstreamPort; the proxy and the legacy server share the pod's network" $port) -}}
+{{- end -}}
+{{- if not (or .Values.keys.existingSecret .Values.keys.generate) -}}
+{{- fail "keys: set keys.existingSecret (recommended) or keys.generate=true; without a key ring parked calls could not move between replicas or survive a restart" -}}
+{{- end -}}
+{{- $dirs := list -}}
+{{- if $config.keys -}}{{- $dirs = $config.keys.dirs | default list -}}{{- end -}}
+{{- if not (has .Values.keys.mountPath $dirs) -}}
+{{- fail (printf "config.keys.dirs: must include keys.mountPath (%s), where the key Secret is mounted" .Values.keys.mountPath) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* What the pod spec mounts from the key Secret; hashed into checksum/secret. */}}
+{{- define "mrtr-proxy.secretRef" -}}
+secretName: {{ include "mrtr-proxy.keysSecretName" . }}
+generated: {{ not .Values.keys.existingSecret }}
+mountPath: {{ .Values.keys.mountPath }}
+{{- if and .Values.keys.existingSecret .Values.keys.existingSecretItems }}
+items:
+  {{- toYaml .Values.keys.existingSecretItems | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/*
+The proxy container, shared by the gateway Deployment and the sidecar snippet in NOTES.txt.
+Call with (dict "root" $ "sidecar" true|false).
+*/}}
+{{- define "mrtr-proxy.container" -}}
+{{- $root := .root -}}
+{{- $http := ternary "mrtr-http" "http" .sidecar -}}
+{{- $peer := ternary "mrtr-peer" "peer" .sidecar -}}
+{{- $port := include "mrtr-proxy.listenPort" $root | int -}}
+name: mrtr-proxy
+image: {{ include "mrtr-proxy.image" $root | quote }}
+imagePullPolicy: {{ $root.Values.image.pullPolicy }}
+args: ["serve", "--config", "/etc/mrtr-proxy/config/config.yaml"]
+ports:
+  - name: {{ $http }}
+    containerPort: {{ $port }}
+    protocol: TCP
+  - name: {{ $peer }}
+    containerPort: {{ int $root.Values.peer.port }}
+    protocol: TCP
+env:
+  - name: POD_IP
+    valueFrom:
+      fieldRef:
+        fieldPath: status.podIP
+  - name: MRTR_PROXY_REPLICA_ADDRESS
+    value: {{ ternary (printf "[$(POD_IP)]:%d" $port) (printf "$(POD_IP):%d" $port) $root.Values.replica.ipv6 | quote }}
+  {{- with $root.Values.extraEnv }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+startupProbe:
+  httpGet:
+    path: /healthz
+    port: {{ $http }}
+  {{- toYaml $root.Values.probes.startup | nindent 2 }}
+livenessProbe:
+  httpGet:
+    path: /healthz
+    port: {{ $http }}
+  {{- toYaml $root.Values.probes.liveness | nindent 2 }}
+readinessProbe:
+  httpGet:
+    path: /readyz
+    port: {{ $http }}
+  {{- toYaml $root.Values.probes.readiness | nindent 2 }}
+{{- with $root.Values.resources }}
+resources:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+securityContext:
+  {{- toYaml $root.Values.securityContext | nindent 2 }}
+volumeMounts:
+  - name: mrtr-proxy-config
+    mountPath: /etc/mrtr-proxy/config
+    readOnly: true
+  - name: mrtr-proxy-keys
+    mountPath: {{ $root.Values.keys.mountPath }}
+    readOnly: true
+  - name: mrtr-proxy-tmp
+    mountPath: /tmp
+  {{- with $root.Values.extraVolumeMounts }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+{{- end -}}
+
+{{/* The pod volumes the container mounts. */}}
+{{- define "mrtr-proxy.volumes" -}}
+- name: mrtr-proxy-config
+  configMap:
+    name: {{ include "mrtr-proxy.configMapName" . }}
+- name: mrtr-proxy-keys
+  secret:
+    secretName: {{ include "mrtr-proxy.keysSecretName" . }}
+    defaultMode: 288  # 0440: the owner and the pod's fsGroup read
+    {{- if and .Values.keys.existingSecret .Values.keys.existingSecretItems }}
+    items:
+      {{- toYaml .Values.keys.existingSecretItems | nindent 6 }}
+    {{- end }}
+- name: mrtr-proxy-tmp
+  emptyDir:
+    sizeLimit: 16Mi
+{{- with .Values.extraVolumes }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}

@@ -16,6 +16,7 @@ from aiohttp import web
 from proxy.calls.registry import CallRegistry
 from proxy.calls.service import CallService, CallSettings
 from proxy.config import Config, UpstreamConfig
+from proxy.front.legacy import LegacyRelay
 from proxy.front.modern import ModernFront
 from proxy.front.peers import FORWARD_PREFIX, Peers
 from proxy.front.principal import resolver
@@ -256,6 +257,7 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
         calls=app[CALLS],
         principal=resolver(config.principal),
         peers=Peers(http, config.replica_address),
+        relay=LegacyRelay(http, app[CODEC], {u.name: u for u in config.upstreams}),
         state=app[STATE],
     )
     try:

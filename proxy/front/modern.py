@@ -28,6 +28,7 @@ from proxy.calls.service import (
 )
 from proxy.config import FrontConfig, UpstreamConfig
 from proxy.front.checks import InputLimits, ModernRequest, Refusal, check_modern, origin_allowed
+from proxy.front.legacy import SESSION, LegacyRelay, is_legacy
 from proxy.front.peers import FORWARD_PREFIX, Peers, PeerUnreachable
 from proxy.front.principal import Resolver
 from proxy.front.ratelimit import RateLimiter
@@ -65,11 +66,13 @@ class ModernFront:
         calls: CallService,
         principal: Resolver,
         peers: Peers,
+        relay: LegacyRelay,
         state: RuntimeStateView,
     ) -> None:
         self._state = state
         self._front = front
         self._peers = peers
+        self._relay = relay
         self._principal = principal
         self._rate = RateLimiter(front.rate_limit_per_s, front.rate_burst)
         self._upstreams = upstreams
@@ -99,6 +102,8 @@ class ModernFront:
         line["upstream"] = upstream
         if not origin_allowed(request.headers.get("Origin"), request.host, self._origins):
             raise Refusal(403, ErrorObject(jsonrpc.INVALID_REQUEST, "Origin not allowed"))
+        if request.method in ("GET", "DELETE") and SESSION in request.headers:
+            return await self._legacy(request, upstream, None, line)  # a legacy client's stream or goodbye
         if request.method != "POST":
             line["outcome"] = "method_not_allowed"
             return web.Response(
@@ -110,21 +115,15 @@ class ModernFront:
         except jsonrpc.InvalidMessage as exc:
             line["id"] = exc.request_id
             raise Refusal(400, ErrorObject(exc.code, str(exc))) from None
+        if is_legacy(request, msg, _meta_version(msg)):
+            line.update(method=getattr(msg, "method", "response"), id=getattr(msg, "id", None))
+            return await self._legacy(request, upstream, body, line)
         if isinstance(msg, jsonrpc.Notification):
             line.update(method=msg.method, outcome="accepted")
             return web.Response(status=202)
         if not isinstance(msg, jsonrpc.Request):
             raise Refusal(400, ErrorObject(jsonrpc.INVALID_REQUEST, "Clients send requests, not responses"))
         line.update(id=msg.id, method=msg.method)
-        if msg.method == "initialize":
-            raise Refusal(
-                400,
-                ErrorObject(
-                    jsonrpc.UNSUPPORTED_PROTOCOL_VERSION,
-                    "This endpoint speaks MCP 2026-07-28 (no initialize)",
-                    {"supported": list(mcp.MODERN_VERSIONS)},
-                ),
-            )
         req = check_modern(msg, request.headers, limits=self._limits)
         principal = self._principal(request.headers)
         forwarded = request.path.startswith(FORWARD_PREFIX)
@@ -185,6 +184,14 @@ class ModernFront:
                 return response
         assert not isinstance(answer, Forward)
         return await replier.finish(answer, 404 if _is_unknown_method(answer) else 200)
+
+    async def _legacy(
+        self, request: web.Request, upstream: str, body: bytes | None, line: dict[str, Any]
+    ) -> web.StreamResponse:
+        line["era"] = "legacy"
+        response = await self._relay.relay(request, upstream, self._principal(request.headers), body)
+        line["outcome"] = f"relayed:{response.status}"
+        return response
 
     async def _with_keepalive(
         self, replier: Replier, work: Coroutine[Any, Any, jsonrpc.Response | Forward]
@@ -314,6 +321,14 @@ async def read_body(request: web.Request, limit: int) -> bytes:
         if len(body) > limit:
             raise too_large
     return bytes(body)
+
+
+def _meta_version(msg: jsonrpc.Message) -> object:
+    if isinstance(msg, jsonrpc.Request | jsonrpc.Notification):
+        meta = msg.params.get("_meta")
+        if isinstance(meta, dict):
+            return meta.get(mcp.META_PROTOCOL_VERSION)
+    return None
 
 
 def complete(method: str, result: Mapping[str, Any]) -> dict[str, Any]:

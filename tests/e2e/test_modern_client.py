@@ -26,7 +26,8 @@ DRIVER = Path(__file__).parent / "clients" / "modern_client.py"
 async def run_plan(url: str, plan: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     run = await peers.run_once([str(peers.client_python()), str(DRIVER), url, json.dumps(plan)], limit_s=90)
     assert run.returncode == 0 and not run.timed_out, run.stderr[-3000:]
-    results: dict[str, dict[str, Any]] = json.loads(run.stdout)
+    results: dict[str, Any] = json.loads(run.stdout)
+    assert results.pop("_protocol_version") == "2026-07-28"  # it stayed modern all the way
     return results
 
 

@@ -66,7 +66,7 @@ async def test_not_json_is_a_parse_error(client: RawClient) -> None:
         ({"jsonrpc": "2.0", "id": True, "method": "ping"}, '"id" member must be a string or an integer'),
         ({"jsonrpc": "2.0", "id": 1, "method": 7}, '"method" member must be a non-empty string'),
         ({"jsonrpc": "2.0", "id": 1, "method": "ping", "params": [1]}, '"params" member must be an object'),
-        ({"jsonrpc": "2.0", "id": 1, "result": {}}, "Clients send requests, not responses"),
+        ({"jsonrpc": "2.0", "id": 1, "result": {}}, "Missing Mcp-Session-Id"),  # a legacy client's answer
         ("just a string", "must be a JSON object"),
     ],
     ids=["batch", "bad-version", "bool-id", "method-not-string", "params-array", "a-response", "scalar"],
@@ -140,12 +140,15 @@ async def test_unsupported_version(client: RawClient) -> None:
     assert "2026-07-28" in reply.error["data"]["supported"]
 
 
-async def test_initialize_on_the_modern_endpoint_names_the_versions(client: RawClient) -> None:
+async def test_initialize_opens_a_legacy_session_with_the_upstream(client: RawClient) -> None:
+    """`initialize` is a legacy client: it is relayed to the upstream (closed here, so 502, clearly)."""
     body = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25"}}
     status, reply = await raw_post(client, json.dumps(body).encode())
-    assert status == 400
-    assert reply["error"]["code"] == -32022
-    assert reply["error"]["data"]["supported"] == ["2026-07-28"]
+    assert status == 502
+    assert reply["error"] == {
+        "code": -32600,
+        "message": "Upstream 'default' unavailable: ClientConnectorError",
+    }
 
 
 async def test_unknown_method_is_404(client: RawClient) -> None:

@@ -1,9 +1,11 @@
-"""Drives mcp==2.3.0's `Client(url, mode="2026-07-28")` through a plan of calls; prints JSON results.
+"""Drives mcp==2.3.0's `Client(url, mode=MODE)` through a plan of calls; prints JSON results.
 
 Runs under the peers' client venv (`.peers/client/bin/python`), never the project's. The client handles
 `input_required` itself, calling the callbacks below; each step says how the elicitation callback answers.
 
-    python modern_client.py URL '[{"id": "a", "kind": "tool", "name": "ask_name", "elicit": "accept"}]'
+    python modern_client.py URL '[{"id": "a", "kind": "tool", "name": "ask_name", "elicit": "accept"}]' [MODE]
+
+MODE is the client's `mode`: "2026-07-28" (default), "auto", or "legacy" (initialize, inline requests).
 
 Output (stdout, one JSON object): {step id: {"text": str, "is_error": bool} | {"error": str}}.
 """
@@ -80,11 +82,11 @@ async def run_step(client: Client, step: dict[str, Any]) -> dict[str, Any]:
     raise ValueError(kind)
 
 
-async def main(url: str, plan: list[dict[str, Any]]) -> None:
+async def main(url: str, plan: list[dict[str, Any]], mode: str = "2026-07-28") -> None:
     out: dict[str, Any] = {}
     async with Client(
         url,
-        mode="2026-07-28",
+        mode=mode,
         elicitation_callback=on_elicit,
         sampling_callback=on_sample,
         list_roots_callback=on_roots,
@@ -97,8 +99,9 @@ async def main(url: str, plan: list[dict[str, Any]]) -> None:
             except Exception as exc:  # reported, not raised: the test asserts on it
                 out[step["id"]] = {"error": f"{type(exc).__name__}: {exc}"}
             out[step["id"]]["seen"] = list(SEEN)
+        out["_protocol_version"] = client.protocol_version
     print(json.dumps(out))
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], json.loads(sys.argv[2])))
+    asyncio.run(main(sys.argv[1], json.loads(sys.argv[2]), *sys.argv[3:4]))

@@ -1,0 +1,104 @@
+"""Legacy clients (2024-11-05 … 2025-11-25, Streamable HTTP) on the same endpoint: a transparent relay.
+
+A legacy client gets a legacy session, and the upstream's inline server requests reach it as they are (no
+MRTR). The relay keeps no state: the `Mcp-Session-Id` it hands out is the upstream's session id sealed with
+the principal (handle/session_ids.py), so any replica can relay any request of the session, and someone
+else's session id is refused like an unknown one (404, which tells a legacy client to re-initialize).
+Request and response bodies, SSE streams included, pass through byte for byte.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import aiohttp
+from aiohttp import web
+
+from proxy.config import UpstreamConfig
+from proxy.handle import HandleCodec, HandleError
+from proxy.handle.session_ids import LegacySession, open_session, seal_session
+from proxy.wire import jsonrpc
+
+SESSION = "Mcp-Session-Id"
+_PASS_REQUEST = ("Accept", "Content-Type", "MCP-Protocol-Version", "Last-Event-ID")
+_PASS_RESPONSE = ("Content-Type", "Cache-Control", "X-Accel-Buffering")
+
+
+def is_legacy(request: web.Request, msg: jsonrpc.Message | None, modern_version: object) -> bool:
+    """Told apart by what they carry: `initialize`, a client's response to a server request, or a session
+    id without a modern `_meta` protocol version."""
+    if isinstance(msg, jsonrpc.Request) and msg.method == "initialize":
+        return True
+    if isinstance(msg, jsonrpc.Result | jsonrpc.Error):
+        return True
+    return SESSION in request.headers and not isinstance(modern_version, str)
+
+
+class LegacyRelay:
+    def __init__(
+        self, http: aiohttp.ClientSession, codec: HandleCodec, upstreams: Mapping[str, UpstreamConfig]
+    ):
+        self._http = http
+        self._codec = codec
+        self._upstreams = upstreams
+
+    async def relay(
+        self, request: web.Request, upstream: str, principal: str, body: bytes | None
+    ) -> web.StreamResponse:
+        config = self._upstreams[upstream]
+        if config.transport != "streamable-http" or config.url is None:
+            return _error(
+                400,
+                f"Legacy clients are relayed to Streamable HTTP upstreams only; {upstream!r} is "
+                f"{config.transport}. Use a 2026-07-28 client for this upstream.",
+            )
+        headers = {name: request.headers[name] for name in _PASS_REQUEST if name in request.headers}
+        headers.update(config.headers)
+        headers.update({n: request.headers[n] for n in config.forward_headers if n in request.headers})
+        if SESSION in request.headers:
+            try:
+                session = open_session(self._codec, request.headers[SESSION])
+            except HandleError:
+                return _error(404, "Session not found")
+            if session.upstream != upstream or session.principal != principal:
+                return _error(404, "Session not found")
+            headers[SESSION] = session.upstream_session
+        elif not _is_initialize(body):
+            return _error(400, "Missing Mcp-Session-Id (a legacy client starts with initialize)")
+        try:
+            upstream_resp = await self._http.request(
+                request.method,
+                config.url,
+                data=body,
+                headers=headers,
+                timeout=aiohttp.ClientTimeout(total=None, sock_connect=config.timeouts.connect_s),
+            )
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            return _error(502, f"Upstream {upstream!r} unavailable: {type(exc).__name__}")
+        async with upstream_resp:
+            out_headers = {n: upstream_resp.headers[n] for n in _PASS_RESPONSE if n in upstream_resp.headers}
+            if SESSION in upstream_resp.headers:
+                out_headers[SESSION] = seal_session(
+                    self._codec, LegacySession(upstream, upstream_resp.headers[SESSION], principal)
+                )
+            out = web.StreamResponse(status=upstream_resp.status, headers=out_headers)
+            await out.prepare(request)
+            async for chunk in upstream_resp.content.iter_any():
+                await out.write(chunk)
+            await out.write_eof()
+            return out
+
+
+def _is_initialize(body: bytes | None) -> bool:
+    if body is None:
+        return False
+    try:
+        msg = jsonrpc.decode(body)
+    except jsonrpc.InvalidMessage:
+        return False
+    return isinstance(msg, jsonrpc.Request) and msg.method == "initialize"
+
+
+def _error(status: int, message: str) -> web.Response:
+    body = jsonrpc.dumps(jsonrpc.error(None, jsonrpc.INVALID_REQUEST, message))
+    return web.Response(status=status, body=body, content_type="application/json")

@@ -21,6 +21,7 @@ from proxy.front.modern import ModernFront
 from proxy.front.peers import FORWARD_PREFIX, Peers
 from proxy.front.principal import resolver
 from proxy.handle import HandleCodec, KeyLoadError, KeyRing, load_keys
+from proxy.metrics import METRICS, Metrics, metrics_endpoint
 from proxy.pool import PoolKey, SessionAdopter, SessionFactory, SessionPool
 from proxy.upstream.base import ServerInfo, UpstreamSession
 from proxy.upstream.http_sse import HttpSseSession
@@ -203,6 +204,7 @@ def create_app(
     app[CONFIG] = config
     app[STATE] = RuntimeState()
     app[CODEC] = HandleCodec(ring or key_ring(config))
+    app[METRICS] = Metrics(u.name for u in config.upstreams)
     app.cleanup_ctx.append(_upstreams)
     app.cleanup_ctx.append(_housekeeping)
     if handle_signals:
@@ -214,6 +216,7 @@ def create_app(
     app.router.add_route("POST", f"{FORWARD_PREFIX}/servers/{{upstream}}/mcp", _mcp)
     app.router.add_get("/healthz", _healthz)
     app.router.add_get("/readyz", _readyz)
+    app.router.add_get("/metrics", metrics_endpoint)
     return app
 
 
@@ -249,7 +252,9 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
             call_timeout=calls.call_timeout_s,
             owner=config.replica_address,
         ),
+        observer=app[METRICS],
     )
+    app[METRICS].watch(app[CALLS].registry, pools)
     app[FRONT] = ModernFront(
         front=config.front,
         upstreams={u.name: u for u in config.upstreams},

@@ -40,6 +40,7 @@ class LiveCall:
     upstream_id: RequestId = 0
     started: float = field(default_factory=time.monotonic)
     parked_until: float | None = None  # monotonic deadline while parked; None while a request drives it
+    parked_at: float = 0.0  # when it was last parked (monotonic)
 
     @property
     def parked(self) -> bool:
@@ -90,7 +91,12 @@ class CallRegistry:
         return self._calls.get(call_id)
 
     def park(self, call: LiveCall, ttl: float) -> None:
-        call.parked_until = self._clock() + ttl
+        call.parked_at = self._clock()
+        call.parked_until = call.parked_at + ttl
+
+    def parked_for(self, call: LiveCall) -> float:
+        """Seconds since `call` was last parked."""
+        return self._clock() - call.parked_at
 
     def take(self, call: LiveCall) -> None:
         """A retry starts driving the call; a second concurrent retry gets CallBusy."""

@@ -14,7 +14,7 @@ import secrets
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 
@@ -60,6 +60,25 @@ class Forward:
 Outcome = Completed | NeedsInput | Failed | Forward
 
 
+class CallObserver(Protocol):
+    """What the service reports beyond each request's own outcome (for metrics). Must be cheap."""
+
+    def resumed(self, upstream: str, parked_for: float) -> None: ...
+    def reaped(self, upstream: str, parked_for: float) -> None: ...
+    def taken_over(self, upstream: str, *, ok: bool) -> None: ...
+
+
+class NoObserver:
+    def resumed(self, upstream: str, parked_for: float) -> None:
+        pass
+
+    def reaped(self, upstream: str, parked_for: float) -> None:
+        pass
+
+    def taken_over(self, upstream: str, *, ok: bool) -> None:
+        pass
+
+
 class InvalidRequestState(Exception):
     """The retry's requestState must be refused. `reason` is for the log only, never the wire."""
 
@@ -95,12 +114,15 @@ class CallService:
         registry: CallRegistry,
         settings: CallSettings,
         clock: Callable[[], float] = time.time,
+        *,
+        observer: CallObserver | None = None,
     ) -> None:
         self._pools = pools
         self._codec = codec
         self._registry = registry
         self._settings = settings
         self._clock = clock
+        self._observer = observer or NoObserver()
 
     @property
     def registry(self) -> CallRegistry:
@@ -179,10 +201,12 @@ class CallService:
         problem = _invalid_responses(call.exchange, responses)
         if problem is not None:
             return Failed(problem)
+        parked_for = self._registry.parked_for(call)
         try:
             self._registry.take(call)
         except CallBusy:
             raise InvalidRequestState("round_in_progress") from None
+        self._observer.resumed(call.upstream, parked_for)
         try:
             for reply in call.exchange.accept(responses):
                 await call.session.send(reply.message())
@@ -202,6 +226,7 @@ class CallService:
         on as the new owner. Otherwise the call is lost — and never re-run."""
         pool = self._pools[req.upstream]
         if claims.last_event is None or claims.request is None or not claims.session or not pool.can_adopt:
+            self._observer.taken_over(req.upstream, ok=False)
             return Failed(_lost("its replica is gone and the upstream cannot resume the call's stream"))
         try:
             exchange = Exchange.resumed(req.key.capabilities, claims.round, claims.pending)
@@ -216,6 +241,7 @@ class CallService:
         except (LimitExceeded, PoolExhausted) as exc:
             return Failed(ErrorObject(jsonrpc.LIMIT_EXCEEDED, f"Too many calls: {exc}"))
         except UpstreamError as exc:
+            self._observer.taken_over(req.upstream, ok=False)
             return Failed(_lost(f"taking it over failed: {exc}"))
         call = LiveCall(
             id=claims.call,
@@ -243,10 +269,12 @@ class CallService:
                 await session.send(reply.message())
         except UpstreamError as exc:
             await self._abandon(call, "could not take the call over")
+            self._observer.taken_over(req.upstream, ok=False)
             return Failed(_lost(f"taking it over failed: {exc}"))
         except BaseException:
             await asyncio.shield(self._abandon(call, "the client went away"))
             raise
+        self._observer.taken_over(req.upstream, ok=True)
         return await self._drive(call, notify)
 
     async def reap_expired(self) -> int:
@@ -254,6 +282,7 @@ class CallService:
         expired = self._registry.expired()
         for call in expired:
             log.info("call.reaped", call=call.id, upstream=call.upstream, round=call.exchange.round)
+            self._observer.reaped(call.upstream, self._registry.parked_for(call))
             await self._abandon(call, "the client did not answer in time")
         return len(expired)
 

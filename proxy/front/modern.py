@@ -33,6 +33,7 @@ from proxy.front.peers import FORWARD_PREFIX, Peers, PeerUnreachable
 from proxy.front.principal import Resolver
 from proxy.front.ratelimit import RateLimiter
 from proxy.front.reply import Replier, json_response
+from proxy.metrics import record_request
 from proxy.pool import PoolKey, SessionPool
 from proxy.upstream.base import UpstreamError
 from proxy.wire import jsonrpc, mcp
@@ -93,6 +94,7 @@ class ModernFront:
         line["status"] = response.status
         line["duration_ms"] = round((time.perf_counter() - started) * 1000, 2)
         log.info("request", **line)
+        record_request(request.app, line)  # the metrics, from the same line
         return response
 
     async def _handle(self, request: web.Request, line: dict[str, Any]) -> web.StreamResponse:
@@ -152,33 +154,27 @@ class ModernFront:
                 ),
             )
         replier = Replier(request)
-        answer = await self._with_keepalive(
-            replier,
-            self._dispatch(
+
+        async def dispatch(local_only: bool) -> jsonrpc.Response | Forward:
+            work = self._dispatch(
                 upstream=upstream,
                 req=req,
                 key=key,
                 principal=principal,
                 replier=replier,
                 line=line,
-                local_only=forwarded,
-            ),
-        )
+                local_only=local_only,
+            )
+            return await self._with_keepalive(replier, work)
+
+        answer = await dispatch(local_only=forwarded)
         if isinstance(answer, Forward):
             line["owner"] = answer.owner
             try:
                 response = await self._peers.forward(answer.owner, request, body)
-            except PeerUnreachable as exc:
+            except PeerUnreachable as exc:  # nothing reached the owner: handle it here (takeover or lost)
                 line["owner_unreachable"] = str(exc)
-                answer = await self._dispatch(
-                    upstream=upstream,
-                    req=req,
-                    key=key,
-                    principal=principal,
-                    replier=replier,
-                    line=line,
-                    local_only=True,
-                )
+                answer = await dispatch(local_only=True)
             else:
                 line["outcome"] = f"forwarded:{response.status}"
                 return response

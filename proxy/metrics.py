@@ -1,0 +1,270 @@
+"""Prometheus metrics: one `CollectorRegistry` per app, served at `GET /metrics`.
+
+Request metrics come from the front's canonical log line (`record_request`, called once per request right
+after the line is written), so the log and the metrics cannot disagree. The call service reports what no
+request line shows (a parked call resumed or reaped, a takeover) through its observer, which `Metrics` is.
+Gauges (calls, sessions) are read from the call registry and the pools at scrape time.
+
+Every label value comes from a fixed set (methods, outcome classes, rejection reasons, configured upstream
+names); anything else is counted as "other", so label cardinality stays bounded whatever clients send.
+"""
+
+from __future__ import annotations
+
+from collections import Counter as Tally
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from proxy.wire import jsonrpc, mcp
+
+if TYPE_CHECKING:
+    from proxy.calls.registry import CallRegistry
+    from proxy.pool import SessionPool
+
+CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
+OTHER: Final = "other"
+NONE: Final = "none"  # the request never got as far as naming a method / an upstream
+
+METHODS: Final = frozenset(
+    {"ping", "server/discover", "initialize", *mcp.MRTR_METHODS, *mcp.FORWARDED_METHODS}
+)
+# The canonical line's outcome is "<class>" or "<class>:<detail>"; the class is the label.
+OUTCOME_CLASSES: Final[Mapping[str, str]] = {
+    "complete": "complete",
+    "input_required": "input_required",
+    "upstream_error": "upstream_error",  # the upstream's own JSON-RPC error, passed through
+    "failed": "failed",  # ours: upstream failed or timed out, call lost, limits, bad inputResponses
+    "upstream_failed": "failed",  # the same, for discover and relayed lists
+    "refused": "refused",  # refused at the boundary (bad headers or body, origin, rate, draining)
+    "method_not_allowed": "refused",
+    "unknown_method": "unknown_method",
+    "handle_rejected": "handle_rejected",
+    "forwarded": "forwarded",  # relayed to the replica that owns the parked call
+    "accepted": "accepted",  # a notification
+    "relayed": "relayed",  # a legacy client's request, relayed as it is
+}
+# HandleError reasons (handle/) and InvalidRequestState reasons (calls/service.py).
+REJECTION_REASONS: Final = frozenset(
+    {
+        "too_short", "too_long", "malformed", "unknown_version", "unknown_key", "auth_failed",
+        "bad_claims", "expired", "not_yet_valid", "wrong_upstream", "wrong_principal", "wrong_target",
+        "call_ended", "round_in_progress", "bad_pending_keys", "stale_round", "call_mismatch",
+    }
+)  # fmt: skip
+# Seconds: a ping (sub-millisecond) up to a long tool call (calls.call_timeout_s defaults to 300).
+DURATION_BUCKETS: Final = (
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300,
+)  # fmt: skip
+# Seconds a client took to come back to a parked call (calls.parked_ttl_s defaults to 600).
+PARKED_AGE_BUCKETS: Final = (0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
+
+
+def method_label(method: object) -> str:
+    if method is None:
+        return NONE
+    if method in METHODS:
+        return str(method)
+    if isinstance(method, str) and method.startswith("notifications/"):
+        return "notification"
+    return OTHER
+
+
+def outcome_class(outcome: object) -> str:
+    if outcome is None:
+        return NONE
+    return OUTCOME_CLASSES.get(str(outcome).split(":", 1)[0], OTHER)
+
+
+def rejection_reason(reason: object) -> str:
+    return str(reason) if reason in REJECTION_REASONS else OTHER
+
+
+def upstream_error_kind(outcome: object) -> str | None:
+    """What the upstream did wrong, if the line's outcome blames it: `error_response` (a JSON-RPC error of
+    its own), `timeout` (silent for calls.call_timeout_s) or `failed` (unreachable, or failed mid-call)."""
+    text = str(outcome)
+    if text.startswith("upstream_error:"):
+        return "error_response"
+    if text == f"failed:{jsonrpc.UPSTREAM_TIMEOUT}":
+        return "timeout"
+    if text in ("upstream_failed", f"failed:{jsonrpc.UPSTREAM_FAILED}"):
+        return "failed"
+    return None
+
+
+class Metrics:
+    """The instruments of one app. Also the call service's observer (`resumed`, `reaped`, `taken_over`)."""
+
+    def __init__(self, upstreams: Iterable[str]) -> None:
+        self.registry = CollectorRegistry()
+        self._upstreams = tuple(upstreams)
+        r = self.registry
+        self.requests = Counter(
+            "mrtr_proxy_requests",
+            "Requests answered, by JSON-RPC method, outcome class and upstream",
+            ["method", "outcome", "upstream"],
+            registry=r,
+        )
+        self.duration = Histogram(
+            "mrtr_proxy_request_duration_seconds",
+            "Time to answer a request, by JSON-RPC method and upstream",
+            ["method", "upstream"],
+            buckets=DURATION_BUCKETS,
+            registry=r,
+        )
+        self.rounds = Counter(
+            "mrtr_proxy_input_required_rounds",
+            "input_required results sent (each parks a call until the client's retry)",
+            ["upstream"],
+            registry=r,
+        )
+        self.parked_age = Histogram(
+            "mrtr_proxy_parked_call_age_seconds",
+            "How long a call stayed parked before its retry took it (end=resumed) or it was reaped",
+            ["upstream", "end"],
+            buckets=PARKED_AGE_BUCKETS,
+            registry=r,
+        )
+        self.rejections = Counter(
+            "mrtr_proxy_handle_rejections",
+            "requestState handles refused (all get the same wire error), by reason",
+            ["reason"],
+            registry=r,
+        )
+        self.upstream_errors = Counter(
+            "mrtr_proxy_upstream_errors",
+            "Requests the upstream failed: error_response, failed (unreachable or mid-call) or timeout",
+            ["upstream", "kind"],
+            registry=r,
+        )
+        self.peer_forwards = Counter(
+            "mrtr_proxy_peer_forwards",
+            "Retries sent on to the replica that owns their parked call, by result",
+            ["result"],
+            registry=r,
+        )
+        self.takeovers = Counter(
+            "mrtr_proxy_takeovers",
+            "Parked calls of a gone replica taken over (ok) or reported lost (never re-run)",
+            ["result"],
+            registry=r,
+        )
+        self.reaped_calls = Counter(
+            "mrtr_proxy_reaped_calls",
+            "Parked calls cancelled because the client did not retry within calls.parked_ttl_s",
+            ["upstream"],
+            registry=r,
+        )
+        self._state = _StateCollector(self._upstreams)
+        r.register(self._state)
+        for name in self._upstreams:  # known series start at 0, so rate() and absence alerts work
+            self.rounds.labels(name)
+            self.reaped_calls.labels(name)
+        for result in ("ok", "unreachable"):
+            self.peer_forwards.labels(result)
+        for result in ("ok", "lost"):
+            self.takeovers.labels(result)
+
+    def watch(self, calls: CallRegistry, pools: Mapping[str, SessionPool]) -> None:
+        """Read the call and session gauges from these at scrape time (set once the app has started)."""
+        self._state.calls, self._state.pools = calls, pools
+
+    def upstream_label(self, name: object) -> str:
+        if name is None:
+            return NONE
+        return str(name) if name in self._upstreams else OTHER
+
+    def observe_request(self, line: Mapping[str, Any]) -> None:
+        """Count one request from its canonical log line."""
+        method = method_label(line.get("method"))
+        upstream = self.upstream_label(line.get("upstream"))
+        outcome = line.get("outcome")
+        self.requests.labels(method, outcome_class(outcome), upstream).inc()
+        duration_ms = line.get("duration_ms")
+        if isinstance(duration_ms, int | float):
+            self.duration.labels(method, upstream).observe(duration_ms / 1000)
+        if outcome == "input_required":
+            self.rounds.labels(upstream).inc()
+        elif outcome == "handle_rejected":
+            self.rejections.labels(rejection_reason(line.get("reason"))).inc()
+        if (kind := upstream_error_kind(outcome)) is not None:
+            self.upstream_errors.labels(upstream, kind).inc()
+        if "owner" in line:  # the retry was for a call parked on another replica
+            self.peer_forwards.labels("unreachable" if "owner_unreachable" in line else "ok").inc()
+
+    # -- the call service's observer ----------------------------------------------------------------------
+
+    def resumed(self, upstream: str, parked_for: float) -> None:
+        self.parked_age.labels(self.upstream_label(upstream), "resumed").observe(parked_for)
+
+    def reaped(self, upstream: str, parked_for: float) -> None:
+        label = self.upstream_label(upstream)
+        self.reaped_calls.labels(label).inc()
+        self.parked_age.labels(label, "reaped").observe(parked_for)
+
+    def taken_over(self, upstream: str, *, ok: bool) -> None:
+        self.takeovers.labels("ok" if ok else "lost").inc()
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class _StateCollector(Collector):
+    """Gauges computed at scrape time: running and parked calls, and open sessions, per upstream."""
+
+    def __init__(self, upstreams: tuple[str, ...]) -> None:
+        self._upstreams = upstreams
+        self.calls: CallRegistry | None = None
+        self.pools: Mapping[str, SessionPool] = {}
+
+    def collect(self) -> Iterable[Metric]:
+        parked = GaugeMetricFamily(
+            "mrtr_proxy_parked_calls", "Calls parked, waiting for the client's retry", labels=["upstream"]
+        )
+        running = GaugeMetricFamily(
+            "mrtr_proxy_running_calls", "Calls a request is driving right now", labels=["upstream"]
+        )
+        sessions = GaugeMetricFamily(
+            "mrtr_proxy_upstream_sessions",
+            "Legacy sessions open (idle, busy or opening)",
+            labels=["upstream"],
+        )
+        counts: Tally[tuple[str, bool]] = Tally(
+            (call.upstream, call.parked) for call in (self.calls if self.calls is not None else ())
+        )
+        for name in self._upstreams:
+            parked.add_metric([name], counts[name, True])
+            running.add_metric([name], counts[name, False])
+            pool = self.pools.get(name)
+            sessions.add_metric([name], pool.size if pool is not None else 0)
+        return [parked, running, sessions]
+
+    def describe(self) -> Iterable[Metric]:
+        return [
+            GaugeMetricFamily(name, "", labels=["upstream"])
+            for name in (
+                "mrtr_proxy_parked_calls",
+                "mrtr_proxy_running_calls",
+                "mrtr_proxy_upstream_sessions",
+            )
+        ]
+
+
+METRICS = web.AppKey("metrics", Metrics)
+
+
+def record_request(app: web.Application, line: Mapping[str, Any]) -> None:
+    """Count one request from its canonical log line (nothing when the app has no metrics)."""
+    metrics = app.get(METRICS)
+    if metrics is not None:
+        metrics.observe_request(line)
+
+
+async def metrics_endpoint(request: web.Request) -> web.Response:
+    """`GET /metrics`: the Prometheus text exposition."""
+    return web.Response(body=request.app[METRICS].render(), headers={"Content-Type": CONTENT_TYPE})

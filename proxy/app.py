@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 import signal
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 import aiohttp
 import structlog
@@ -314,13 +316,40 @@ async def _healthz(_: web.Request) -> web.Response:
     return web.json_response({"status": "ok"})
 
 
+async def upstream_reachable(upstream: UpstreamConfig, timeout: float = 1.0) -> bool:
+    """Can the upstream be reached at all: a TCP connect for URLs, the executable for a command."""
+    if upstream.command is not None:
+        return shutil.which(upstream.command) is not None
+    parts = urlsplit(upstream.url or "")
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        async with asyncio.timeout(timeout):
+            _, writer = await asyncio.open_connection(parts.hostname, port)
+    except (OSError, TimeoutError):
+        return False
+    writer.close()
+    with contextlib.suppress(OSError):
+        await writer.wait_closed()
+    return True
+
+
 async def _readyz(request: web.Request) -> web.Response:
-    """Ready: keys loaded (always, once started) and not draining. Upstreams are reached lazily, so one
-    down upstream does not take the replica out of rotation for the others."""
-    parked = request.app[CALLS].registry.parked_count
-    if request.app[STATE].draining:
-        return web.json_response({"status": "draining", "parked_calls": parked}, status=503)
-    return web.json_response({"status": "ready", "parked_calls": parked})
+    """Ready: keys loaded (always, once started), not draining, and at least one upstream reachable. One
+    upstream down does not take a gateway out of rotation for the others: the body says which is down."""
+    app = request.app
+    upstreams = app[CONFIG].upstreams
+    reachable = await asyncio.gather(*(upstream_reachable(up) for up in upstreams))
+    body = {
+        "parked_calls": app[CALLS].registry.parked_count,
+        "upstreams": {
+            up.name: "reachable" if ok else "unreachable" for up, ok in zip(upstreams, reachable, strict=True)
+        },
+    }
+    if app[STATE].draining:
+        return web.json_response({"status": "draining", **body}, status=503)
+    if not any(reachable):
+        return web.json_response({"status": "no upstream reachable", **body}, status=503)
+    return web.json_response({"status": "ready", **body})
 
 
 async def drain(app: web.Application) -> None:

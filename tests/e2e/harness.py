@@ -59,13 +59,15 @@ async def running_proxy(
     names: tuple[str, ...] = ("default",),
     transport: Transport = "streamable-http",
     protocol_versions: tuple[str, ...] | None = None,
+    extra: tuple[UpstreamConfig, ...] = (),
     **calls: Any,
 ) -> AsyncIterator[RunningProxy]:
     """The proxy on 127.0.0.1 (free port) in front of `upstream_url` (under each of `names`: the first is
     also served at /mcp, each at /servers/<name>/mcp); stopped on exit. `transport` and `protocol_versions`
     configure the upstream (defaults: streamable-http, every legacy version). `upstream_url` may also be a
     whole `UpstreamConfig` (e.g. a stdio upstream): it is served under each of `names`, with `static_roots`
-    when given; `transport` and `protocol_versions` are then ignored."""
+    when given; `transport` and `protocol_versions` are then ignored. `extra` upstreams are served too
+    (a gateway)."""
     upstream: dict[str, Any] = {"url": upstream_url, "static_roots": static_roots, "transport": transport}
     if protocol_versions is not None:
         upstream["protocol_versions"] = protocol_versions
@@ -75,7 +77,8 @@ async def running_proxy(
             if isinstance(upstream_url, UpstreamConfig)
             else UpstreamConfig(name=n, **upstream)
             for n in names
-        ),
+        )
+        + extra,
         listen=ListenConfig(host="127.0.0.1", port=8080),
         front=front or FrontConfig(),
         keys=keys or KeysConfig(),

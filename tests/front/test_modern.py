@@ -253,3 +253,11 @@ async def test_a_large_body_arriving_in_pieces_is_read_whole(client: RawClient) 
     async with client.http.post(client.url, data=trickle(), headers=client.headers(body)) as resp:
         reply = await resp.json()
     assert reply["error"]["code"] == -31001  # parsed and checked; only the (closed) upstream failed
+
+
+async def test_readyz_is_503_when_no_upstream_is_reachable(client: RawClient) -> None:
+    async with client.http.get(client.url.replace("/mcp", "/readyz")) as resp:
+        assert resp.status == 503
+        assert (await resp.json())["upstreams"] == {"default": "unreachable"}
+    async with client.http.get(client.url.replace("/mcp", "/healthz")) as resp:
+        assert resp.status == 200  # alive all the same: restarting it would not help

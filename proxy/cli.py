@@ -81,8 +81,9 @@ async def _serve(app: web.Application, config: Config) -> None:
     # handler_cancellation: a client closing its response stream cancels its request and the upstream call
     runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
     await runner.setup()
-    site = web.TCPSite(runner, config.listen.host, config.listen.port)
-    await site.start()
+    await web.TCPSite(runner, config.listen.host, config.listen.port).start()
+    if config.replica.peer_port is not None:  # where other replicas forward retries to this one
+        await web.TCPSite(runner, config.listen.host, config.replica.peer_port).start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

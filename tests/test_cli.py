@@ -83,3 +83,34 @@ async def test_sighup_reloads_the_key_ring(tmp_path: Path) -> None:
             await asyncio.sleep(0.1)
         assert '"keys.reloaded"' in peer.log_text()
         assert peer.log_text().count('"key_ids"') >= 1
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_peer_port_serves_forwarded_retries(tmp_path: Path) -> None:
+    """With replica.peer_port, a second listener serves the peer route, and handles name it as the owner."""
+    import aiohttp
+
+    peer_port = peers.free_port()
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(
+        f"replica: {{peer_port: {peer_port}}}\nupstreams: [{{name: a, url: 'http://127.0.0.1:1/mcp'}}]\n"
+    )
+    async with peers.run_peer(
+        "mrtr-proxy", lambda p: [*PROXY, "serve", "--config", str(cfg), "--listen", f"127.0.0.1:{p}"]
+    ) as peer:
+        out = peer.log_text()
+        assert f"(replica 127.0.0.1:{peer_port})" in out
+        async with aiohttp.ClientSession() as http:
+            # The peer route only takes retries: a request without requestState is refused, not served.
+            body = {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "tools/call",
+                "params": {"name": "x", "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}},
+            }
+            headers = {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "x"}
+            async with http.post(
+                f"http://127.0.0.1:{peer_port}/_mrtr/forward/mcp", json=body, headers=headers
+            ) as r:
+                assert r.status == 400
+                assert (await r.json())["error"]["message"] == "The peer route only takes retries"

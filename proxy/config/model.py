@@ -37,6 +37,7 @@ class ListenConfig:
 @dataclass(frozen=True, slots=True)
 class ReplicaConfig:
     address: str | None = None
+    peer_port: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +76,20 @@ class PrincipalConfig:
     header: str | None = None
 
 
+TaskPolicy = Literal["never", "on_elicit", "always", "after_ms"]
+
+
+@dataclass(frozen=True, slots=True)
+class TasksConfig:
+    """When a `tools/call` from a client that declared the Tasks extension is answered with a task."""
+
+    policy: TaskPolicy = "after_ms"
+    after_ms: int = 10000
+    ttl_ms: int = 3600000
+    poll_interval_ms: int = 1000
+    tools: tuple[str, ...] = ()
+
+
 @dataclass(frozen=True, slots=True)
 class CallsConfig:
     gather_window_ms: int = 50
@@ -83,6 +98,7 @@ class CallsConfig:
     max_parked_per_principal: int = 100
     call_timeout_s: float = 300
     drain_grace_s: float = 30
+    tasks: TasksConfig = field(default_factory=TasksConfig)
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,11 +149,11 @@ class Config:
 
     @property
     def replica_address(self) -> str:
-        """replica.address, else "<listen.host>:<listen.port>" (an IPv6 host in brackets)."""
+        """replica.address, else "<listen.host>:<peer port, or listen.port>" (an IPv6 host in brackets)."""
         if self.replica.address:
             return self.replica.address
         host = f"[{self.listen.host}]" if ":" in self.listen.host else self.listen.host
-        return f"{host}:{self.listen.port}"
+        return f"{host}:{self.replica.peer_port or self.listen.port}"
 
     @property
     def default_upstream(self) -> UpstreamConfig:

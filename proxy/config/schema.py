@@ -82,6 +82,11 @@ def semantic_problems(raw: Mapping[str, Any]) -> Iterator[str]:
         per, most = calls.get("max_parked_per_principal", 100), calls.get("max_parked", 10000)
         if isinstance(per, int) and isinstance(most, int) and per > most:
             yield f"calls.max_parked_per_principal: {per} is more than calls.max_parked ({most})"
+    replica, listen = raw.get("replica"), raw.get("listen")
+    if isinstance(replica, dict) and isinstance(listen, dict):
+        peer, main = replica.get("peer_port"), listen.get("port", 8080)
+        if peer is not None and peer == main:
+            yield f"replica.peer_port: {peer} is also listen.port; the peer port must differ (or be null)"
     principal = raw.get("principal")
     if isinstance(principal, dict) and principal.get("source") == "header" and not principal.get("header"):
         yield "principal.header: required when principal.source is 'header'"

@@ -319,7 +319,9 @@ def test_peer_port_value_reaches_the_pod_and_the_headless_service() -> None:
     assert {p["name"]: p["containerPort"] for p in r.container["ports"]}["peer"] == 9091
     ports = {p["name"]: p["port"] for p in r.one("Service", f"{FULLNAME}-peers")["spec"]["ports"]}
     assert ports["peer"] == 9091
-    assert "9091" not in r.config_text and "peer" not in r.config  # no config key for it yet
+    assert r.config["replica"]["peer_port"] == 9091  # the proxy listens there for forwarded retries
+    address = next(e["value"] for e in _env(r.container) if e["name"] == "MRTR_PROXY_REPLICA_ADDRESS")
+    assert address == "$(POD_IP):9091"  # handles name the peer port as the owner's address
 
 
 def _env(container: dict[str, Any]) -> list[dict[str, Any]]:
@@ -335,17 +337,17 @@ def test_pod_ip_from_the_downward_api_names_the_replica(values: Path) -> None:
     assert pod_ip["valueFrom"] == {"fieldRef": {"fieldPath": "status.podIP"}}
     address = env[names.index("MRTR_PROXY_REPLICA_ADDRESS")]
     assert names.index("POD_IP") < names.index("MRTR_PROXY_REPLICA_ADDRESS")  # $(POD_IP) expands
-    assert address["value"] == "$(POD_IP):8080"
+    assert address["value"] == "$(POD_IP):8081"  # the peer port: where other replicas forward retries
 
 
 def test_ipv6_replica_address_is_bracketed_and_loads(tmp_path: Path) -> None:
     r = template(CI["minimal"], sets=("replica.ipv6=true",))
     value = next(e["value"] for e in _env(r.container) if e["name"] == "MRTR_PROXY_REPLICA_ADDRESS")
-    assert value == "[$(POD_IP)]:8080"
+    assert value == "[$(POD_IP)]:8081"
     cfg = tmp_path / "config.yaml"
     cfg.write_text(r.config_text)
     loaded = load_config(cfg, env={"MRTR_PROXY_REPLICA_ADDRESS": value.replace("$(POD_IP)", "fd00::7")})
-    assert loaded.replica_address == "[fd00::7]:8080"
+    assert loaded.replica_address == "[fd00::7]:8081"
 
 
 # ---- PDB and HPA ------------------------------------------------------------------------------------------
@@ -429,16 +431,22 @@ async def test_the_rendered_config_and_generated_key_boot_the_proxy(tmp_path: Pa
         (keys / name).write_bytes(base64.b64decode(data))
     config = r.config
     config["keys"]["dirs"] = [str(keys)]
-    cfg = tmp_path / "config.yaml"
-    cfg.write_text(yaml.safe_dump(config))
+    peer_port = peers.free_port()
+    config["replica"]["peer_port"] = peer_port  # the chart's 8081, moved to a free port on loopback
     replica = next(e["value"] for e in _env(r.container) if e["name"] == "MRTR_PROXY_REPLICA_ADDRESS")
     argv = [sys.executable, "-m", "proxy", *r.container["args"]]
+    cfg = tmp_path / "config.yaml"
     argv[argv.index("--config") + 1] = str(cfg)
     async with (
+        peers.start_fastmcp() as upstream,  # readiness needs a reachable upstream
         peers.run_peer(
             "mrtr-proxy-helm",
-            lambda port: [*argv, "--listen", f"127.0.0.1:{port}"],
-            env={"MRTR_PROXY_REPLICA_ADDRESS": replica.replace("$(POD_IP)", "127.0.0.1")},
+            lambda port: _write_then(
+                cfg,
+                {**config, "upstreams": [{"name": "default", "url": str(upstream)}]},
+                [*argv, "--listen", f"127.0.0.1:{port}"],
+            ),
+            env={"MRTR_PROXY_REPLICA_ADDRESS": replica.replace("$(POD_IP):8081", f"127.0.0.1:{peer_port}")},
         ) as proxy,
         aiohttp.ClientSession() as http,
     ):
@@ -448,6 +456,13 @@ async def test_the_rendered_config_and_generated_key_boot_the_proxy(tmp_path: Pa
                 assert resp.status == 200, (probe, await resp.text())
         await asyncio.sleep(0)
         assert "keys.ephemeral" not in proxy.log_text()  # the mounted key was used
+        async with http.get(f"http://127.0.0.1:{peer_port}/healthz") as resp:
+            assert resp.status == 200  # the peer port serves too
+
+
+def _write_then(path: Path, config: dict[str, Any], argv: list[str]) -> list[str]:
+    path.write_text(yaml.safe_dump(config))
+    return argv
 
 
 # ---- sidecar -------------------------------------------------------------------------------------------

@@ -74,6 +74,7 @@ Lists (upstreams, keys.dirs) in .Values.config replace the defaults; maps merge 
 {{- define "mrtr-proxy.config" -}}
 {{- $defaults := dict
   "listen" (dict "host" "0.0.0.0" "port" 8080)
+  "replica" (dict "peer_port" (int .Values.peer.port))
   "keys" (dict "dirs" (list .Values.keys.mountPath))
   "logging" (dict "format" "json")
   "calls" (dict "drain_grace_s" (int .Values.drain.graceSeconds)) -}}
@@ -156,8 +157,10 @@ env:
     valueFrom:
       fieldRef:
         fieldPath: status.podIP
+  # Handles name this address as the owner of a parked call: other replicas forward retries to its peer port.
   - name: MRTR_PROXY_REPLICA_ADDRESS
-    value: {{ ternary (printf "[$(POD_IP)]:%d" $port) (printf "$(POD_IP):%d" $port) $root.Values.replica.ipv6 | quote }}
+    {{- $peerPort := int $root.Values.peer.port }}
+    value: {{ ternary (printf "[$(POD_IP)]:%d" $peerPort) (printf "$(POD_IP):%d" $peerPort) $root.Values.replica.ipv6 | quote }}
   {{- with $root.Values.extraEnv }}
   {{- toYaml . | nindent 2 }}
   {{- end }}

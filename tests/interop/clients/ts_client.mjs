@@ -1,0 +1,167 @@
+// Drives the TypeScript SDK v2 client (`@modelcontextprotocol/client`, pinned in tests/fixtures/npm/package.json)
+// through a plan of calls and prints one JSON object. Run with Node 22 from .peers (the package resolves from
+// .peers/node/node_modules — ESM ignores NODE_PATH, so it is imported by absolute path; $MRTR_PEERS_DIR moves it):
+//
+//   node ts_client.mjs URL MODE PLAN_JSON         MODE: "pinned" ({pin: "2026-07-28"}) | "auto" | "legacy"
+//
+// PLAN_JSON: [{"id": "a", "kind": "tool"|"prompt"|"resource"|"list_tools", "name": …, "args": {…},
+//              "elicit": "accept"|"decline"|"cancel"}]
+// Env: MRTR_ROOT_URI (default file:///work/project) is the one root the roots/list handler returns.
+// Output: {"client": {name, version, mode, era, protocolVersion}, "steps": {id: {text, is_error, seen} |
+//          {error, seen}}, "wire": [{http, method, status, contentType, resultType?, retry?}]}
+//
+// The client fulfils `input_required` by itself (ClientOptions.inputRequired.autoFulfill, default true): it
+// dispatches each inputRequests entry to the handler registered for its method and retries the original
+// request with inputResponses + the echoed requestState on a new JSON-RPC id. `seen` lists the handler calls;
+// `wire` records every HTTP exchange (from a fetch wrapper), so a test can see the retries on the wire.
+
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+
+const peersDir = process.env.MRTR_PEERS_DIR || path.resolve(import.meta.dirname, '../../../.peers');
+const pkgDir = path.join(peersDir, 'node', 'node_modules', '@modelcontextprotocol', 'client');
+const { Client, StreamableHTTPClientTransport } = await import(pathToFileURL(path.join(pkgDir, 'dist', 'index.mjs')).href);
+const clientPkg = JSON.parse(readFileSync(path.join(pkgDir, 'package.json'), 'utf8'));
+
+const [url, mode, planJson] = process.argv.slice(2);
+const plan = JSON.parse(planJson);
+const MODES = { pinned: { pin: '2026-07-28' }, auto: 'auto', legacy: 'legacy' };
+if (!(mode in MODES)) throw new Error(`mode must be one of ${Object.keys(MODES)}`);
+
+const ROOT_URI = process.env.MRTR_ROOT_URI || 'file:///work/project'; // what roots/list is answered with
+const behaviour = { elicit: 'accept' };
+const seen = [];
+const wire = [];
+
+// Records each HTTP exchange: the JSON-RPC method sent, the status, and the resultType of a JSON-RPC result
+// (read from a clone of the body, so the SDK still gets the stream).
+async function recordingFetch(input, init) {
+  let sent = {};
+  try {
+    sent = typeof init?.body === 'string' ? JSON.parse(init.body) : {};
+  } catch {
+    sent = {};
+  }
+  const method = init?.method || 'GET';
+  const response = await fetch(input, init);
+  const row = {
+    http: method,
+    method: sent.method ?? (sent.result || sent.error ? 'response' : undefined),
+    status: response.status,
+    contentType: response.headers.get('content-type') ?? '',
+  };
+  if (sent.params?.requestState !== undefined) row.retry = Object.keys(sent.params.inputResponses ?? {});
+  wire.push(row);
+  if (method === 'POST' && response.ok && sent.id !== undefined) {
+    const clone = response.clone();
+    clone
+      .text()
+      .then(text => {
+        const match = text.match(/"resultType"\s*:\s*"([a-z_]+)"/);
+        if (match) row.resultType = match[1];
+        const err = text.match(/"error"\s*:\s*\{[^}]*"code"\s*:\s*(-?\d+)/);
+        if (err) row.errorCode = Number(err[1]);
+      })
+      .catch(() => {});
+  }
+  return response;
+}
+
+const client = new Client(
+  { name: 'mrtr-interop-ts-client', version: clientPkg.version },
+  {
+    capabilities: { elicitation: { form: {}, url: {} }, sampling: {}, roots: { listChanged: true } },
+    versionNegotiation: { mode: MODES[mode] },
+    inputRequired: { autoFulfill: true, maxRounds: 10 },
+  },
+);
+
+client.setRequestHandler('elicitation/create', async request => {
+  const params = request.params ?? {};
+  const elicitMode = params.mode ?? 'form';
+  seen.push(`elicit:${elicitMode}`);
+  if (behaviour.elicit !== 'accept') return { action: behaviour.elicit };
+  if (elicitMode === 'url') return { action: 'accept' };
+  const content = {};
+  for (const [name, spec] of Object.entries(params.requestedSchema?.properties ?? {})) {
+    if (spec?.type === 'boolean') content[name] = true;
+    else if (spec?.type === 'number' || spec?.type === 'integer') content[name] = 1;
+    else if (Array.isArray(spec?.enum)) content[name] = spec.enum[0];
+    else if (Array.isArray(spec?.oneOf)) content[name] = spec.oneOf[0]?.const;
+    else if (spec?.type === 'array') content[name] = [];
+    else content[name] = { name: 'Alice', color: 'green', email: 'alice@example.com' }[name] ?? 'x';
+  }
+  // Drop optional fields we could not fill sensibly (e.g. format-restricted strings other than email).
+  const required = new Set(params.requestedSchema?.required ?? []);
+  for (const [name, spec] of Object.entries(params.requestedSchema?.properties ?? {})) {
+    if (!required.has(name) && spec?.format && spec.format !== 'email') delete content[name];
+  }
+  return { action: 'accept', content };
+});
+
+client.setRequestHandler('sampling/createMessage', async () => {
+  seen.push('sample');
+  return { role: 'assistant', content: { type: 'text', text: 'Paris' }, model: 'test-model', stopReason: 'endTurn' };
+});
+
+client.setRequestHandler('roots/list', async () => {
+  seen.push('roots');
+  return { roots: [{ uri: ROOT_URI, name: 'project' }] };
+});
+
+function textOf(items) {
+  return items
+    .map(item => item?.text ?? item?.content?.text ?? item?.resource?.text ?? JSON.stringify(item))
+    .join('\n');
+}
+
+async function runStep(step) {
+  behaviour.elicit = step.elicit ?? 'accept';
+  const args = step.args ?? {};
+  const opts = { timeout: 30_000 };
+  switch (step.kind) {
+    case 'tool': {
+      const result = await client.callTool({ name: step.name, arguments: args }, opts);
+      return { text: textOf(result.content ?? []), is_error: Boolean(result.isError) };
+    }
+    case 'prompt': {
+      const result = await client.getPrompt({ name: step.name, arguments: args }, opts);
+      return { text: textOf(result.messages ?? []), is_error: false };
+    }
+    case 'resource': {
+      const result = await client.readResource({ uri: step.name }, { ...opts, cacheMode: 'bypass' });
+      return { text: (result.contents ?? []).map(c => c.text ?? '').join('\n'), is_error: false };
+    }
+    case 'list_tools': {
+      const result = await client.listTools(undefined, opts);
+      return { text: result.tools.map(t => t.name).sort().join(','), is_error: false };
+    }
+    default:
+      throw new Error(`unknown step kind ${step.kind}`);
+  }
+}
+
+const out = { client: { name: '@modelcontextprotocol/client', version: clientPkg.version, mode }, steps: {}, wire };
+const transport = new StreamableHTTPClientTransport(new URL(url), { fetch: recordingFetch });
+try {
+  await client.connect(transport, { timeout: 15_000 });
+  out.client.era = client.getProtocolEra();
+  out.client.protocolVersion = client.getNegotiatedProtocolVersion();
+  for (const step of plan) {
+    seen.length = 0;
+    try {
+      out.steps[step.id] = await runStep(step);
+    } catch (err) {
+      out.steps[step.id] = { error: `${err?.constructor?.name ?? 'Error'}: ${err?.message ?? err}` };
+      if (err?.code !== undefined) out.steps[step.id].code = err.code;
+    }
+    out.steps[step.id].seen = [...seen];
+  }
+} catch (err) {
+  out.connectError = `${err?.constructor?.name ?? 'Error'}: ${err?.message ?? err}`; // reported, not raised
+} finally {
+  await Promise.race([client.close().catch(() => {}), new Promise(resolve => setTimeout(resolve, 3000))]);
+}
+// Exit once the output is flushed: a lingering keep-alive socket must not keep the process alive.
+process.stdout.write(JSON.stringify(out) + '\n', () => process.exit(0));

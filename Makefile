@@ -1,0 +1,42 @@
+# Benchmarks (bench/README.md). The bench venv (.bench/venv, git-ignored) holds the proxy (editable) and the
+# bench extras from pyproject.toml: fastmcp 3.4.11 on mcp 1.30 (legacy on both sides), matplotlib, py-spy.
+PYTHON ?= python3
+BENCH_VENV := .bench/venv
+BENCH_PY := $(BENCH_VENV)/bin/python
+BENCH_STAMP := $(BENCH_VENV)/.installed
+# Wait (at most this long) for other processes to leave the CPU alone before measuring; see bench/README.md.
+BENCH_ARGS ?= --wait-quiet 60
+
+.PHONY: bench bench-quick bench-venv
+
+bench: $(BENCH_STAMP)
+	$(BENCH_PY) bench/run.py $(BENCH_ARGS)
+
+bench-quick: $(BENCH_STAMP)
+	$(BENCH_PY) bench/run.py --quick $(BENCH_ARGS)
+
+bench-venv: $(BENCH_STAMP)
+
+$(BENCH_STAMP): pyproject.toml
+	test -x $(BENCH_PY) || $(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_PY) -m pip install --quiet --upgrade pip
+	$(BENCH_PY) -m pip install --quiet -e '.[bench]'
+	touch $@
+
+# Interop matrix (tests/interop/matrix.py, docs/interop.md): the 2026-07-28 clients (mcp 2.3.0, the TS SDK v2
+# client, the Inspector CLI) x legacy servers (FastMCP 1.30, server-everything, a TS SDK v1 server) x upstream
+# transports, through the proxy. Prints the table; exit 1 unless green. `make interop-docs` also rewrites the
+# table in docs/interop.md. Extra arguments: INTEROP_ARGS='--client ts-* --transport stdio -v'.
+INTEROP_ARGS ?=
+
+.PHONY: interop interop-docs interop-peers
+
+interop: interop-peers
+	.venv/bin/python tests/interop/matrix.py $(INTEROP_ARGS)
+
+interop-docs: interop-peers
+	.venv/bin/python tests/interop/matrix.py --write-docs $(INTEROP_ARGS)
+
+interop-peers:
+	scripts/setup-venv.sh
+	scripts/setup-peers.sh legacy client node

@@ -1,0 +1,398 @@
+"""The load generator: a raw aiohttp client speaking JSON-RPC over HTTP, run as its own process.
+
+It measures the server or proxy in front of it, not a client SDK: a "legacy client" is a raw legacy
+Streamable HTTP session (``initialize`` + ``notifications/initialized``, then ``Mcp-Session-Id`` on every
+POST); a "modern client" sends raw 2026-07-28 POSTs (``_meta`` protocol version / client info /
+capabilities, and the ``MCP-Protocol-Version``, ``Mcp-Method`` and ``Mcp-Name`` headers), no session.
+
+Invoked by ``bench/run.py`` as ``python bench/loadgen.py '<json spec>'``; prints one JSON object (the result)
+on stdout. Every loop is bounded in count and in time. Modes:
+
+- ``pass``: ``concurrency`` workers, each with its own session (legacy), call a plain tool back to back for
+  ``warmup`` + ``duration`` seconds (at most ``max_requests``); latencies and throughput of the requests that
+  complete inside the window only. A slow target gets a longer window (up to ``max_window``, 4 s) until at
+  least two requests per client completed in it, so a 2-second request still yields a throughput.
+- ``roundtrip``: ``concurrency`` workers run one elicitation answered at once, back to back: legacy inline
+  (answer POSTed while the call's SSE stream waits) or MRTR (``input_required``, then the retry).
+- ``park``: start ``count`` MRTR calls that elicit and leave them parked (``input_required`` received).
+
+With ``watch_pids``, the CPU time (utime+stime from /proc/<pid>/stat) of those processes over the window is
+reported too, next to this process's own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import os
+import resource
+import sys
+import time
+from typing import Any
+
+import aiohttp
+
+MODERN = "2026-07-28"
+LEGACY = "2025-11-25"
+ACCEPT = "application/json, text/event-stream"
+CLIENT_INFO = {"name": "bench-loadgen", "version": "1"}
+CAPS = {"elicitation": {}}
+ANSWER = {"action": "accept", "content": {"name": "Alice"}}
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+class BenchError(Exception):
+    pass
+
+
+def _cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS  # utime, stime (fields 14, 15)
+
+
+def _machine_busy_seconds() -> float:
+    """CPU seconds the whole machine spent busy (all cores), from /proc/stat."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    return (sum(fields) - fields[3] - fields[4]) / TICKS  # less idle and iowait
+
+
+def _percentile(sorted_values: list[float], q: float) -> float:
+    if not sorted_values:
+        return float("nan")
+    k = min(len(sorted_values) - 1, max(0, round(q * (len(sorted_values) - 1))))
+    return sorted_values[k]
+
+
+def summarize(latencies: list[float]) -> dict[str, Any]:
+    values = sorted(latencies)
+    ms = 1000.0
+    return {
+        "n": len(values),
+        "p50_ms": _percentile(values, 0.50) * ms,
+        "p90_ms": _percentile(values, 0.90) * ms,
+        "p99_ms": _percentile(values, 0.99) * ms,
+        "mean_ms": (sum(values) / len(values) * ms) if values else float("nan"),
+        "max_ms": values[-1] * ms if values else float("nan"),
+    }
+
+
+def _sse_messages(body: bytes) -> list[dict[str, Any]]:
+    out = []
+    for line in body.split(b"\n"):
+        if line.startswith(b"data:"):
+            data = line[5:].strip()
+            if data:
+                out.append(json.loads(data))
+    return out
+
+
+async def _read_reply(resp: aiohttp.ClientResponse, rid: int) -> dict[str, Any]:
+    body = await resp.read()
+    if resp.status != 200:
+        raise BenchError(f"HTTP {resp.status}: {body[:200]!r}")
+    if resp.headers.get("Content-Type", "").startswith("text/event-stream"):
+        for msg in _sse_messages(body):
+            if msg.get("id") == rid and "method" not in msg:
+                return msg
+        raise BenchError(f"no response with id {rid} in the SSE stream")
+    msg: dict[str, Any] = json.loads(body)
+    return msg
+
+
+class Legacy:
+    """A raw legacy Streamable HTTP session."""
+
+    def __init__(self, http: aiohttp.ClientSession, url: str) -> None:
+        self.http, self.url = http, url
+        self.sid: str | None = None
+        self.ids = itertools.count(1)
+
+    def headers(self) -> dict[str, str]:
+        h = {"Content-Type": "application/json", "Accept": ACCEPT, "MCP-Protocol-Version": LEGACY}
+        if self.sid is not None:
+            h["Mcp-Session-Id"] = self.sid
+        return h
+
+    async def open(self) -> None:
+        params = {"protocolVersion": LEGACY, "capabilities": CAPS, "clientInfo": CLIENT_INFO}
+        body = json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params})
+        async with self.http.post(self.url, data=body, headers=self.headers()) as resp:
+            self.sid = resp.headers.get("mcp-session-id")
+            msg = await _read_reply(resp, 0)
+            if "result" not in msg or self.sid is None:
+                raise BenchError(f"initialize failed: {msg}")
+        note = json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        async with self.http.post(self.url, data=note, headers=self.headers()) as resp:
+            await resp.read()
+
+    async def close(self) -> None:
+        if self.sid is not None:
+            try:
+                async with self.http.delete(self.url, headers=self.headers()) as resp:
+                    await resp.read()
+            except aiohttp.ClientError:
+                pass
+
+    async def call(self, tool: str, args: dict[str, Any]) -> dict[str, Any]:
+        rid = next(self.ids)
+        body = json.dumps(
+            {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": {"name": tool, "arguments": args}}
+        )
+        async with self.http.post(self.url, data=body, headers=self.headers()) as resp:
+            msg = await _read_reply(resp, rid)
+        if "result" not in msg:
+            raise BenchError(f"tools/call failed: {msg}")
+        return msg["result"]  # type: ignore[no-any-return]
+
+    async def ask_inline(self, tool: str) -> dict[str, Any]:
+        """Call a tool that elicits once; answer the inline request as soon as it arrives."""
+        rid = next(self.ids)
+        body = json.dumps(
+            {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": {"name": tool, "arguments": {}}}
+        )
+        async with self.http.post(self.url, data=body, headers=self.headers()) as resp:
+            if resp.status != 200:
+                raise BenchError(f"HTTP {resp.status}: {(await resp.read())[:200]!r}")
+            async for line in resp.content:
+                if not line.startswith(b"data:") or not line[5:].strip():
+                    continue
+                msg = json.loads(line[5:])
+                if msg.get("method") == "elicitation/create":
+                    answer = json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": ANSWER})
+                    async with self.http.post(self.url, data=answer, headers=self.headers()) as reply:
+                        await reply.read()
+                        if reply.status >= 300:
+                            raise BenchError(f"answer got HTTP {reply.status}")
+                elif msg.get("id") == rid and "method" not in msg:
+                    if "result" not in msg:
+                        raise BenchError(f"tools/call failed: {msg}")
+                    return msg["result"]  # type: ignore[no-any-return]
+        raise BenchError("stream ended before the result")
+
+
+class Modern:
+    """Raw 2026-07-28 requests: no session; `_meta` and the MCP headers on every POST."""
+
+    def __init__(self, http: aiohttp.ClientSession, url: str) -> None:
+        self.http, self.url = http, url
+        self.ids = itertools.count(1)
+        self.meta = {
+            "io.modelcontextprotocol/protocolVersion": MODERN,
+            "io.modelcontextprotocol/clientInfo": CLIENT_INFO,
+            "io.modelcontextprotocol/clientCapabilities": CAPS,
+        }
+
+    async def request_call(self, tool: str, params: dict[str, Any]) -> dict[str, Any]:
+        rid = next(self.ids)
+        body = json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": rid,
+                "method": "tools/call",
+                "params": {"name": tool, **params, "_meta": self.meta},
+            }
+        )
+        headers = {
+            "Content-Type": "application/json",
+            "Accept": ACCEPT,
+            "MCP-Protocol-Version": MODERN,
+            "Mcp-Method": "tools/call",
+            "Mcp-Name": tool,
+        }
+        async with self.http.post(self.url, data=body, headers=headers) as resp:
+            msg = await _read_reply(resp, rid)
+        if "result" not in msg:
+            raise BenchError(f"tools/call failed: {msg}")
+        return msg["result"]  # type: ignore[no-any-return]
+
+    async def call(self, tool: str, args: dict[str, Any]) -> dict[str, Any]:
+        result = await self.request_call(tool, {"arguments": args})
+        if result.get("resultType") != "complete":
+            raise BenchError(f"expected a complete result: {result}")
+        return result
+
+    async def ask_mrtr(self, tool: str) -> dict[str, Any]:
+        first = await self.request_call(tool, {"arguments": {}})
+        if first.get("resultType") != "input_required":
+            raise BenchError(f"expected input_required: {first}")
+        responses = {key: ANSWER for key in first["inputRequests"]}
+        params = {"arguments": {}, "inputResponses": responses, "requestState": first["requestState"]}
+        final = await self.request_call(tool, params)
+        if final.get("resultType") != "complete":
+            raise BenchError(f"expected a complete result: {final}")
+        return final
+
+    async def park(self, tool: str) -> None:
+        first = await self.request_call(tool, {"arguments": {}})
+        if first.get("resultType") != "input_required":
+            raise BenchError(f"expected input_required: {first}")
+
+
+def _text(result: dict[str, Any]) -> str:
+    content = result.get("content") or [{}]
+    return str(content[0].get("text", ""))
+
+
+async def run(spec: dict[str, Any]) -> dict[str, Any]:
+    mode = spec["mode"]
+    concurrency = int(spec.get("concurrency", 1))
+    timeout = aiohttp.ClientTimeout(total=float(spec.get("request_timeout", 60)))
+    connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, keepalive_timeout=60)
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as http:
+        if mode == "park":
+            return await _park(http, spec)
+        clients: list[Legacy | Modern] = []
+        for _ in range(concurrency):
+            clients.append(
+                Legacy(http, spec["url"]) if spec["kind"] == "legacy" else Modern(http, spec["url"])
+            )
+        try:
+            await asyncio.gather(*(c.open() for c in clients if isinstance(c, Legacy)))
+            return await _timed(clients, spec)
+        finally:
+            await asyncio.gather(*(c.close() for c in clients if isinstance(c, Legacy)))
+
+
+async def _timed(clients: list[Legacy | Modern], spec: dict[str, Any]) -> dict[str, Any]:
+    mode = spec["mode"]
+    tool = spec["tool"]
+    args = spec.get("args", {})
+    expect = spec.get("expect")
+    warmup, duration = float(spec.get("warmup", 0.5)), float(spec["duration"])
+    max_requests = int(spec.get("max_requests", 1_000_000))
+    watch = [int(p) for p in spec.get("watch_pids", [])]
+    # The window is `duration` long, or longer for slow targets: until it holds at least `min_completions`
+    # (default 2 per client), never past `max_window` seconds.
+    min_completions = int(spec.get("min_completions", 2 * len(clients)))
+    max_window = float(spec.get("max_window", max(duration, 4.0)))
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    window_start = start + warmup
+    latencies: list[float] = []
+    errors: list[str] = []
+    done = 0
+    stopped = False
+    enough = asyncio.Event()  # set once the window holds min_completions
+    cpu_marks: dict[str, float] = {}
+
+    async def marks() -> None:
+        nonlocal stopped
+        await asyncio.sleep(max(0.0, window_start - loop.time()))
+        cpu_marks["self0"] = time.process_time()
+        cpu_marks["machine0"] = _machine_busy_seconds()
+        for pid in watch:
+            cpu_marks[f"{pid}:0"] = _cpu_seconds(pid)
+        cpu_marks["t0"] = time.perf_counter()
+        await asyncio.sleep(max(0.0, window_start + duration - loop.time()))
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(enough.wait(), max(0.0, window_start + max_window - loop.time()))
+        stopped = True
+        cpu_marks["self1"] = time.process_time()
+        cpu_marks["machine1"] = _machine_busy_seconds()
+        for pid in watch:
+            cpu_marks[f"{pid}:1"] = _cpu_seconds(pid)
+        cpu_marks["t1"] = time.perf_counter()
+
+    async def worker(client: Legacy | Modern) -> None:
+        nonlocal done
+        while done < max_requests and not stopped:
+            t0 = loop.time()
+            try:
+                if mode == "pass":
+                    result = await client.call(tool, args)
+                elif isinstance(client, Legacy):
+                    result = await client.ask_inline(tool)
+                else:
+                    result = await client.ask_mrtr(tool)
+                if expect is not None and _text(result) != expect:
+                    raise BenchError(f"unexpected result {_text(result)!r}, wanted {expect!r}")
+            except (BenchError, aiohttp.ClientError, TimeoutError, ValueError) as exc:
+                errors.append(f"{type(exc).__name__}: {exc}"[:300])
+                if len(errors) > 50:
+                    raise BenchError(f"too many errors, first: {errors[0]}") from None
+                await asyncio.sleep(0.01)
+                continue
+            t1 = loop.time()
+            if window_start <= t1 and not stopped:  # completions inside the window (closed loop)
+                latencies.append(t1 - t0)
+                if len(latencies) >= min_completions:
+                    enough.set()
+            done += 1
+
+    await asyncio.gather(marks(), *(worker(c) for c in clients))
+    elapsed = cpu_marks["t1"] - cpu_marks["t0"]
+    out: dict[str, Any] = {
+        "mode": mode,
+        "kind": spec["kind"],
+        "concurrency": len(clients),
+        "window_s": elapsed,
+        "completed": len(latencies),
+        "throughput_rps": len(latencies) / elapsed if elapsed > 0 else 0.0,
+        "errors": len(errors),
+        "first_errors": errors[:3],
+        "latency": summarize(latencies),
+        "cpu_pct": {"loadgen": 100.0 * (cpu_marks["self1"] - cpu_marks["self0"]) / elapsed},
+    }
+    for pid in watch:
+        out["cpu_pct"][str(pid)] = 100.0 * (cpu_marks[f"{pid}:1"] - cpu_marks[f"{pid}:0"]) / elapsed
+    # CPU % of one core: the whole machine, and what neither this process nor the watched ones used
+    machine = 100.0 * (cpu_marks["machine1"] - cpu_marks["machine0"]) / elapsed
+    out["machine_cpu_pct"] = machine
+    out["other_cpu_pct"] = max(0.0, machine - sum(out["cpu_pct"].values()))
+    # CPU time each process spent per completed request: steadier than throughput on a shared machine
+    out["cpu_us_per_req"] = {
+        k: (v / 100.0 * elapsed / len(latencies) * 1e6 if latencies else None)
+        for k, v in out["cpu_pct"].items()
+    }
+    return out
+
+
+async def _park(http: aiohttp.ClientSession, spec: dict[str, Any]) -> dict[str, Any]:
+    """Leave `count` calls parked (bounded: `limit_s` in all, `concurrency` in flight)."""
+    count, concurrency = int(spec["count"]), int(spec.get("concurrency", 64))
+    deadline = time.monotonic() + float(spec.get("limit_s", 300))
+    client = Modern(http, spec["url"])
+    todo = iter(range(count))
+    parked = 0
+    errors: list[str] = []
+    started = time.perf_counter()
+
+    async def worker() -> None:
+        nonlocal parked
+        for _ in todo:
+            if time.monotonic() > deadline or len(errors) > 50:
+                return
+            try:
+                await client.park(spec["tool"])
+                parked += 1
+            except (BenchError, aiohttp.ClientError, TimeoutError, ValueError) as exc:
+                errors.append(f"{type(exc).__name__}: {exc}"[:300])
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    elapsed = time.perf_counter() - started
+    return {
+        "mode": "park",
+        "requested": count,
+        "parked": parked,
+        "elapsed_s": elapsed,
+        "rate_per_s": parked / elapsed if elapsed > 0 else 0.0,
+        "errors": len(errors),
+        "first_errors": errors[:3],
+    }
+
+
+def main() -> None:
+    spec = json.loads(sys.argv[1])
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    result = asyncio.run(asyncio.wait_for(run(spec), timeout=float(spec.get("limit_s", 120)) + 30))
+    json.dump(result, sys.stdout)
+    sys.stdout.write("\n")
+
+
+if __name__ == "__main__":
+    main()

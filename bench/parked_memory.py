@@ -1,0 +1,110 @@
+"""Where the memory of a parked call goes: tracemalloc inside an in-process mrtr-proxy (a diagnostic, not a
+benchmark; `make bench` measures RSS from outside).
+
+    .bench/venv/bin/python bench/parked_memory.py [--count 1000] [--top 20] [--no-get-stream]
+
+Starts the minimal legacy server (its own process), runs the proxy in this process with tracemalloc on, parks
+``--count`` calls with ``bench/loadgen.py`` (another process), and prints the allocation sites that grew, per
+parked call, grouped by file:line (and by file), next to this process's RSS growth per call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import os
+import sys
+import tracemalloc
+from pathlib import Path
+
+from aiohttp import web
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import peers  # noqa: E402
+from proxy import logs  # noqa: E402
+from proxy.app import CALLS, create_app  # noqa: E402
+from proxy.config import CallsConfig, Config, ListenConfig, PoolConfig, UpstreamConfig  # noqa: E402
+from proxy.handle import KeyRing  # noqa: E402
+
+import run as bench  # noqa: E402
+
+
+def _short(filename: str) -> str:
+    return bench.report.short_path(filename, ROOT)
+
+
+async def main_async(args: argparse.Namespace) -> None:
+    logs.configure("warning", "json")
+    async with bench.legacy_server("minimal", get_stream=not args.no_get_stream) as up:
+        port = peers.free_port()
+        config = Config(
+            upstreams=(UpstreamConfig(name="bench", url=up.url, pool=PoolConfig(max_sessions=30000)),),
+            listen=ListenConfig(host="127.0.0.1", port=port),
+            calls=CallsConfig(max_parked=30000, max_parked_per_principal=30000),
+        )
+        runner = web.AppRunner(create_app(config, ring=KeyRing.ephemeral()), access_log=None)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", port).start()
+        url = f"http://127.0.0.1:{port}/mcp"
+        try:
+            park = {"mode": "park", "url": url, "tool": "ask", "concurrency": 64, "limit_s": 240}
+            await bench.loadgen({**park, "count": 50})  # warm: pools, caches, first sessions
+            gc.collect()
+            tracemalloc.start(args.frames)
+            rss0 = bench.rss_kb(os.getpid())
+            before = tracemalloc.take_snapshot()
+            result = await bench.loadgen({**park, "count": args.count})
+            await asyncio.sleep(1.0)
+            gc.collect()
+            after = tracemalloc.take_snapshot()
+            rss1 = bench.rss_kb(os.getpid())
+            parked = runner.app[CALLS].registry.parked_count - 50
+            n = max(1, parked)
+            traced = sum(s.size_diff for s in after.compare_to(before, "filename"))
+            print(json.dumps({k: result[k] for k in ("parked", "elapsed_s", "errors")}))
+            print(
+                f"\n{parked} calls parked{' (server without GET stream)' if args.no_get_stream else ''}: "
+                f"RSS +{(rss1 - rss0) / n:.1f} KB per call (inflated here by tracemalloc's own bookkeeping; "
+                f"`make bench` measures RSS without it); Python allocations (tracemalloc) "
+                f"+{traced / n / 1024:.1f} KB per call\n"
+            )
+            for key, title in (("filename", "by file"), ("lineno", "by line")):
+                print(f"top allocation growth {title} (bytes per parked call, objects per parked call):")
+                for stat in after.compare_to(before, key)[: args.top]:
+                    frame = stat.traceback[0]
+                    where = _short(frame.filename) + ("" if key == "filename" else f":{frame.lineno}")
+                    print(f"  {stat.size_diff / n:9.0f} B  {stat.count_diff / n:6.1f}  {where}")
+                print()
+            if args.tracebacks:
+                print("largest growth with call stacks:")
+                for stat in after.compare_to(before, "traceback")[: args.tracebacks]:
+                    print(f"  {stat.size_diff / n:9.0f} B per call")
+                    for frame in stat.traceback.format(limit=args.frames)[-12:]:
+                        print("    " + frame.replace(str(ROOT) + "/", ""))
+        finally:
+            tracemalloc.stop()
+            await runner.cleanup()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--count", type=int, default=1000)
+    parser.add_argument("--top", type=int, default=20)
+    parser.add_argument("--frames", type=int, default=12)
+    parser.add_argument(
+        "--tracebacks", type=int, default=0, help="also print the N biggest sites with stacks"
+    )
+    parser.add_argument("--no-get-stream", action="store_true")
+    args = parser.parse_args()
+    bench.raise_nofile()
+    asyncio.run(main_async(args))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

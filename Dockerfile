@@ -16,7 +16,7 @@ RUN python -m venv /opt/mrtr-proxy
 COPY pyproject.toml README.md ./
 COPY proxy ./proxy
 # pip compiles every module to bytecode here, so the runtime never needs to write any.
-RUN /opt/mrtr-proxy/bin/pip install . \
+RUN /opt/mrtr-proxy/bin/pip install ".[otel]" \
     && /opt/mrtr-proxy/bin/mrtr-proxy --help >/dev/null
 
 FROM ${PYTHON_IMAGE}

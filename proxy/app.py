@@ -19,12 +19,20 @@ from proxy.calls.registry import CallRegistry
 from proxy.calls.service import CallService, CallSettings
 from proxy.config import Config, UpstreamConfig
 from proxy.front.legacy import LegacyRelay
+from proxy.front.legacy_bridge import BridgeSettings, LegacyBridge
+from proxy.front.listen import ListenFront
 from proxy.front.modern import ModernFront
 from proxy.front.peers import FORWARD_PREFIX, Peers
 from proxy.front.principal import resolver
+from proxy.front.request_ids import echo_request_id
 from proxy.handle import HandleCodec, KeyLoadError, KeyRing, load_keys
 from proxy.metrics import METRICS, Metrics, metrics_endpoint
 from proxy.pool import PoolKey, SessionAdopter, SessionFactory, SessionPool
+from proxy.tasks.front import TaskFront
+from proxy.tasks.manager import TaskManager, TaskSettings
+from proxy.tasks.policy import TaskPolicy
+from proxy.tracing import Tracing
+from proxy.tracing import setup as setup_tracing
 from proxy.upstream.base import ServerInfo, UpstreamSession
 from proxy.upstream.http_sse import HttpSseSession
 from proxy.upstream.stdio import StdioSession, StdioSettings
@@ -38,6 +46,8 @@ CODEC = web.AppKey("codec", HandleCodec)
 POOLS = web.AppKey("pools", Mapping[str, SessionPool])
 FRONT = web.AppKey("front", ModernFront)
 CALLS = web.AppKey("calls", CallService)
+TASKS = web.AppKey("tasks", TaskManager)
+TRACING = web.AppKey("tracing", Tracing)
 HTTP = web.AppKey("http", aiohttp.ClientSession)
 HOUSEKEEPING_INTERVAL = 1.0
 
@@ -199,14 +209,22 @@ def _stdio_session_factory(upstream: UpstreamConfig, command: str) -> SessionFac
 
 
 def create_app(
-    config: Config, *, ring: KeyRing | None = None, handle_signals: bool = False
+    config: Config,
+    *,
+    ring: KeyRing | None = None,
+    handle_signals: bool = False,
+    tracing: Tracing | None = None,
 ) -> web.Application:
-    """The proxy as an aiohttp application. `handle_signals` installs SIGHUP (reload the key ring)."""
+    """The proxy as an aiohttp application. `handle_signals` installs SIGHUP (reload the key ring).
+    `tracing`: instead of the one `config.tracing` asks for (tests). Raises TracingUnavailable."""
     app = web.Application(client_max_size=config.front.max_body_bytes)
     app[CONFIG] = config
     app[STATE] = RuntimeState()
     app[CODEC] = HandleCodec(ring or key_ring(config))
     app[METRICS] = Metrics(u.name for u in config.upstreams)
+    app[TRACING] = tracing if tracing is not None else setup_tracing(config.tracing)
+    app.on_response_prepare.append(echo_request_id)
+    app.on_cleanup.append(_stop_tracing)
     app.cleanup_ctx.append(_upstreams)
     app.cleanup_ctx.append(_housekeeping)
     if handle_signals:
@@ -239,6 +257,7 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
             max_sessions=up.pool.max_sessions,
             idle_ttl=up.pool.idle_ttl_s,
             adopter=session_adopter(up, http),
+            reuse=up.pool.reuse_sessions,
         )
         for up in config.upstreams
     }
@@ -257,6 +276,21 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
         observer=app[METRICS],
     )
     app[METRICS].watch(app[CALLS].registry, pools)
+    app[TASKS] = TaskManager(
+        app[CALLS],
+        app[CODEC],
+        TaskSettings(
+            ttl_ms=calls.tasks.ttl_ms,
+            poll_interval_ms=calls.tasks.poll_interval_ms,
+            owner=config.replica_address,
+            max_tasks=calls.max_parked,
+        ),
+    )
+    tasks = TaskFront(app[TASKS], TaskPolicy(calls.tasks), app[CODEC], config.replica_address)
+    by_name = {u.name: u for u in config.upstreams}
+    # Legacy clients of sse/stdio upstreams: a session of their own each (front/legacy_bridge.py).
+    settings = BridgeSettings.from_config(config)
+    bridge = LegacyBridge(http, app[CODEC], by_name, no_call_answer, settings=settings, state=app[STATE])
     app[FRONT] = ModernFront(
         front=config.front,
         upstreams={u.name: u for u in config.upstreams},
@@ -264,19 +298,28 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
         calls=app[CALLS],
         principal=resolver(config.principal),
         peers=Peers(http, config.replica_address),
-        relay=LegacyRelay(http, app[CODEC], {u.name: u for u in config.upstreams}),
+        relay=LegacyRelay(http, app[CODEC], by_name, bridge=bridge),
         state=app[STATE],
+        tasks=tasks,
+        listen=ListenFront(front=config.front, pools=pools, state=app[STATE], tasks=tasks),
+        tracing=app[TRACING],
     )
     try:
         yield
     finally:
+        await app[TASKS].close()
         await app[CALLS].close()
+        await bridge.close()
         await asyncio.gather(*(p.close() for p in pools.values()), return_exceptions=True)
         await http.close()
 
 
 async def _mcp(request: web.Request) -> web.StreamResponse:
     return await request.app[FRONT].handle(request)
+
+
+async def _stop_tracing(app: web.Application) -> None:
+    await asyncio.to_thread(app[TRACING].shutdown)  # flushes spans not exported yet (blocking I/O)
 
 
 async def _housekeeping(app: web.Application) -> AsyncIterator[None]:
@@ -290,6 +333,7 @@ async def _housekeeping(app: web.Application) -> AsyncIterator[None]:
         while True:
             await asyncio.sleep(HOUSEKEEPING_INTERVAL)
             try:
+                await app[TASKS].reap_expired()
                 await app[CALLS].reap_expired()
                 for pool in app[POOLS].values():
                     pool.reap_idle()

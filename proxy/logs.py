@@ -6,6 +6,7 @@ handles, elicited content) is replaced, whatever module logged it.
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
 from collections.abc import Mapping, MutableMapping
@@ -25,7 +26,9 @@ SENSITIVE_KEYS = frozenset(
 SENSITIVE_PARTS = ("token", "secret", "password", "passwd", "credential", "api_key", "api-key", "apikey")
 
 
+@functools.lru_cache(maxsize=4096)
 def is_sensitive(key: object) -> bool:
+    """Memoized: log keys are a small vocabulary, and this runs for every key of every line."""
     name = str(key).lower()
     return (
         name in SENSITIVE_KEYS

@@ -31,7 +31,15 @@ OTHER: Final = "other"
 NONE: Final = "none"  # the request never got as far as naming a method / an upstream
 
 METHODS: Final = frozenset(
-    {"ping", "server/discover", "initialize", *mcp.MRTR_METHODS, *mcp.FORWARDED_METHODS}
+    {
+        "ping",
+        "server/discover",
+        "initialize",
+        mcp.LISTEN,
+        *mcp.MRTR_METHODS,
+        *mcp.FORWARDED_METHODS,
+        *mcp.TASK_METHODS,
+    }
 )
 # The canonical line's outcome is "<class>" or "<class>:<detail>"; the class is the label.
 OUTCOME_CLASSES: Final[Mapping[str, str]] = {
@@ -47,6 +55,11 @@ OUTCOME_CLASSES: Final[Mapping[str, str]] = {
     "forwarded": "forwarded",  # relayed to the replica that owns the parked call
     "accepted": "accepted",  # a notification
     "relayed": "relayed",  # a legacy client's request, relayed as it is
+    "task": "task",  # the call became a task (Tasks extension)
+    "task_not_found": "task_not_found",
+    "client_closed": "client_closed",  # a listen stream the client ended
+    "upstream_lost": "failed",  # a listen stream whose upstream session died
+    "backlog_overflow": "failed",  # a listen stream whose client could not keep up
 }
 # HandleError reasons (handle/) and InvalidRequestState reasons (calls/service.py).
 REJECTION_REASONS: Final = frozenset(

@@ -23,8 +23,12 @@ log = structlog.get_logger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class PoolKey:
+    """Sessions are shared only between calls with the same key: a legacy server may keep per-session
+    state (cached roots, log level, data a tool stored), which must not cross between principals."""
+
     capabilities: ClientCapabilities
     forwarded: tuple[tuple[str, str], ...] = ()  # client headers passed through, e.g. authorization
+    principal: str = ""
 
 
 SessionFactory = Callable[[PoolKey], Awaitable[UpstreamSession]]
@@ -46,8 +50,10 @@ class SessionPool:
         idle_ttl: float,
         clock: Callable[[], float] = time.monotonic,
         adopter: SessionAdopter | None = None,
+        reuse: bool = True,
     ) -> None:
         self.name = name
+        self._reuse = reuse
         self._factory = factory
         self._adopter = adopter
         self._max = max_sessions
@@ -94,15 +100,16 @@ class SessionPool:
         return session
 
     def release(self, key: PoolKey, session: UpstreamSession, *, reusable: bool) -> None:
+        """Give back a session `acquire` handed out. Releasing it twice does nothing the second time (so it
+        can never be handed out twice); checked in O(1), this runs once per call."""
         busy = self._busy.get(key)
-        if busy is not None:
-            busy.discard(session)
-            if not busy:
-                del self._busy[key]
-        if reusable and session.alive:
-            idle = self._idle.setdefault(key, [])
-            if all(s is not session for s, _ in idle):  # releasing twice must not hand it out twice
-                idle.append((session, self._clock()))
+        if busy is None or session not in busy:
+            return
+        busy.discard(session)
+        if not busy:
+            del self._busy[key]
+        if reusable and self._reuse and session.alive:
+            self._idle.setdefault(key, []).append((session, self._clock()))
         else:
             self._close_later(session)
 

@@ -26,7 +26,9 @@ from proxy.config import (
     PoolConfig,
     ReplicaConfig,
     StaticRoot,
+    TasksConfig,
     TimeoutsConfig,
+    TracingConfig,
     UpstreamConfig,
     load_config,
     load_schema,
@@ -523,6 +525,18 @@ def test_bad_environment_value_names_the_variable() -> None:
     assert_problem(info.value.problems, "listen", "(from MRTR_PROXY_LISTEN)")
 
 
+def test_tasks_section(tmp_path: Path) -> None:
+    cfg = load_text(tmp_path, "calls: {tasks: {policy: always, tools: [a, b], ttl_ms: 5000}}\n" + UP)
+    assert cfg.calls.tasks == TasksConfig(policy="always", tools=("a", "b"), ttl_ms=5000)
+    assert load_text(tmp_path, UP).calls.tasks == TasksConfig()
+    problems = problems_of(tmp_path, "calls: {tasks: {policy: sometimes, after_ms: -1, bogus: 1}}\n" + UP)
+    assert_problem(problems, "calls.tasks", "unknown key 'bogus'")
+    assert_problem(problems, "calls.tasks.policy", "'sometimes' is not one of")
+    assert_problem(problems, "calls.tasks.after_ms", "less than the minimum")
+    overridden = load_text(tmp_path, UP, overrides={"calls.tasks.policy": "never"})
+    assert overridden.calls.tasks.policy == "never"
+
+
 # --- the schema and the shipped examples -------------------------------------------------------
 
 
@@ -587,6 +601,8 @@ def test_schema_is_valid_and_closed() -> None:
         (LoggingConfig, ["logging"]),
         (FrontConfig, ["front"]),
         (CallsConfig, ["calls"]),
+        (TasksConfig, ["calls", "tasks"]),
+        (TracingConfig, ["tracing"]),
         (UpstreamConfig, ["$defs", "upstream"]),
         (PoolConfig, ["$defs", "upstream", "properties", "pool"]),
         (TimeoutsConfig, ["$defs", "upstream", "properties", "timeouts"]),

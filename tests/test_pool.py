@@ -411,3 +411,25 @@ async def test_close(factory: Factory, clock: Clock) -> None:
     assert pool.size == 0
     assert all(s.closed == 1 for s in factory.opened)
     assert not busy.alive
+
+
+async def test_sessions_are_never_shared_between_principals(factory: Factory, clock: Clock) -> None:
+    pool = make_pool(factory, clock)
+    alice = PoolKey(ClientCapabilities(roots=True), principal="alice")
+    bob = PoolKey(ClientCapabilities(roots=True), principal="bob")
+    s1 = await pool.acquire(alice)
+    pool.release(alice, s1, reusable=True)
+    s2 = await pool.acquire(bob)
+    assert s2 is not s1  # bob never gets alice's session, even with the same capabilities
+    pool.release(bob, s2, reusable=True)
+    assert await pool.acquire(alice) is s1
+
+
+async def test_without_reuse_every_call_gets_a_fresh_session(factory: Factory, clock: Clock) -> None:
+    pool = SessionPool("github", factory, max_sessions=4, idle_ttl=60, clock=clock, reuse=False)
+    s1 = await pool.acquire(KEY_A)
+    pool.release(KEY_A, s1, reusable=True)
+    s2 = await pool.acquire(KEY_A)
+    assert s2 is not s1
+    await settle()
+    assert factory.opened[0].closed == 1

@@ -41,6 +41,8 @@ class LiveCall:
     started: float = field(default_factory=time.monotonic)
     parked_until: float | None = None  # monotonic deadline while parked; None while a request drives it
     parked_at: float = 0.0  # when it was last parked (monotonic)
+    task: str | None = None  # the Tasks-extension task that owns the call (proxy/tasks), if any
+    first_span: str | None = None  # the span of the call's first round, when tracing (sealed into handles)
 
     @property
     def parked(self) -> bool:

@@ -13,7 +13,7 @@ import contextlib
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import structlog
@@ -42,6 +42,7 @@ class NeedsInput:
     input_requests: Mapping[str, Mapping[str, Any]]
     request_state: str
     round: int
+    call: str = ""  # the id of the parked call
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +58,15 @@ class Forward:
     owner: str
 
 
-Outcome = Completed | NeedsInput | Failed | Forward
+@dataclass(frozen=True, slots=True)
+class Running:
+    """Still running when `yield_after` ran out (and not asking for input): the call stays live and
+    registered, its upstream messages wait in its inbox, and nobody drives it until `CallService.drive`."""
+
+    call: LiveCall
+
+
+Outcome = Completed | NeedsInput | Failed | Forward | Running
 
 
 class CallObserver(Protocol):
@@ -95,6 +104,21 @@ class CallSettings:
     owner: str
 
 
+@dataclass(slots=True)
+class CallLink:
+    """Joins the rounds of one call, which are separate client requests, in the logs and traces. The front
+    may set `span` (this request's trace span, opaque here); the service fills in the rest as soon as it
+    knows which call the request is for, whatever the outcome."""
+
+    span: str | None = None
+    call: str | None = None  # the call's id (stable across rounds and replicas)
+    round: int | None = None  # this request's place in the call: 1 starts it, N + 1 answers round N
+    first_span: str | None = None  # `span` of the call's first round (sealed in its handles)
+
+    def joined(self, call: str, round: int, first_span: str | None) -> None:
+        self.call, self.round, self.first_span = call, round, first_span
+
+
 @dataclass(frozen=True, slots=True)
 class CallRequest:
     """One MRTR-capable client request, as the front parsed it."""
@@ -104,6 +128,7 @@ class CallRequest:
     params: Mapping[str, Any]  # as the client sent them, less inputResponses/requestState/modern _meta
     key: PoolKey
     principal: str
+    link: CallLink = field(default_factory=CallLink, compare=False)  # filled in by the service
 
 
 class CallService:
@@ -128,16 +153,23 @@ class CallService:
     def registry(self) -> CallRegistry:
         return self._registry
 
-    async def start(self, req: CallRequest, notify: NotificationSink | None = None) -> Outcome:
+    async def start(
+        self, req: CallRequest, notify: NotificationSink | None = None, *, yield_after: float | None = None
+    ) -> Outcome:
         """Run a new call. If its request certainly never reached the upstream (the upstream restarted and
-        forgot the pooled session, or refused the connection), it is sent once more on a fresh session."""
-        outcome = await self._start_once(req, notify)
+        forgot the pooled session, or refused the connection), it is sent once more on a fresh session.
+
+        `yield_after` (seconds): a call still running then, and not asking for input, is left `Running` for
+        its caller to `drive` on in the background (a task, proxy/tasks)."""
+        outcome = await self._start_once(req, notify, yield_after)
         if isinstance(outcome, Failed) and outcome.undelivered:
             log.info("call.resent_undelivered", upstream=req.upstream, reason=outcome.error.message)
-            outcome = await self._start_once(req, notify)
+            outcome = await self._start_once(req, notify, yield_after)
         return outcome
 
-    async def _start_once(self, req: CallRequest, notify: NotificationSink | None) -> Outcome:
+    async def _start_once(
+        self, req: CallRequest, notify: NotificationSink | None, yield_after: float | None = None
+    ) -> Outcome:
         pool = self._pools[req.upstream]
         try:
             self._registry.admit(req.principal)
@@ -158,14 +190,16 @@ class CallService:
             session=session,
             exchange=Exchange(req.key.capabilities),
             inbox=asyncio.Queue(),
+            first_span=req.link.span,
         )
         try:
             self._registry.add(call)
         except LimitExceeded as exc:
             pool.release(req.key, session, reusable=True)
             return Failed(ErrorObject(jsonrpc.LIMIT_EXCEEDED, f"Too many calls: {exc}"))
+        req.link.joined(call.id, 1, call.first_span)
         call.upstream_id = await session.call(req.method, req.params, call.inbox)
-        return await self._drive(call, notify)
+        return await self._drive(call, notify, yield_after=yield_after)
 
     async def resume(
         self,
@@ -175,11 +209,13 @@ class CallService:
         notify: NotificationSink | None = None,
         *,
         local_only: bool = False,
+        yield_after: float | None = None,
     ) -> Outcome:
         """Continue the parked call `request_state` names. Raises InvalidRequestState for a bad handle.
 
         A call parked on another replica gives `Forward(owner)`, unless `local_only` (the retry was forwarded
-        here, or its owner is unreachable): then a call unknown here is taken over, or reported lost."""
+        here, or its owner is unreachable): then a call unknown here is taken over, or reported lost.
+        `yield_after` as for `start`."""
         try:
             claims = self._codec.open(request_state)
             self._codec.verify(
@@ -190,13 +226,14 @@ class CallService:
             )
         except HandleError as exc:
             raise InvalidRequestState(exc.reason) from None
+        req.link.joined(claims.call, claims.round + 1, claims.trace)
         call = self._registry.get(claims.call)
         if call is None:
             if self._registry.ended(claims.call):
                 raise InvalidRequestState("call_ended")
             if claims.owner != self._settings.owner and not local_only:
                 return Forward(claims.owner)
-            return await self._take_over(req, claims, responses, notify)
+            return await self._take_over(req, claims, responses, notify, yield_after)
         self._check_current(call, claims)
         problem = _invalid_responses(call.exchange, responses)
         if problem is not None:
@@ -216,10 +253,15 @@ class CallService:
         except BaseException:  # the client went away mid-delivery: the call is no longer parked, end it
             await asyncio.shield(self._abandon(call, "the client went away"))
             raise
-        return await self._drive(call, notify)
+        return await self._drive(call, notify, yield_after=yield_after)
 
     async def _take_over(
-        self, req: CallRequest, claims: Claims, responses: Mapping[str, Any], notify: NotificationSink | None
+        self,
+        req: CallRequest,
+        claims: Claims,
+        responses: Mapping[str, Any],
+        notify: NotificationSink | None,
+        yield_after: float | None = None,
     ) -> Outcome:
         """The replica that held the call is gone. If the upstream can resume the call's stream, attach to
         its legacy session, resume the stream from the handle's last event id, deliver the input, and drive
@@ -254,6 +296,7 @@ class CallService:
             exchange=exchange,
             inbox=asyncio.Queue(),
             upstream_id=claims.request,
+            first_span=claims.trace,
         )
         self._registry.add(call)
         log.info(
@@ -275,7 +318,42 @@ class CallService:
             await asyncio.shield(self._abandon(call, "the client went away"))
             raise
         self._observer.taken_over(req.upstream, ok=True)
-        return await self._drive(call, notify)
+        return await self._drive(call, notify, yield_after=yield_after)
+
+    # -- driving a call detached from the request that started it (tasks, proxy/tasks) -------------------
+
+    async def drive(
+        self, call: LiveCall, notify: NotificationSink | None = None, *, park_ttl: float | None = None
+    ) -> Outcome:
+        """Drive on a call left `Running`, or a parked one whose every pending request `answer` delivered,
+        until it completes, fails, or asks for input (then parked for `park_ttl` seconds, default
+        `calls.parked_ttl_s`). Never `Running` or `Forward`."""
+        if call.parked:
+            self._registry.take(call)
+        return await self._drive(call, notify, park_ttl=park_ttl)
+
+    async def answer(self, call: LiveCall, responses: Mapping[str, Any]) -> Failed | None:
+        """Deliver the client's answers to some or all of a parked call's pending requests; the call stays
+        parked (`drive` it once nothing is pending). Keys not pending are ignored. Failed: a malformed answer
+        (nothing was delivered, the call is untouched), or an upstream that could not take it (the call was
+        abandoned). Delivery is shielded: once it starts, the client going away does not cut it short."""
+        problem = _invalid_responses(call.exchange, responses)
+        if problem is not None:
+            return Failed(problem)
+        return await asyncio.shield(self._deliver(call, responses))
+
+    async def _deliver(self, call: LiveCall, responses: Mapping[str, Any]) -> Failed | None:
+        try:
+            for reply in call.exchange.accept(responses):
+                await call.session.send(reply.message())
+        except UpstreamError as exc:
+            await self._abandon(call, "could not deliver the client's input")
+            return Failed(_upstream_failed(f"could not deliver the input: {exc}"))
+        return None
+
+    async def cancel(self, call: LiveCall, reason: str) -> None:
+        """End a call for its client: pending requests answered, the upstream told, the session dropped."""
+        await self._abandon(call, reason)
 
     async def reap_expired(self) -> int:
         """Cancel parked calls whose client never came back; the upstream is told."""
@@ -296,7 +374,13 @@ class CallService:
             await asyncio.sleep(0.1)
         for call in self._registry:
             pool = self._pools[call.upstream]
-            if call.parked and call.session.last_event_id is not None and pool.can_adopt:
+            # A task's call cannot be taken over (its task lives here only): it is cancelled like the rest.
+            if (
+                call.parked
+                and call.task is None
+                and call.session.last_event_id is not None
+                and pool.can_adopt
+            ):
                 self._registry.remove(call)
                 call.session.end_call()
                 pool.forget(call.key, call.session)
@@ -318,21 +402,43 @@ class CallService:
         if claims.session != (call.session.session_id or "") or claims.principal != call.principal:
             raise InvalidRequestState("call_mismatch")
 
-    async def _drive(self, call: LiveCall, notify: NotificationSink | None) -> Outcome:
+    async def _drive(
+        self,
+        call: LiveCall,
+        notify: NotificationSink | None,
+        *,
+        yield_after: float | None = None,
+        park_ttl: float | None = None,
+    ) -> Outcome:
         loop = asyncio.get_running_loop()
         round_deadline = loop.time() + self._settings.call_timeout
+        yield_at = None if yield_after is None else loop.time() + yield_after
+        # The gather window: once the upstream asks for input, wait for more requests sent together with
+        # it, at most `gather_window`, and no longer than a tenth of it after the latest one (a lone
+        # elicitation is answered after a few ms; three sent at once still make one round).
+        gather = self._settings.gather_window
         window_deadline: float | None = None
+        window_end = 0.0
         try:
             while True:
                 if call.exchange.has_pending and window_deadline is None:
-                    window_deadline = loop.time() + self._settings.gather_window
-                deadline = round_deadline if window_deadline is None else min(window_deadline, round_deadline)
+                    window_end = loop.time() + gather
+                    window_deadline = min(window_end, loop.time() + gather / 10)
+                # Which deadline is armed decides what its expiry means (not loop.time(): uvloop's timers may
+                # fire a little before the deadline they were set for).
+                deadline, on_expiry = round_deadline, "timeout"
+                if window_deadline is not None and window_deadline <= deadline:
+                    deadline, on_expiry = window_deadline, "park"
+                elif yield_at is not None and window_deadline is None and yield_at <= deadline:
+                    deadline, on_expiry = yield_at, "yield"  # input being gathered: no yielding
                 try:
                     async with asyncio.timeout_at(deadline):
                         item = await call.inbox.get()
                 except TimeoutError:
-                    if window_deadline is not None and loop.time() >= window_deadline:
-                        return self._park(call)
+                    if on_expiry == "park":
+                        return self._park(call, park_ttl)
+                    if on_expiry == "yield":
+                        return Running(call)
                     await self._abandon(call, "the upstream did not answer in time")
                     return Failed(
                         ErrorObject(
@@ -349,6 +455,8 @@ class CallService:
                         reply = call.exchange.on_server_request(item)
                         if reply is not None:
                             await call.session.send(reply.message())
+                        elif window_deadline is not None:  # one more arrived: the window stays open
+                            window_deadline = min(window_end, loop.time() + gather / 10)
                     case jsonrpc.Notification():
                         if notify is not None:
                             await notify(item)
@@ -362,7 +470,8 @@ class CallService:
             await asyncio.shield(self._abandon(call, "the client went away"))
             raise
 
-    def _park(self, call: LiveCall) -> NeedsInput:
+    def _park(self, call: LiveCall, ttl: float | None = None) -> NeedsInput:
+        ttl = self._settings.parked_ttl if ttl is None else ttl
         rnd = call.exchange.open_round()
         now = int(self._clock())
         claims = Claims(
@@ -375,12 +484,13 @@ class CallService:
             principal=call.principal,
             target=call.target,
             issued_at=now,
-            expires_at=now + int(self._settings.parked_ttl),
+            expires_at=now + int(ttl),
             last_event=call.session.last_event_id,
             request=call.upstream_id,
+            trace=call.first_span,
         )
-        self._registry.park(call, self._settings.parked_ttl)
-        return NeedsInput(rnd.input_requests, self._codec.seal(claims), rnd.round)
+        self._registry.park(call, ttl)
+        return NeedsInput(rnd.input_requests, self._codec.seal(claims), rnd.round, call.id)
 
     def _finish(self, call: LiveCall, *, reusable: bool) -> None:
         call.session.end_call()

@@ -23,7 +23,9 @@ from .model import (
     PrincipalConfig,
     ReplicaConfig,
     StaticRoot,
+    TasksConfig,
     TimeoutsConfig,
+    TracingConfig,
     UpstreamConfig,
 )
 from .schema import path_order, schema_problems, schema_type, semantic_problems
@@ -138,6 +140,13 @@ def _section(cls: Callable[..., Any], raw: Any, paths: tuple[str, ...] = ()) -> 
     return cls(**{k: tuple(map(Path, v)) if k in paths else _freeze(v) for k, v in (raw or {}).items()})
 
 
+def _calls(raw: Any) -> CallsConfig:
+    calls = dict(raw or {})
+    calls["tasks"] = _section(TasksConfig, calls.get("tasks"))
+    config: CallsConfig = _section(CallsConfig, calls)
+    return config
+
+
 def _build_upstream(raw: dict[str, Any]) -> UpstreamConfig:
     up = {k: _freeze(v) for k, v in raw.items()}
     up.setdefault("transport", "stdio" if raw.get("command") is not None else "streamable-http")
@@ -188,5 +197,6 @@ def load_config(
         logging=_section(LoggingConfig, raw.get("logging")),
         principal=_section(PrincipalConfig, raw.get("principal")),
         front=_section(FrontConfig, raw.get("front")),
-        calls=_section(CallsConfig, raw.get("calls")),
+        calls=_calls(raw.get("calls")),
+        tracing=_section(TracingConfig, raw.get("tracing")),
     )

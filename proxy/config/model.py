@@ -102,6 +102,16 @@ class CallsConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class TracingConfig:
+    """Optional OpenTelemetry tracing (needs the `otel` extra when enabled; see proxy/tracing.py)."""
+
+    enabled: bool = False
+    service_name: str = "mrtr-proxy"
+    otlp_endpoint: str | None = None
+    sample_ratio: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
 class StaticRoot:
     uri: str
     name: str | None = None
@@ -111,6 +121,7 @@ class StaticRoot:
 class PoolConfig:
     max_sessions: int = 1024
     idle_ttl_s: float = 300
+    reuse_sessions: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +141,7 @@ class UpstreamConfig:
     cwd: Path | None = None
     headers: Mapping[str, str] = field(default_factory=_empty)
     forward_headers: tuple[str, ...] = ("authorization",)
+    hosts: tuple[str, ...] = ()
     protocol_versions: tuple[str, ...] = PROTOCOL_VERSIONS
     static_roots: tuple[StaticRoot, ...] = ()
     pool: PoolConfig = field(default_factory=PoolConfig)
@@ -146,6 +158,7 @@ class Config:
     principal: PrincipalConfig = field(default_factory=PrincipalConfig)
     front: FrontConfig = field(default_factory=FrontConfig)
     calls: CallsConfig = field(default_factory=CallsConfig)
+    tracing: TracingConfig = field(default_factory=TracingConfig)
 
     @property
     def replica_address(self) -> str:

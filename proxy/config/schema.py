@@ -87,6 +87,15 @@ def semantic_problems(raw: Mapping[str, Any]) -> Iterator[str]:
         peer, main = replica.get("peer_port"), listen.get("port", 8080)
         if peer is not None and peer == main:
             yield f"replica.peer_port: {peer} is also listen.port; the peer port must differ (or be null)"
+    hosts_seen: dict[str, int] = {}
+    ups_raw = raw.get("upstreams")
+    for i, up in enumerate(ups_raw if isinstance(ups_raw, list) else ()):
+        for host in (up.get("hosts") or []) if isinstance(up, dict) else ():
+            if isinstance(host, str):
+                if host.lower() in hosts_seen:
+                    first = hosts_seen[host.lower()]
+                    yield f"upstreams.{i}.hosts: {host!r} already routes to upstreams.{first}"
+                hosts_seen.setdefault(host.lower(), i)
     principal = raw.get("principal")
     if isinstance(principal, dict) and principal.get("source") == "header" and not principal.get("header"):
         yield "principal.header: required when principal.source is 'header'"

@@ -134,9 +134,10 @@ def check_modern(req: Request, headers: Mapping[str, str], *, limits: InputLimit
     state, responses = _mrtr_params(req, limits)
     info = meta.get(mcp.META_CLIENT_INFO)
     upstream_meta = {k: v for k, v in meta.items() if not k.startswith("io.modelcontextprotocol/")}
-    upstream_params = {
-        k: v for k, v in req.params.items() if k not in ("_meta", "requestState", "inputResponses")
-    }
+    # `task` on tools/call is the 2025-11-25 tasks opt-in, removed in SEP-2663: ignored, never sent upstream
+    # (a legacy server could act on it).
+    dropped = ("_meta", "requestState", "inputResponses", *(("task",) if req.method == "tools/call" else ()))
+    upstream_params = {k: v for k, v in req.params.items() if k not in dropped}
     if upstream_meta:
         upstream_params["_meta"] = upstream_meta
     return ModernRequest(
@@ -158,14 +159,15 @@ class InputLimits:
 def _mrtr_params(req: Request, limits: InputLimits) -> tuple[str | None, Mapping[str, Any]]:
     state = req.params.get("requestState")
     responses = req.params.get("inputResponses")
-    if req.method not in mcp.MRTR_METHODS:
-        if state is not None or responses is not None:
-            raise Refusal(
-                200,
-                ErrorObject(
-                    jsonrpc.INVALID_PARAMS, f"{req.method} does not take requestState or inputResponses"
-                ),
-            )
+    takes_responses = req.method in mcp.MRTR_METHODS or req.method == mcp.TASKS_UPDATE  # SEP-2663
+    if (state is not None and req.method not in mcp.MRTR_METHODS) or (
+        responses is not None and not takes_responses
+    ):
+        raise Refusal(
+            200,
+            ErrorObject(jsonrpc.INVALID_PARAMS, f"{req.method} does not take requestState or inputResponses"),
+        )
+    if not takes_responses:
         return None, {}
     if state is not None and not isinstance(state, str):
         raise Refusal(200, ErrorObject(jsonrpc.INVALID_PARAMS, "params.requestState must be a string"))

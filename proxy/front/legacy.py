@@ -10,6 +10,7 @@ Request and response bodies, SSE streams included, pass through byte for byte.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import aiohttp
 from aiohttp import web
@@ -17,7 +18,11 @@ from aiohttp import web
 from proxy.config import UpstreamConfig
 from proxy.handle import HandleCodec, HandleError
 from proxy.handle.session_ids import LegacySession, open_session, seal_session
+from proxy.upstream.propagation import with_propagated
 from proxy.wire import jsonrpc
+
+if TYPE_CHECKING:
+    from proxy.front.legacy_bridge import LegacyBridge
 
 SESSION = "Mcp-Session-Id"
 _PASS_REQUEST = ("Accept", "Content-Type", "MCP-Protocol-Version", "Last-Event-ID")
@@ -36,17 +41,24 @@ def is_legacy(request: web.Request, msg: jsonrpc.Message | None, modern_version:
 
 class LegacyRelay:
     def __init__(
-        self, http: aiohttp.ClientSession, codec: HandleCodec, upstreams: Mapping[str, UpstreamConfig]
+        self,
+        http: aiohttp.ClientSession,
+        codec: HandleCodec,
+        upstreams: Mapping[str, UpstreamConfig],
+        bridge: LegacyBridge | None = None,
     ):
         self._http = http
         self._codec = codec
         self._upstreams = upstreams
+        self._bridge = bridge  # serves the legacy clients of `sse` and `stdio` upstreams (legacy_bridge.py)
 
     async def relay(
         self, request: web.Request, upstream: str, principal: str, body: bytes | None
     ) -> web.StreamResponse:
         config = self._upstreams[upstream]
         if config.transport != "streamable-http" or config.url is None:
+            if self._bridge is not None:
+                return await self._bridge.handle(request, upstream, principal, body)
             return _error(
                 400,
                 f"Legacy clients are relayed to Streamable HTTP upstreams only; {upstream!r} is "
@@ -55,6 +67,7 @@ class LegacyRelay:
         headers = {name: request.headers[name] for name in _PASS_REQUEST if name in request.headers}
         headers.update(config.headers)
         headers.update({n: request.headers[n] for n in config.forward_headers if n in request.headers})
+        headers = with_propagated(headers)
         if SESSION in request.headers:
             try:
                 session = open_session(self._codec, request.headers[SESSION])

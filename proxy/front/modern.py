@@ -16,8 +16,10 @@ from typing import Any, Protocol
 
 import structlog
 from aiohttp import web
+from structlog.contextvars import bound_contextvars
 
 from proxy.calls.service import (
+    CallLink,
     CallRequest,
     CallService,
     Completed,
@@ -29,13 +31,18 @@ from proxy.calls.service import (
 from proxy.config import FrontConfig, UpstreamConfig
 from proxy.front.checks import InputLimits, ModernRequest, Refusal, check_modern, origin_allowed
 from proxy.front.legacy import SESSION, LegacyRelay, is_legacy
+from proxy.front.listen import ListenFront
 from proxy.front.peers import FORWARD_PREFIX, Peers, PeerUnreachable
 from proxy.front.principal import Resolver
 from proxy.front.ratelimit import RateLimiter
 from proxy.front.reply import Replier, json_response
+from proxy.front.request_ids import REQUEST_ID_HEADER, request_id
 from proxy.metrics import record_request
 from proxy.pool import PoolKey, SessionPool
+from proxy.tasks.front import TaskCreated, TaskFront
+from proxy.tracing import Tracing
 from proxy.upstream.base import UpstreamError
+from proxy.upstream.propagation import propagating
 from proxy.wire import jsonrpc, mcp
 from proxy.wire.jsonrpc import ErrorObject
 
@@ -69,14 +76,21 @@ class ModernFront:
         peers: Peers,
         relay: LegacyRelay,
         state: RuntimeStateView,
+        tasks: TaskFront | None = None,  # the Tasks extension (proxy/tasks); None: no tasks
+        listen: ListenFront | None = None,  # subscriptions/listen (front/listen.py); None: not served
+        tracing: Tracing | None = None,  # None: no tracing (proxy/tracing.py)
     ) -> None:
         self._state = state
+        self._tracing = tracing or Tracing()
+        self._tasks = tasks
+        self._listen = listen
         self._front = front
         self._peers = peers
         self._relay = relay
         self._principal = principal
         self._rate = RateLimiter(front.rate_limit_per_s, front.rate_burst)
         self._upstreams = upstreams
+        self._by_host = {h.lower(): name for name, up in upstreams.items() for h in up.hosts}
         self._default = next(iter(upstreams))
         self._pools = pools
         self._calls = calls
@@ -85,20 +99,39 @@ class ModernFront:
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         started = time.perf_counter()
-        line: dict[str, Any] = {"http_method": request.method, "path": request.path}
+        rid = request_id(request.headers)
+        span = self._tracing.start(request.headers)
+        link = CallLink(span=span.ref)  # the call service says which call (and round) the request was
+        line: dict[str, Any] = {"request_id": rid, "http_method": request.method, "path": request.path}
         try:
-            response = await self._handle(request, line)
-        except Refusal as refusal:
-            line["outcome"] = f"refused:{refusal.error.code}"
-            response = json_response(jsonrpc.Error(line.get("id"), refusal.error), refusal.status)
+            # Every log line, and every upstream HTTP request, made while handling it carries the request id.
+            with bound_contextvars(request_id=rid), propagating({REQUEST_ID_HEADER: rid, **span.headers}):
+                try:
+                    response = await self._handle(request, line, link)
+                except Refusal as refusal:
+                    line["outcome"] = f"refused:{refusal.error.code}"
+                    response = json_response(jsonrpc.Error(line.get("id"), refusal.error), refusal.status)
+        except web.HTTPException as exc:  # aiohttp answers with it (404: no such upstream)
+            exc.headers[REQUEST_ID_HEADER] = rid
+            span.finish({**_joined(line, link), "status": exc.status}, first_round=link.first_span)
+            raise
+        except BaseException as exc:  # the client went away, or a bug
+            span.finish(_joined(line, link), first_round=link.first_span, error=exc)
+            raise
+        _joined(line, link)
         line["status"] = response.status
         line["duration_ms"] = round((time.perf_counter() - started) * 1000, 2)
         log.info("request", **line)
         record_request(request.app, line)  # the metrics, from the same line
+        span.finish(line, first_round=link.first_span)
+        if not response.prepared:  # one prepared while handling got it from echo_request_id
+            response.headers[REQUEST_ID_HEADER] = rid
         return response
 
-    async def _handle(self, request: web.Request, line: dict[str, Any]) -> web.StreamResponse:
-        upstream = request.match_info.get("upstream", self._default)
+    async def _handle(self, request: web.Request, line: dict[str, Any], link: CallLink) -> web.StreamResponse:
+        upstream = request.match_info.get("upstream") or self._by_host.get(
+            _host_name(request.host), self._default
+        )
         if upstream not in self._upstreams:
             raise web.HTTPNotFound(text=f"no upstream named {upstream!r}")
         line["upstream"] = upstream
@@ -131,7 +164,7 @@ class ModernFront:
         forwarded = request.path.startswith(FORWARD_PREFIX)
         if forwarded:
             line["forwarded_by"] = request.headers.get("X-Mrtr-Forwarded-By", "?")
-            if req.request_state is None:
+            if req.request_state is None and msg.method not in mcp.TASK_METHODS:
                 raise Refusal(400, ErrorObject(jsonrpc.INVALID_REQUEST, "The peer route only takes retries"))
         elif not self._rate.allow(principal):
             wait = self._rate.retry_after(principal)
@@ -143,7 +176,7 @@ class ModernFront:
                     f"for this client (front.rate_limit_per_s); retry in {wait:.1f}s",
                 ),
             )
-        key = self._pool_key(upstream, req, request)
+        key = self._pool_key(upstream, req, request, principal)
         if self._state.draining and msg.method in mcp.MRTR_METHODS and req.request_state is None:
             raise Refusal(
                 503,
@@ -152,6 +185,10 @@ class ModernFront:
                     "This proxy replica is shutting down; send the request again (another "
                     "replica will take it)",
                 ),
+            )
+        if msg.method == mcp.LISTEN and self._listen is not None:  # a long-lived stream of its own
+            return await self._listen.serve(
+                request, upstream=upstream, req=req, key=key, principal=principal, line=line
             )
         replier = Replier(request)
 
@@ -164,6 +201,7 @@ class ModernFront:
                 replier=replier,
                 line=line,
                 local_only=local_only,
+                link=link,
             )
             return await self._with_keepalive(replier, work)
 
@@ -192,22 +230,29 @@ class ModernFront:
     async def _with_keepalive(
         self, replier: Replier, work: Coroutine[Any, Any, jsonrpc.Response | Forward]
     ) -> jsonrpc.Response | Forward:
-        """Await `work`, writing a keep-alive comment every `front.keepalive_s` while it runs."""
+        """Await `work`, writing a keep-alive comment every `front.keepalive_s` while it runs.
+
+        A timer, not a task: most requests finish long before the first tick, and this runs for each one."""
         interval = self._front.keepalive_s
         if interval <= 0:
             return await work
-        task = asyncio.ensure_future(work)
+        loop = asyncio.get_running_loop()
+        writes: set[asyncio.Task[None]] = set()
+
+        def tick() -> None:
+            write = loop.create_task(replier.keepalive())
+            writes.add(write)
+            write.add_done_callback(writes.discard)
+            timer[0] = loop.call_later(interval, tick)
+
+        timer = [loop.call_later(interval, tick)]
         try:
-            while True:
-                done, _ = await asyncio.wait({task}, timeout=interval)
-                if done:
-                    return task.result()
-                await replier.keepalive()
+            return await work  # cancelled with the handler if the client goes away: so is the call
         finally:
-            if not task.done():  # the client went away: its request (and the upstream call) is cancelled
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+            timer[0].cancel()
+            for write in list(writes):
+                with contextlib.suppress(Exception):
+                    await write
 
     async def _dispatch(
         self,
@@ -219,6 +264,7 @@ class ModernFront:
         replier: Replier,
         line: dict[str, Any],
         local_only: bool = False,
+        link: CallLink | None = None,
     ) -> jsonrpc.Response | Forward:
         msg = req.request
         if msg.method == "ping":
@@ -228,12 +274,16 @@ class ModernFront:
             return await self._discover(upstream, msg, key, line)
         if msg.method in mcp.FORWARDED_METHODS:
             return await self._forward(upstream, req, key, line)
+        if msg.method in mcp.TASK_METHODS and self._tasks is not None:
+            return await self._tasks.handle(upstream, req, principal, line, local_only=local_only)
         if msg.method not in mcp.MRTR_METHODS:
             line["outcome"] = "unknown_method"
             return jsonrpc.error(msg.id, jsonrpc.METHOD_NOT_FOUND, f"Method not found: {msg.method}")
-        call = CallRequest(upstream, msg.method, req.upstream_params, key, principal)
+        call = CallRequest(upstream, msg.method, req.upstream_params, key, principal, link or CallLink())
         try:
-            if req.request_state is None:
+            if self._tasks is not None and self._tasks.applies(req):  # may become a task (proxy/tasks)
+                outcome = await self._tasks.call(call, req, replier.notify, local_only=local_only)
+            elif req.request_state is None:
                 outcome = await self._calls.start(call, replier.notify)
             else:
                 outcome = await self._calls.resume(
@@ -264,6 +314,9 @@ class ModernFront:
                 return jsonrpc.Error(msg.id, error)
             case Forward():
                 return outcome
+            case TaskCreated(result=result, task=task):
+                line.update(outcome="task", task=task)
+                return jsonrpc.Result(msg.id, result)
         raise AssertionError(outcome)  # pragma: no cover
 
     async def _discover(
@@ -274,9 +327,10 @@ class ModernFront:
         except (UpstreamError, TimeoutError) as exc:
             line["outcome"] = "upstream_failed"
             return jsonrpc.error(msg.id, jsonrpc.UPSTREAM_FAILED, f"Upstream {upstream!r} unavailable: {exc}")
+        tasks = self._tasks
         result: dict[str, Any] = {
             "supportedVersions": list(mcp.MODERN_VERSIONS),
-            "capabilities": dict(info.capabilities),
+            "capabilities": tasks.capabilities(info.capabilities) if tasks else dict(info.capabilities),
             "_meta": {mcp.META_SERVER_INFO: dict(info.server_info)},
         }
         if info.instructions is not None:
@@ -299,10 +353,10 @@ class ModernFront:
         line["outcome"] = "complete"
         return jsonrpc.Result(msg.id, complete(msg.method, reply.result))
 
-    def _pool_key(self, upstream: str, req: ModernRequest, request: web.Request) -> PoolKey:
+    def _pool_key(self, upstream: str, req: ModernRequest, request: web.Request, principal: str) -> PoolKey:
         names = self._upstreams[upstream].forward_headers
         forwarded = tuple((n, request.headers[n]) for n in names if n in request.headers)
-        return PoolKey(req.capabilities, forwarded)
+        return PoolKey(req.capabilities, forwarded, principal)
 
 
 async def read_body(request: web.Request, limit: int) -> bytes:
@@ -317,6 +371,15 @@ async def read_body(request: web.Request, limit: int) -> bytes:
         if len(body) > limit:
             raise too_large
     return bytes(body)
+
+
+def _host_name(host: str | None) -> str:
+    """The Host header without its port, lowercased (`[::1]:8080` → `[::1]`)."""
+    if not host:
+        return ""
+    if host.startswith("["):  # an IPv6 literal, with or without a port
+        return host.split("]", 1)[0].lower() + "]"
+    return host.split(":", 1)[0].lower()
 
 
 def _meta_version(msg: jsonrpc.Message) -> object:
@@ -334,6 +397,14 @@ def complete(method: str, result: Mapping[str, Any]) -> dict[str, Any]:
         for name, value in mcp.DEFAULT_CACHE_HINT.items():
             out.setdefault(name, value)
     return out
+
+
+def _joined(line: dict[str, Any], link: CallLink) -> dict[str, Any]:
+    """The line with the call the request was for, if any: its id, and the request's round in it."""
+    if link.call is not None:
+        line["call"] = link.call
+        line.setdefault("round", link.round)
+    return line
 
 
 def _is_unknown_method(answer: jsonrpc.Response) -> bool:

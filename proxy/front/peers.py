@@ -9,6 +9,8 @@ from __future__ import annotations
 import aiohttp
 from aiohttp import web
 
+from proxy.upstream.propagation import with_propagated
+
 FORWARD_PREFIX = "/_mrtr/forward"
 FORWARDED_BY = "X-Mrtr-Forwarded-By"
 # Not passed between replicas: connection-level, recomputed, or ours.
@@ -34,6 +36,7 @@ class Peers:
         cannot be connected to (then nothing reached it, and the caller may take the call over)."""
         url = f"http://{owner}{FORWARD_PREFIX}{request.path}"
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _SKIP_REQUEST}
+        headers = with_propagated(headers)  # the owner logs (and traces) it under the same request id
         headers[FORWARDED_BY] = self._self
         try:
             upstream = await self._http.post(url, data=body, headers=headers, timeout=self._timeout)

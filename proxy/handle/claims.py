@@ -2,7 +2,9 @@
 
 Wire keys: ``u`` upstream, ``s`` legacy session id, ``c`` call id, ``r`` round, ``p`` pending
 legacy request ids by input key, ``o`` owner replica, ``e`` last SSE event id (optional),
-``w`` principal digest, ``t`` target digest, ``iat`` / ``exp`` unix seconds.
+``w`` principal digest, ``t`` target digest, ``iat`` / ``exp`` unix seconds, ``q`` the call's upstream
+request id (optional), ``l`` the span of the call's first round, to link later rounds to (optional: only
+when tracing; see proxy/tracing.py).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ _MAX_INT = 2**63 - 1
 _MIN_INT = -(2**63)
 
 _REQUIRED = frozenset({"u", "s", "c", "r", "p", "o", "w", "t", "iat", "exp"})
-_ALLOWED = _REQUIRED | {"e", "q"}
+_ALLOWED = _REQUIRED | {"e", "q", "l"}
 
 JsonRpcId = str | int
 
@@ -98,6 +100,7 @@ class Claims:
     expires_at: int
     last_event: str | None = None
     request: JsonRpcId | None = None  # the call's own upstream JSON-RPC id (to find its response on takeover)
+    trace: str | None = None  # the first round's span, "<trace id><span id>" in hex (tracing only)
 
     def __post_init__(self) -> None:
         _check_str("upstream", self.upstream, empty_ok=False)
@@ -115,6 +118,8 @@ class Claims:
             _check_int("request", self.request, _MIN_INT)
         elif self.request is not None:
             _check_str("request", self.request, empty_ok=True)
+        if self.trace is not None:
+            _check_str("trace", self.trace, empty_ok=False)
         if not isinstance(self.pending, Mapping):
             raise TypeError("claim pending must be a mapping")
         if len(self.pending) > MAX_PENDING:
@@ -130,7 +135,8 @@ class Claims:
 
 
 def encode_claims(c: Claims) -> bytes:
-    """Compact JSON with short keys; ``e`` omitted when None. ASCII-only so any str round-trips."""
+    """Compact JSON with short keys; the optional ones (``e``, ``q``, ``l``) left out when None.
+    ASCII-only so any str round-trips."""
     obj: dict[str, Any] = {
         "u": c.upstream,
         "s": c.session,
@@ -147,6 +153,8 @@ def encode_claims(c: Claims) -> bytes:
         obj["e"] = c.last_event
     if c.request is not None:
         obj["q"] = c.request
+    if c.trace is not None:
+        obj["l"] = c.trace
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=True, allow_nan=False).encode("ascii")
 
 
@@ -174,6 +182,8 @@ def _parse(b: bytes) -> Claims | None:
             return None
         if "q" in obj and type(obj["q"]) not in (int, str):
             return None
+        if "l" in obj and type(obj["l"]) is not str:
+            return None
         return Claims(
             upstream=obj["u"],
             session=obj["s"],
@@ -187,6 +197,7 @@ def _parse(b: bytes) -> Claims | None:
             expires_at=obj["exp"],
             last_event=obj.get("e"),
             request=obj.get("q"),
+            trace=obj.get("l"),
         )
     except (ValueError, TypeError, RecursionError):
         return None

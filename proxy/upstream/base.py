@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -21,6 +21,8 @@ class TransportLost:
 
 Incoming = jsonrpc.Message | TransportLost
 Inbox = asyncio.Queue[Incoming]
+# Told each session-wide notification (called synchronously, as the message is routed; must not block).
+SessionListener = Callable[[jsonrpc.Notification], None]
 
 
 class UpstreamError(Exception):
@@ -71,6 +73,11 @@ class UpstreamSession(Protocol):
 
     def end_call(self) -> None:
         """The receiving call is over: later server requests get the no-call-in-flight answer."""
+        ...
+
+    def watch(self, listener: SessionListener | None) -> None:
+        """Session-wide notifications (list changes, resource updates; see `SESSION_WIDE_NOTIFICATIONS` in
+        router.py) go to `listener` from now on; None (the default) drops them."""
         ...
 
     async def request(self, method: str, params: Mapping[str, Any], timeout: float) -> jsonrpc.Response:

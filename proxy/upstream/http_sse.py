@@ -29,7 +29,14 @@ from aiohttp_sse_client.client import READY_STATE_CONNECTING, EventSource
 from yarl import URL
 
 from proxy.upstream.base import Inbox, NotDelivered, ServerInfo, UpstreamError
-from proxy.upstream.router import SESSION_WIDE_NOTIFICATIONS, NoCallAnswer, Router, negotiate
+from proxy.upstream.propagation import detach_from_request, with_propagated
+from proxy.upstream.router import (
+    SESSION_WIDE_NOTIFICATIONS,
+    NoCallAnswer,
+    Router,
+    SessionListener,
+    negotiate,
+)
 from proxy.upstream.streamable_http import SessionSettings
 from proxy.wire import jsonrpc, mcp
 
@@ -209,6 +216,9 @@ class HttpSseSession:
     def end_call(self) -> None:
         self._router.end_call()
 
+    def watch(self, listener: SessionListener | None) -> None:
+        self._router.watch(listener)
+
     async def request(self, method: str, params: Mapping[str, Any], timeout: float) -> jsonrpc.Response:
         return await self._exchange(method, params, timeout)
 
@@ -243,7 +253,7 @@ class HttpSseSession:
             raise NotDelivered(self._lost)
         if self._endpoint is None:
             raise NotDelivered("session not open")
-        headers = {**self._settings.headers, "Content-Type": "application/json"}
+        headers = {**with_propagated(self._settings.headers), "Content-Type": "application/json"}
         try:
             async with self._http.post(
                 self._endpoint,
@@ -267,6 +277,7 @@ class HttpSseSession:
 
     async def _read_stream(self, stream: _SingleStream) -> None:
         """Dispatch every message on the stream; when it ends, for whatever reason, the session is dead."""
+        detach_from_request()  # the stream is the session's, not the request's that opened it
         error = None
         try:
             async for event in stream:

@@ -13,13 +13,22 @@ import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
-from proxy.upstream.base import Inbox, NotDelivered, ServerInfo, TransportLost, UpstreamError
+from proxy.upstream.base import (
+    Inbox,
+    NotDelivered,
+    ServerInfo,
+    SessionListener,
+    TransportLost,
+    UpstreamError,
+)
 from proxy.wire import jsonrpc
 
 CLIENT_INFO: Final = {"name": "mrtr-proxy", "version": "0.1.0"}
 
 # Answers a session gives by itself to a server request that arrives with no receiving call (SEP-2260).
-NoCallAnswer = Callable[[jsonrpc.Request], jsonrpc.Response]
+# None: the handler took the request elsewhere (a bridged legacy client's GET stream, front/legacy_bridge.py)
+# and its answer will reach the upstream through `send`.
+NoCallAnswer = Callable[[jsonrpc.Request], jsonrpc.Response | None]
 # Sends one request and returns its response (or raises UpstreamError): how `negotiate` reaches the upstream.
 Exchange = Callable[[str, Mapping[str, Any], float], Awaitable[jsonrpc.Response]]
 # Puts one request on the wire (and, where the reply comes back on the same exchange, reads it into
@@ -47,6 +56,7 @@ class Router:
         self._waiters: dict[jsonrpc.RequestId, asyncio.Future[jsonrpc.Response]] = {}
         self._receiver: Inbox | None = None
         self._receiver_id: jsonrpc.RequestId | None = None
+        self._listener: SessionListener | None = None
 
     @property
     def receiver_id(self) -> jsonrpc.RequestId | None:
@@ -61,6 +71,10 @@ class Router:
 
     def end_call(self) -> None:
         self._receiver = self._receiver_id = None
+
+    def watch(self, listener: SessionListener | None) -> None:
+        """Session-wide notifications go to `listener` (a `subscriptions/listen` stream); None drops them."""
+        self._listener = listener
 
     def expect(self, rid: jsonrpc.RequestId) -> asyncio.Future[jsonrpc.Response]:
         """A future for the response to plain request `rid`; `forget(rid)` once done with it."""
@@ -110,7 +124,10 @@ class Router:
                 waiter.set_result(msg)
             return None
         if isinstance(msg, jsonrpc.Notification):
-            if self._receiver is not None and not standalone:
+            if standalone:
+                if self._listener is not None:
+                    self._listener(msg)
+            elif self._receiver is not None:
                 self._receiver.put_nowait(msg)
             return None
         if self._receiver is not None:
@@ -172,5 +189,6 @@ __all__ = [
     "Exchange",
     "NoCallAnswer",
     "Router",
+    "SessionListener",
     "negotiate",
 ]

@@ -37,7 +37,14 @@ from typing import Any, Final
 import structlog
 
 from proxy.upstream.base import Inbox, ServerInfo, UpstreamError
-from proxy.upstream.router import SESSION_WIDE_NOTIFICATIONS, NoCallAnswer, Router, negotiate
+from proxy.upstream.propagation import detach_from_request
+from proxy.upstream.router import (
+    SESSION_WIDE_NOTIFICATIONS,
+    NoCallAnswer,
+    Router,
+    SessionListener,
+    negotiate,
+)
 from proxy.wire import jsonrpc, mcp
 
 log = structlog.get_logger(__name__)
@@ -202,6 +209,9 @@ class StdioSession:
     def end_call(self) -> None:
         self._router.end_call()
 
+    def watch(self, listener: SessionListener | None) -> None:
+        self._router.watch(listener)
+
     async def request(self, method: str, params: Mapping[str, Any], timeout: float) -> jsonrpc.Response:
         return await self._exchange(method, params, timeout)
 
@@ -274,6 +284,7 @@ class StdioSession:
 
     async def _supervise(self, proc: asyncio.subprocess.Process) -> None:
         """Read stdout until the child exits or stdout ends; then the session is dead."""
+        detach_from_request()  # the child is the session's, not the request's that started it
         reader = asyncio.ensure_future(self._read_stdout(proc))
         exited = asyncio.ensure_future(proc.wait())
         try:
@@ -341,6 +352,7 @@ class StdioSession:
 
     async def _read_stderr(self, proc: asyncio.subprocess.Process) -> None:
         """Log each stderr line; a line over the limit is cut there, the rest of it dropped."""
+        detach_from_request()
         assert proc.stderr is not None
         limit = self._settings.max_stderr_line_bytes
         pending = bytearray()

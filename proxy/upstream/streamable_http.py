@@ -21,7 +21,8 @@ import aiohttp
 import structlog
 
 from proxy.upstream.base import Inbox, NotDelivered, ServerInfo, TransportLost, UpstreamError
-from proxy.upstream.router import CLIENT_INFO, NoCallAnswer, Router, negotiate
+from proxy.upstream.propagation import detach_from_request, with_propagated
+from proxy.upstream.router import CLIENT_INFO, NoCallAnswer, Router, SessionListener, negotiate
 from proxy.wire import jsonrpc, mcp
 from proxy.wire.sse import SSEDecoder
 
@@ -161,6 +162,9 @@ class StreamableHttpSession:
     def end_call(self) -> None:
         self._router.end_call()
 
+    def watch(self, listener: SessionListener | None) -> None:
+        self._router.watch(listener)
+
     async def request(self, method: str, params: Mapping[str, Any], timeout: float) -> jsonrpc.Response:
         return await self._exchange_plain(method, params, timeout)
 
@@ -184,7 +188,7 @@ class StreamableHttpSession:
         task.add_done_callback(self._tasks.discard)
 
     def _headers(self, *, post: bool = False) -> dict[str, str]:
-        headers = dict(self._settings.headers)
+        headers = with_propagated(self._settings.headers)  # + the client request's X-Request-Id, traceparent
         headers["Accept"] = ACCEPT if post else "text/event-stream"
         if post:
             headers["Content-Type"] = "application/json"
@@ -262,6 +266,7 @@ class StreamableHttpSession:
         """Hold the standalone GET stream open: servers send unrelated requests (sampling, roots) on it.
 
         `ready` is set once the stream is up, or known to be unavailable."""
+        detach_from_request()  # the stream is the session's, not the request's that opened it
         failures = 0
         position = _StreamPosition()  # this stream's own last event id, for Last-Event-ID on reconnect
         while self._alive:

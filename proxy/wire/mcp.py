@@ -41,8 +41,27 @@ CACHEABLE_METHODS: Final = frozenset(
     }
 )
 DEFAULT_CACHE_HINT: Final = {"ttlMs": 0, "cacheScope": "private"}
-# Requests whose Mcp-Name header mirrors params.name or params.uri.
-NAMED_METHODS: Final = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+# The Tasks extension (SEP-2663): its identifier, its methods, and the result type of CreateTaskResult.
+TASKS_EXTENSION: Final = "io.modelcontextprotocol/tasks"
+TASKS_GET: Final = "tasks/get"
+TASKS_UPDATE: Final = "tasks/update"
+TASKS_CANCEL: Final = "tasks/cancel"
+TASK_METHODS: Final = frozenset({TASKS_GET, TASKS_UPDATE, TASKS_CANCEL})
+RESULT_TASK: Final = "task"
+# subscriptions/listen (SEP-2575): one long-lived notification stream per request.
+LISTEN: Final = "subscriptions/listen"
+LISTEN_ACKNOWLEDGED: Final = "notifications/subscriptions/acknowledged"
+META_SUBSCRIPTION_ID: Final = "io.modelcontextprotocol/subscriptionId"
+
+# Requests whose Mcp-Name header mirrors a params field: name, uri, or (SEP-2663) the task id.
+NAMED_METHODS: Final = {
+    "tools/call": "name",
+    "prompts/get": "name",
+    "resources/read": "uri",
+    TASKS_GET: "taskId",
+    TASKS_UPDATE: "taskId",
+    TASKS_CANCEL: "taskId",
+}
 
 # Server → client requests a legacy server may send mid-call, and what capability each needs.
 ELICIT: Final = "elicitation/create"

@@ -26,6 +26,8 @@ from proxy.config import (
     UpstreamConfig,
 )
 from proxy.handle import KeyRing
+from proxy.tracing import Tracing
+from proxy.wire import mcp
 from proxy.wire.sse import SSEDecoder
 
 ALL_CAPS: dict[str, Any] = {"elicitation": {"form": {}, "url": {}}, "sampling": {}, "roots": {}}
@@ -60,6 +62,7 @@ async def running_proxy(
     transport: Transport = "streamable-http",
     protocol_versions: tuple[str, ...] | None = None,
     extra: tuple[UpstreamConfig, ...] = (),
+    tracing: Tracing | None = None,
     **calls: Any,
 ) -> AsyncIterator[RunningProxy]:
     """The proxy on 127.0.0.1 (free port) in front of `upstream_url` (under each of `names`: the first is
@@ -67,7 +70,7 @@ async def running_proxy(
     configure the upstream (defaults: streamable-http, every legacy version). `upstream_url` may also be a
     whole `UpstreamConfig` (e.g. a stdio upstream): it is served under each of `names`, with `static_roots`
     when given; `transport` and `protocol_versions` are then ignored. `extra` upstreams are served too
-    (a gateway)."""
+    (a gateway). `tracing`: e.g. `proxy.tracing.setup(config, exporter=InMemorySpanExporter())`."""
     upstream: dict[str, Any] = {"url": upstream_url, "static_roots": static_roots, "transport": transport}
     if protocol_versions is not None:
         upstream["protocol_versions"] = protocol_versions
@@ -85,7 +88,7 @@ async def running_proxy(
         principal=principal or PrincipalConfig(),
         calls=CallsConfig(**calls),
     )
-    app = create_app(config, ring=ring if ring is not None or keys else KeyRing.ephemeral())
+    app = create_app(config, ring=ring if ring is not None or keys else KeyRing.ephemeral(), tracing=tracing)
     server = TestServer(app, host="127.0.0.1")
     await server.start_server()
     try:
@@ -143,7 +146,7 @@ class RawClient:
             "Mcp-Method": body["method"],
         }
         params = body.get("params", {})
-        name = params.get("uri") if body["method"] == "resources/read" else params.get("name")
+        name = params.get(mcp.NAMED_METHODS.get(body["method"], "name"))  # tasks/*: the taskId
         if isinstance(name, str):
             headers["Mcp-Name"] = name
         if self.authorization:

@@ -71,3 +71,21 @@ async def every_flow_text(client: RawClient) -> str:
     (key,) = first.result["inputRequests"]
     final = await client.retry(first, {key: accept_name("Intact")}, "trigger-elicitation-request")
     return " ".join(part.get("text", "") for part in final.result["content"])
+
+
+async def test_routing_by_host(fastmcp_url: str) -> None:
+    """`upstreams[].hosts`: /mcp goes to the upstream named by the Host header; other hosts, to the first."""
+    fast = UpstreamConfig(name="fast", url=str(fastmcp_url), hosts=("fast.mcp.example",))
+    async with (
+        running_proxy(fastmcp_url, names=("first",), extra=(fast,)) as proxy,
+        aiohttp.ClientSession() as http,
+    ):
+        client = RawClient(proxy.url, http)
+        for host in ("fast.mcp.example:8443", "FAST.mcp.example", "other.example"):
+            body = client.body("tools/list")
+            reply = await client.send(body, {**client.headers(body), "Host": host})
+            assert reply.result["resultType"] == "complete"
+        metrics = await (await http.get(proxy.url.replace("/mcp", "/metrics"))).text()
+    # The canonical lines (and so the metrics) name the upstream each request went to.
+    assert 'mrtr_proxy_requests_total{method="tools/list",outcome="complete",upstream="fast"} 2.0' in metrics
+    assert 'mrtr_proxy_requests_total{method="tools/list",outcome="complete",upstream="first"} 1.0' in metrics

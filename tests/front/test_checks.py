@@ -495,6 +495,42 @@ def test_nulls_on_non_mrtr_method_are_absent() -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------
+# The Tasks extension (SEP-2663): Mcp-Name carries the task id; tasks/update carries inputResponses
+# ---------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("method", ["tasks/get", "tasks/update", "tasks/cancel"])
+def test_tasks_methods_mirror_the_task_id_in_mcp_name(method: str) -> None:
+    req, headers = make(method, {"taskId": "t-1"})
+    assert check_modern(req, headers, limits=LIMITS).upstream_params == {"taskId": "t-1"}
+    wrong = refused(*make(method, {"taskId": "t-1"}, header_name="t-2"))
+    assert (wrong.status, wrong.error.code) == (400, MISMATCH)
+    missing = refused(*make(method, {"taskId": "t-1"}, header_name=None))
+    assert (missing.status, missing.error.code) == (400, MISMATCH)
+    not_a_string = refused(*make(method, {"taskId": 7}, header_name="7"))
+    assert (not_a_string.status, not_a_string.error.code) == (200, BAD_PARAMS)
+
+
+def test_tasks_update_takes_input_responses_and_their_limits() -> None:
+    req, headers = make("tasks/update", {"taskId": "t", "inputResponses": {"elicit-1": {"action": "cancel"}}})
+    out = check_modern(req, headers, limits=LIMITS)
+    assert (out.request_state, dict(out.input_responses)) == (None, {"elicit-1": {"action": "cancel"}})
+    too_many = {"taskId": "t", "inputResponses": {"a": 1, "b": 2, "c": 3, "d": 4}}
+    assert "at most 3" in refused(*make("tasks/update", too_many)).error.message
+    with_state = refused(*make("tasks/update", {"taskId": "t", "inputResponses": {}, "requestState": "s"}))
+    assert with_state.error.message == "tasks/update does not take requestState or inputResponses"
+    on_get = refused(*make("tasks/get", {"taskId": "t", "inputResponses": {}}))
+    assert on_get.error.code == BAD_PARAMS
+
+
+def test_the_removed_task_param_of_tools_call_never_goes_upstream() -> None:
+    req, headers = make("tools/call", {"name": "deploy", "task": {"ttl": 60000, "pollInterval": 100}})
+    assert check_modern(req, headers, limits=LIMITS).upstream_params == {"name": "deploy"}
+    req, headers = make("prompts/get", {"name": "greet", "task": "kept"})  # only tools/call had it
+    assert check_modern(req, headers, limits=LIMITS).upstream_params == {"name": "greet", "task": "kept"}
+
+
+# ---------------------------------------------------------------------------------------------------------
 # decode_header_value
 # ---------------------------------------------------------------------------------------------------------
 

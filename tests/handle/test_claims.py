@@ -38,6 +38,15 @@ def test_encoding_is_compact_with_short_keys() -> None:
     no_event = dataclasses.replace(BASE, last_event=None)
     assert b'"e"' not in encode_claims(no_event)
     assert decode_claims(encode_claims(no_event)) == no_event
+    assert b'"l"' not in encode_claims(BASE)  # no trace claim unless tracing
+
+
+def test_trace_claim_round_trips() -> None:
+    ref = "0af7651916cd43dd8448eb211c80319c" + "b7ad6b7169203331"
+    traced = dataclasses.replace(BASE, trace=ref)
+    assert encode_claims(traced).endswith(b',"l":"' + ref.encode() + b'"}')
+    assert decode_claims(encode_claims(traced)) == traced
+    assert decode_claims(encode_claims(traced)).trace == ref
 
 
 def test_round_trip_keeps_id_types() -> None:
@@ -82,6 +91,9 @@ def test_claims_are_frozen_and_hashable() -> None:
         {"upstream": "x" * (MAX_STR + 1)},
         {"session": None},
         {"last_event": 5},
+        {"trace": ""},
+        {"trace": 5},
+        {"trace": "x" * (MAX_STR + 1)},
         {"pending": [("a", 1)]},
         {"pending": {"a": 1.5}},
         {"pending": {"a": True}},
@@ -128,6 +140,9 @@ BAD_WIRE: list[tuple[str, bytes]] = [
     ("nested junk", wire(u={"x": [1, {"y": None}]})),
     ("null e", wire(e=None)),
     ("int e", wire(e=1)),
+    ("null l", wire(l=None)),
+    ("int l", wire(l=1)),
+    ("empty l", wire(l="")),
     ("long str", wire(s="x" * (MAX_STR + 1))),
     ("empty upstream", wire(u="")),
     ("float iat", wire(iat=1_700_000_000.5)),
@@ -195,6 +210,7 @@ def claims_strategy(draw: st.DrawFn) -> Claims:
         issued_at=iat,
         expires_at=iat + draw(st.integers(min_value=0, max_value=10**6)),
         last_event=draw(st.none() | any_text),
+        trace=draw(st.none() | nonempty_text),
     )
 
 

@@ -72,11 +72,13 @@ def fixture_script() -> Path:
     return peers.FIXTURES_DIR / "conformance_legacy_server.py"
 
 
-def proxy_argv(upstream_url: str, port: int) -> list[str]:
-    """``mrtr-proxy serve`` from the venv running us (``python -m proxy`` if the entry point is absent)."""
+def proxy_argv(upstream_url: str, port: int, config: Path | None = None) -> list[str]:
+    """``mrtr-proxy serve`` from the venv running us (``python -m proxy`` if the entry point is absent);
+    with `config`, that file too (its upstreams replaced by `upstream_url`)."""
     entry = Path(sys.executable).with_name("mrtr-proxy")
     head = [str(entry)] if entry.exists() else [sys.executable, "-m", "proxy"]
-    return [*head, "serve", "--upstream", upstream_url, "--listen", f"{peers.LOOPBACK}:{port}"]
+    extra = ["--config", str(config)] if config is not None else []
+    return [*head, "serve", *extra, "--upstream", upstream_url, "--listen", f"{peers.LOOPBACK}:{port}"]
 
 
 def required_peers() -> dict[str, Path]:
@@ -209,8 +211,10 @@ async def run_scenario(
     scenario_timeout_ms: int = SCENARIO_TIMEOUT_MS,
     limit_s: float = NODE_LIMIT_S,
     keep_dir: Path | None = None,
+    force: bool = False,
 ) -> ScenarioResult:
-    """Run one server scenario against `url` and parse the checks.json it writes."""
+    """Run one server scenario against `url` and parse the checks.json it writes. `force`: run it even if the
+    suite says it is not on `spec_version`'s timeline (extension scenarios, e.g. `tasks-*`)."""
     with tempfile.TemporaryDirectory(prefix="mrtr-conformance-") as tmp:
         out = Path(tmp) / "results"
         argv = [
@@ -227,6 +231,7 @@ async def run_scenario(
             str(scenario_timeout_ms),
             "-o",
             str(out),
+            *(["--force"] if force else []),
         ]
         started = time.monotonic()
         run = await peers.run_once(argv, limit_s=limit_s, cwd=Path(tmp))
@@ -257,24 +262,26 @@ def _read_checks(out: Path, scenario: str, keep_dir: Path | None) -> list[dict[s
 
 
 @contextlib.asynccontextmanager
-async def start_fixture() -> AsyncIterator[peers.PeerUrl]:
-    """The legacy conformance fixture (FastMCP 1.30) on 127.0.0.1: ``http://127.0.0.1:PORT/mcp``."""
+async def start_fixture(script: Path | None = None) -> AsyncIterator[peers.PeerUrl]:
+    """A legacy conformance fixture (FastMCP 1.30; default `fixture_script()`) on 127.0.0.1:
+    ``http://127.0.0.1:PORT/mcp``."""
     peers.require_peers({"legacy python (mcp 1.30)": peers.legacy_python()})
+    path = str(script or fixture_script())
 
     def argv(port: int) -> list[str]:
-        script = str(fixture_script())
-        return [str(peers.legacy_python()), script, "--host", peers.LOOPBACK, "--port", str(port)]
+        return [str(peers.legacy_python()), path, "--host", peers.LOOPBACK, "--port", str(port)]
 
     async with peers.run_peer("conformance-fixture", argv, env={"PYTHONUNBUFFERED": "1"}) as peer:
         yield peers.PeerUrl(f"http://{peers.LOOPBACK}:{peer.port}/mcp", peer)
 
 
 @contextlib.asynccontextmanager
-async def start_proxy(upstream_url: str) -> AsyncIterator[peers.PeerUrl]:
-    """``mrtr-proxy serve`` (subprocess, ephemeral sealing key) in front of `upstream_url`."""
+async def start_proxy(upstream_url: str, config: Path | None = None) -> AsyncIterator[peers.PeerUrl]:
+    """``mrtr-proxy serve`` (subprocess, ephemeral sealing key) in front of `upstream_url`, configured by
+    the YAML file `config` if given."""
     async with peers.run_peer(
         "mrtr-proxy",
-        lambda port: proxy_argv(upstream_url, port),
+        lambda port: proxy_argv(upstream_url, port, config),
         env={"PYTHONUNBUFFERED": "1"},
         cwd=peers.REPO_ROOT,
     ) as peer:
@@ -282,17 +289,30 @@ async def start_proxy(upstream_url: str) -> AsyncIterator[peers.PeerUrl]:
 
 
 async def run_against_proxy(
-    scenarios: Iterable[str] = SCENARIOS, *, keep_dir: Path | None = None
+    scenarios: Iterable[str] = SCENARIOS,
+    *,
+    keep_dir: Path | None = None,
+    fixture: Path | None = None,
+    config: Path | None = None,
+    force: bool = False,
 ) -> ConformanceRun:
-    """Fixture → proxy → each scenario in turn (each has its own `limit_s`); everything stopped after."""
+    """Fixture → proxy → each scenario in turn (each has its own `limit_s`); everything stopped after.
+    `fixture` (a legacy server script) and `config` (the proxy's YAML) default to the MRTR set's."""
     peers.require_peers(required_peers())
     started = time.monotonic()
     run = ConformanceRun()
-    async with start_fixture() as upstream, start_proxy(upstream) as proxy_url:
+    scratch = tempfile.TemporaryDirectory(prefix="mrtr-conformance-cfg-")
+    if config is None:
+        # A wide gather window, so requests sent together stay one round even on a loaded CI machine
+        # (multiple-input-requests sends them on two streams).
+        config = Path(scratch.name) / "proxy.yaml"
+        config.write_text("calls: {gather_window_ms: 300}\n")
+    async with start_fixture(fixture) as upstream, start_proxy(upstream, config) as proxy_url:
         for scenario in scenarios:
-            run.results[scenario] = await run_scenario(proxy_url, scenario, keep_dir=keep_dir)
+            run.results[scenario] = await run_scenario(proxy_url, scenario, keep_dir=keep_dir, force=force)
         run.proxy_log = proxy_url.peer.log_text(tail=None)
         run.fixture_log = upstream.peer.log_text(tail=None)
+    scratch.cleanup()
     run.duration_s = time.monotonic() - started
     return run
 

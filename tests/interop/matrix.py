@@ -1,4 +1,4 @@
-"""Issue 9's interop matrix: real 2026-07-28 clients x legacy servers x upstream transports, via the proxy.
+"""Issue 9's interop matrix: real clients (2026-07-28 and legacy) x legacy servers x upstream transports.
 
 Every (client x server x upstream transport) runs the flows the server has — elicitation (form), sampling,
 roots — through mrtr-proxy (in-process, `e2e.harness.running_proxy`) in front of the legacy server, and each
@@ -8,11 +8,14 @@ cell gets a verdict:
     xfail    an expected failure, documented in EXPECTED_FAILURES with its reason, and it failed that way
     FAIL     anything else that did not pass (also an expected failure that failed some other way)
     XPASS    an expected failure that passed (the documentation is out of date)
-    pending  not run: needs the legacy-client front (`initialize` against the proxy), still being built
+    pending  not run: a client marked `pending` (ClientSpec.pending says why); none is today
 
 Clients: mcp 2.3.0 `Client(mode="2026-07-28")` and `Client(mode="auto")` (tests/interop/clients/py_client.py),
 the TypeScript SDK v2 client pinned to 2026-07-28 and "auto" (tests/interop/clients/ts_client.mjs), and the
-Inspector CLI (`@modelcontextprotocol/inspector --cli`, `protocolEra: modern`). Servers: FastMCP 1.30
+Inspector CLI (`@modelcontextprotocol/inspector --cli`, `protocolEra: modern`); and the same three as legacy
+clients (`initialize`, Mcp-Session-Id: mcp `mode="legacy"`, the TS client's `versionNegotiation: legacy`, the
+Inspector's `protocolEra: legacy`), which the proxy relays (streamable HTTP upstream) or bridges (HTTP+SSE and
+stdio upstreams, proxy/front/legacy_bridge.py) with no MRTR. Servers: FastMCP 1.30
 (tests/fixtures/legacy_fastmcp_server.py), server-everything, and a TypeScript SDK v1 server of ours
 (tests/fixtures/ts_sdk_v1_server.mjs), each over streamable HTTP, HTTP+SSE (2024-11-05) and stdio upstream.
 
@@ -68,9 +71,6 @@ FLOWS = ("elicitation", "sampling", "roots")
 def root_uri(client_id: str) -> str:
     """The one root a client answers roots/list with: its own, so an answer can only have come from it."""
     return f"file:///work/{client_id}"
-
-
-PENDING_LEGACY = "pending: legacy front"
 
 
 # --------------------------------------------------------------------------------------------------
@@ -173,16 +173,11 @@ CLIENTS: tuple[ClientSpec, ...] = (
     ClientSpec("ts-pinned", "@modelcontextprotocol/client", "ts", "pinned", "2026-07-28"),
     ClientSpec("ts-auto", "@modelcontextprotocol/client", "ts", "auto", "2026-07-28"),
     ClientSpec("inspector", "@modelcontextprotocol/inspector --cli", "inspector", "modern", "2026-07-28"),
-    # Legacy clients: they `initialize` against the proxy, which needs the legacy-client front.
-    ClientSpec("mcp-legacy", "mcp (Python SDK)", "py", "legacy", "2025-11-25", PENDING_LEGACY),
-    ClientSpec("ts-legacy", "@modelcontextprotocol/client", "ts", "legacy", "2025-11-25", PENDING_LEGACY),
+    # Legacy clients: they `initialize` against the proxy and get the legacy server's requests as they are.
+    ClientSpec("mcp-legacy", "mcp (Python SDK)", "py", "legacy", "2025-11-25"),
+    ClientSpec("ts-legacy", "@modelcontextprotocol/client", "ts", "legacy", "2025-11-25"),
     ClientSpec(
-        "inspector-legacy",
-        "@modelcontextprotocol/inspector --cli",
-        "inspector",
-        "legacy",
-        "2025-11-25",
-        PENDING_LEGACY,
+        "inspector-legacy", "@modelcontextprotocol/inspector --cli", "inspector", "legacy", "2025-11-25"
     ),
 )
 
@@ -204,9 +199,17 @@ INSPECTOR_NO_CAPS = (
     "request to such a client. FastMCP's and the TS SDK v1's tools then fail with 'Client does not support "
     "…'; server-everything does not register `{tool}` for such a client at all (tool not found)"
 )
+INSPECTOR_LEGACY_NO_CAPS = (
+    "the Inspector CLI never declares `{cap}` in the legacy era either (its CLI runner: `sample: false, "
+    "elicit: false`), and a legacy client gets the legacy server's requests as they are: the proxy declares "
+    "upstream exactly the capabilities the client declared and filters nothing (it relays a streamable "
+    "HTTP upstream byte for byte and bridges HTTP+SSE and stdio). server-everything does not register "
+    "`{tool}` for such a client (tool not found){checks}, but {senders} the request anyway, to a client "
+    "that registered no handler for it, and the Inspector answers it {answer}"
+)
 EXPECTED_FAILURES: tuple[ExpectedFailure, ...] = (
     ExpectedFailure(
-        "inspector*",
+        "inspector",
         "*",
         "*",
         "elicitation",
@@ -214,12 +217,40 @@ EXPECTED_FAILURES: tuple[ExpectedFailure, ...] = (
         INSPECTOR_NO_CAPS.format(cap="elicitation", tool="trigger-elicitation-request"),
     ),
     ExpectedFailure(
-        "inspector*",
+        "inspector",
         "*",
         "*",
         "sampling",
         r"(?i)does not support sampling|not found",
         INSPECTOR_NO_CAPS.format(cap="sampling", tool="trigger-sampling-request"),
+    ),
+    ExpectedFailure(
+        "inspector-legacy",
+        "*",
+        "*",
+        "elicitation",
+        r"(?i)does not support .*elicitation|not found|'accept:Alice' not in 'cancel'",
+        INSPECTOR_LEGACY_NO_CAPS.format(
+            cap="elicitation",
+            tool="trigger-elicitation-request",
+            checks=" and the TS SDK v1 checks first ('Client does not support form elicitation.')",
+            senders="FastMCP 1.30's `ctx.elicit` sends",
+            answer="with `{action: \"cancel\"}` (FastMCP's `ask_name` returns 'cancel')",
+        ),
+    ),
+    ExpectedFailure(
+        "inspector-legacy",
+        "*",
+        "*",
+        "sampling",
+        r"(?i)not found|Internal error",
+        INSPECTOR_LEGACY_NO_CAPS.format(
+            cap="sampling",
+            tool="trigger-sampling-request",
+            checks="",
+            senders="FastMCP 1.30's `create_message` and the TS SDK v1's `createMessage` send",
+            answer="with a JSON-RPC error, -32603 Internal error, which the tool reports",
+        ),
     ),
 )
 
@@ -765,7 +796,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--transport", action="append", help="streamable-http | sse | stdio (patterns)")
     parser.add_argument("--flow", action="append", choices=FLOWS, help="default all three")
     parser.add_argument("--jobs", type=int, default=3, help="(server, transport) groups run at once")
-    parser.add_argument("--include-pending", action="store_true", help="also run the legacy-front rows")
+    parser.add_argument("--include-pending", action="store_true", help="also run clients marked pending")
     parser.add_argument("--json", type=Path, help="write every cell (with step outcomes) here")
     parser.add_argument("--write-docs", action="store_true", help="rewrite docs/interop.md's table section")
     parser.add_argument("--markdown", action="store_true", help="print the compact markdown table instead")

@@ -1,10 +1,10 @@
 """Issue 9's interop matrix (tests/interop/matrix.py), run once for the module and checked cell by cell.
 
-Every runnable cell — a 2026-07-28 client (mcp 2.3.0 pinned/auto, the TS SDK v2 client pinned/auto, the
-Inspector CLI) x a legacy server (FastMCP 1.30, server-everything, our TS SDK v1 server) x an upstream
-transport (streamable HTTP, HTTP+SSE, stdio) x a flow (elicitation, sampling, roots) — must pass, or be one of
-the documented expected failures (matrix.EXPECTED_FAILURES) failing in exactly the documented way. The rows
-that need the legacy-client front are skipped as pending. The whole matrix takes 30-60 s on 2 cores.
+Every runnable cell — a client (mcp 2.3.0 pinned/auto/legacy, the TS SDK v2 client pinned/auto/legacy, the
+Inspector CLI modern/legacy) x a legacy server (FastMCP 1.30, server-everything, our TS SDK v1 server) x an
+upstream transport (streamable HTTP, HTTP+SSE, stdio) x a flow (elicitation, sampling, roots) — must pass, or
+be one of the documented expected failures (matrix.EXPECTED_FAILURES) failing in exactly the documented way.
+Clients marked pending (none today) are skipped. The whole matrix takes 60-100 s on 2 cores.
 """
 
 from __future__ import annotations
@@ -42,11 +42,6 @@ async def test_cell(matrix: MatrixRun, client: str, server: str, transport: str,
         assert cell.status == "xfail", f"{cell.status}: {cell.detail}"
         pytest.xfail(f"{cell.detail} — {xf.reason}")
     assert cell.status == "pass", f"{cell.status}: {cell.detail}\n{matrix.logs}"
-
-
-@pytest.mark.parametrize("client", [c.id for c in CLIENTS if c.pending is not None])
-async def test_legacy_front_rows(client: str) -> None:
-    pytest.skip(next(c.pending for c in CLIENTS if c.id == client) or "")
 
 
 async def test_matrix_is_green(matrix: MatrixRun) -> None:

@@ -1,0 +1,284 @@
+"""`subscriptions/listen` (SEP-2575): one long-lived SSE stream of the notifications a client opted into.
+
+A listen request holds a legacy session of its own (it is never shared): the session's standalone-stream
+notifications — `notifications/{tools,prompts,resources}/list_changed`, and `notifications/resources/updated`
+for the URIs it subscribed upstream with `resources/subscribe` — are relayed, each stamped with the
+subscription id (the listen request's JSON-RPC id). With the Tasks extension, `taskIds` subscribes to
+`notifications/tasks` for tasks this replica runs. The acknowledgement comes first and says what is honored;
+keep-alive comments follow while nothing happens. Closing the stream ends the subscription: the upstream
+subscriptions are undone and the session closed. At shutdown the stream ends gracefully with the listen
+request's result; an upstream session that dies ends it abruptly (the client re-listens).
+
+A legacy server's notifications belong to one session: the listener hears what the server tells every
+session (a changed tool list announced to all) and the updates of the resources it subscribed itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import structlog
+from aiohttp import web
+
+from proxy.config import FrontConfig
+from proxy.front.checks import ModernRequest
+from proxy.front.reply import SSE_HEADERS, json_response
+from proxy.pool import PoolExhausted, PoolKey, SessionPool
+from proxy.tasks.front import TaskFront
+from proxy.tasks.policy import declares_tasks, missing_capability
+from proxy.upstream.base import UpstreamError, UpstreamSession
+from proxy.wire import jsonrpc, mcp
+from proxy.wire.sse import encode_comment, encode_event
+
+log = structlog.get_logger(__name__)
+
+LIST_CHANGED = {
+    "toolsListChanged": ("tools", "notifications/tools/list_changed"),
+    "promptsListChanged": ("prompts", "notifications/prompts/list_changed"),
+    "resourcesListChanged": ("resources", "notifications/resources/list_changed"),
+}
+RESOURCE_UPDATED = "notifications/resources/updated"
+MAX_ITEMS = 256  # resourceSubscriptions / taskIds per listen
+BACKLOG = 1024  # notifications queued for a slow client; past it the stream ends (the client re-listens)
+TICK = 1.0  # how often the stream looks at shutdown and at its upstream session
+UPSTREAM_TIMEOUT = 30.0
+
+
+class RuntimeStateView(Protocol):
+    @property
+    def draining(self) -> bool: ...
+
+
+class _Refused(Exception):
+    def __init__(self, error: jsonrpc.ErrorObject) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
+@dataclass(slots=True)
+class _Subscription:
+    """What one listen stream honors, and what it must undo when it ends."""
+
+    id: jsonrpc.RequestId
+    methods: set[str] = field(default_factory=set)  # relayed upstream notification methods
+    uris: list[str] = field(default_factory=list)  # subscribed upstream
+    task_ids: list[str] = field(default_factory=list)
+    session: UpstreamSession | None = None
+    unwatch: list[Callable[[], None]] = field(default_factory=list)
+    queue: asyncio.Queue[jsonrpc.Notification | None] = field(default_factory=lambda: asyncio.Queue(BACKLOG))
+
+    def push(self, note: jsonrpc.Notification | None) -> None:
+        """Queue a notification (None: the stream must end). A full backlog ends the stream."""
+        try:
+            self.queue.put_nowait(note)
+        except asyncio.QueueFull:
+            with contextlib.suppress(asyncio.QueueEmpty):
+                self.queue.get_nowait()
+            self.queue.put_nowait(None)
+
+    def on_upstream(self, note: jsonrpc.Notification) -> None:
+        if note.method in self.methods:
+            self.push(note)
+
+    def acknowledged(self) -> dict[str, Any]:
+        honored: dict[str, Any] = {
+            flag: True for flag, (_, method) in LIST_CHANGED.items() if method in self.methods
+        }
+        if self.uris:
+            honored["resourceSubscriptions"] = list(self.uris)
+        if self.task_ids:
+            honored["taskIds"] = list(self.task_ids)
+        return honored
+
+
+class ListenFront:
+    def __init__(
+        self,
+        *,
+        front: FrontConfig,
+        pools: Mapping[str, SessionPool],
+        state: RuntimeStateView,
+        tasks: TaskFront | None = None,
+    ) -> None:
+        self._front = front
+        self._pools = pools
+        self._state = state
+        self._tasks = tasks
+
+    async def serve(
+        self,
+        request: web.Request,
+        *,
+        upstream: str,
+        req: ModernRequest,
+        key: PoolKey,
+        principal: str,
+        line: dict[str, Any],
+    ) -> web.StreamResponse:
+        msg = req.request
+        sub = _Subscription(msg.id)
+        try:
+            wanted = _filter(msg.params)
+            await self._subscribe(
+                sub, wanted=wanted, upstream=upstream, req=req, key=key, principal=principal
+            )
+        except _Refused as refused:
+            await self._undo(sub, upstream, key)
+            line["outcome"] = f"failed:{refused.error.code}"
+            return json_response(jsonrpc.Error(msg.id, refused.error))
+        except BaseException:
+            await asyncio.shield(self._undo(sub, upstream, key))
+            raise
+        honored = sub.acknowledged()  # task ids are bearer handles: only counted in the log
+        line["subscription"] = {k: len(v) if isinstance(v, list) else v for k, v in honored.items()}
+        stream = web.StreamResponse(status=200, headers=SSE_HEADERS)
+        try:
+            await stream.prepare(request)
+            ack = jsonrpc.Notification(mcp.LISTEN_ACKNOWLEDGED, {"notifications": honored})
+            await stream.write(_event(ack, sub.id))
+            line["outcome"] = await self._relay(request, stream, sub)
+            if line["outcome"] == "complete":  # graceful end: the listen request's own result
+                result = {"resultType": mcp.RESULT_COMPLETE, "_meta": {mcp.META_SUBSCRIPTION_ID: sub.id}}
+                await stream.write(encode_event(jsonrpc.dumps(jsonrpc.Result(sub.id, result)).decode()))
+            if line["outcome"] != "client_closed":
+                await stream.write_eof()
+        except ConnectionResetError:
+            line["outcome"] = "client_closed"  # the client ended the subscription
+        except asyncio.CancelledError:
+            line["outcome"] = "client_closed"
+            raise
+        finally:
+            await asyncio.shield(self._undo(sub, upstream, key))
+        return stream
+
+    async def _subscribe(
+        self,
+        sub: _Subscription,
+        *,
+        wanted: _Wanted,
+        upstream: str,
+        req: ModernRequest,
+        key: PoolKey,
+        principal: str,
+    ) -> None:
+        if wanted.task_ids and not declares_tasks(req.request.params):
+            raise _Refused(missing_capability("notifications.taskIds"))
+        for token in wanted.task_ids:
+            unwatch = self._tasks.watch(token, upstream, principal, sub.push) if self._tasks else None
+            if unwatch is not None:
+                sub.task_ids.append(token)
+                sub.unwatch.append(unwatch)
+        if not (wanted.flags or wanted.uris):
+            return
+        try:
+            session = await self._pools[upstream].acquire(key)
+        except PoolExhausted as exc:
+            raise _Refused(jsonrpc.ErrorObject(jsonrpc.LIMIT_EXCEEDED, f"Too many sessions: {exc}")) from None
+        except UpstreamError as exc:
+            raise _Refused(
+                jsonrpc.ErrorObject(jsonrpc.UPSTREAM_FAILED, f"Upstream {upstream!r} unavailable: {exc}")
+            ) from None
+        sub.session = session
+        capabilities = session.info.capabilities
+        for flag in wanted.flags:
+            kind, method = LIST_CHANGED[flag]
+            if kind in capabilities:  # a server without prompts never changes its prompt list
+                sub.methods.add(method)
+        session.watch(sub.on_upstream)
+        if "resources" in capabilities:
+            for uri in wanted.uris:
+                if await _request_ok(session, "resources/subscribe", uri):
+                    sub.uris.append(uri)
+            if sub.uris:
+                sub.methods.add(RESOURCE_UPDATED)
+
+    async def _relay(self, request: web.Request, stream: web.StreamResponse, sub: _Subscription) -> str:
+        """Write notifications as they come, keep-alives meanwhile. Returns how the stream ended."""
+        loop = asyncio.get_running_loop()
+        interval = self._front.keepalive_s
+        next_keepalive = loop.time() + interval if interval > 0 else None
+        while True:
+            wait = TICK if next_keepalive is None else max(0.0, min(TICK, next_keepalive - loop.time()))
+            try:
+                async with asyncio.timeout(wait):
+                    note = await sub.queue.get()
+            except TimeoutError:
+                if request.transport is None or request.transport.is_closing():
+                    return "client_closed"
+                if self._state.draining:
+                    return "complete"
+                if sub.session is not None and not sub.session.alive:
+                    return "upstream_lost"
+                if next_keepalive is not None and loop.time() >= next_keepalive:
+                    await stream.write(encode_comment(" keep-alive"))
+                    next_keepalive = loop.time() + interval
+                continue
+            if note is None:
+                return "backlog_overflow"
+            await stream.write(_event(note, sub.id))
+
+    async def _undo(self, sub: _Subscription, upstream: str, key: PoolKey) -> None:
+        for unwatch in sub.unwatch:
+            unwatch()
+        session, sub.session = sub.session, None
+        if session is None:
+            return
+        session.watch(None)
+        if session.alive:
+            for uri in sub.uris:
+                await _request_ok(session, "resources/unsubscribe", uri)
+        self._pools[upstream].release(key, session, reusable=False)
+
+
+@dataclass(slots=True)
+class _Wanted:
+    flags: list[str]
+    uris: list[str]
+    task_ids: list[str]
+
+
+def _filter(params: Mapping[str, Any]) -> _Wanted:
+    """The `notifications` filter, checked: it is required, and each field opts in to one kind."""
+    wanted = params.get("notifications")
+    if not isinstance(wanted, dict):
+        raise _Refused(_invalid("params.notifications must be an object"))
+    flags = [flag for flag in LIST_CHANGED if wanted.get(flag) is True]
+    lists: list[list[str]] = []
+    for name in ("resourceSubscriptions", "taskIds"):
+        value = wanted.get(name, [])
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise _Refused(_invalid(f"params.notifications.{name} must be a list of strings"))
+        if len(value) > MAX_ITEMS:
+            raise _Refused(
+                _invalid(f"params.notifications.{name} has {len(value)} items; at most {MAX_ITEMS}")
+            )
+        lists.append(list(dict.fromkeys(value)))
+    return _Wanted(flags, *lists)
+
+
+def _invalid(message: str) -> jsonrpc.ErrorObject:
+    return jsonrpc.ErrorObject(jsonrpc.INVALID_PARAMS, message)
+
+
+def _event(note: jsonrpc.Notification, subscription: jsonrpc.RequestId) -> bytes:
+    """One SSE event: the notification, its `_meta` stamped with the subscription id."""
+    meta = note.params.get("_meta")
+    params = {
+        **note.params,
+        "_meta": {**(meta if isinstance(meta, dict) else {}), mcp.META_SUBSCRIPTION_ID: subscription},
+    }
+    return encode_event(jsonrpc.dumps(jsonrpc.Notification(note.method, params)).decode())
+
+
+async def _request_ok(session: UpstreamSession, method: str, uri: str) -> bool:
+    """`resources/subscribe` / `unsubscribe` for `uri`: did the upstream accept it?"""
+    try:
+        reply = await session.request(method, {"uri": uri}, UPSTREAM_TIMEOUT)
+    except UpstreamError as exc:
+        log.info("listen.upstream_refused", method=method, error=str(exc))
+        return False
+    return isinstance(reply, jsonrpc.Result)

@@ -1,0 +1,56 @@
+"""Headers that follow one client request upstream: its `X-Request-Id` and, when tracing, `traceparent`.
+
+The front sets them for the request it is handling (`propagating`); the HTTP transports add them to what
+they send (`with_propagated`). A `ContextVar` carries them, so the `UpstreamSession` protocol does not change:
+asyncio copies the context into every task created while the request is handled (the call's POST, the
+answers to server requests, plain requests, a takeover's stream), and into nothing else.
+
+A session outlives the request that opened it. Its long-lived tasks (the standalone GET stream, a stdio
+child's readers) call `detach_from_request` first, so neither their requests nor their log lines carry the
+opening request's ids.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping
+from contextvars import ContextVar
+from types import MappingProxyType
+
+import structlog
+
+_NONE: Mapping[str, str] = MappingProxyType({})
+_PROPAGATED: ContextVar[Mapping[str, str]] = ContextVar("mrtr_proxy_propagated_headers", default=_NONE)
+
+
+@contextlib.contextmanager
+def propagating(headers: Mapping[str, str]) -> Iterator[None]:
+    """Send `headers` upstream with every HTTP request made inside this block (and the tasks it starts)."""
+    token = _PROPAGATED.set(MappingProxyType(dict(headers)))
+    try:
+        yield
+    finally:
+        _PROPAGATED.reset(token)
+
+
+def propagated() -> Mapping[str, str]:
+    """The headers of the client request being handled (empty outside one)."""
+    return _PROPAGATED.get()
+
+
+def with_propagated(headers: Mapping[str, str]) -> dict[str, str]:
+    """`headers` plus the propagated ones, which replace any header of the same name (in any case)."""
+    extra = _PROPAGATED.get()
+    if not extra:
+        return dict(headers)
+    names = {name.lower() for name in extra}
+    out = {name: value for name, value in headers.items() if name.lower() not in names}
+    out.update(extra)
+    return out
+
+
+def detach_from_request() -> None:
+    """First thing in a task that lives as long as its session: forget the request that happened to start it
+    (its propagated headers and its structlog context). Only ever call it at the top of such a task."""
+    _PROPAGATED.set(_NONE)
+    structlog.contextvars.clear_contextvars()

@@ -81,6 +81,13 @@ def proxy_argv(upstream_url: str, port: int, config: Path | None = None) -> list
     return [*head, "serve", *extra, "--upstream", upstream_url, "--listen", f"{peers.LOOPBACK}:{port}"]
 
 
+def proxy_config_argv(config: Path, port: int) -> list[str]:
+    """``mrtr-proxy serve --config FILE`` with the file's own upstreams (no ``--upstream``)."""
+    entry = Path(sys.executable).with_name("mrtr-proxy")
+    head = [str(entry)] if entry.exists() else [sys.executable, "-m", "proxy"]
+    return [*head, "serve", "--config", str(config), "--listen", f"{peers.LOOPBACK}:{port}"]
+
+
 def required_peers() -> dict[str, Path]:
     return {
         "legacy python (mcp 1.30)": peers.legacy_python(),
@@ -203,6 +210,27 @@ async def list_server_scenarios(prefix: str = SCENARIO_PREFIX, *, limit_s: float
     return names
 
 
+async def list_server_scenarios_at(spec_version: str, *, limit_s: float = 30.0) -> list[str]:
+    """Every server scenario the installed suite applies at `spec_version` (``conformance list --server
+    --spec-version V``: cumulative for dated versions, pending ones included), in the suite's order."""
+    argv = [
+        str(peers.node_bin()),
+        str(conformance_entry()),
+        "list",
+        "--server",
+        "--spec-version",
+        spec_version,
+    ]
+    run = await peers.run_once(argv, limit_s=limit_s)
+    if run.returncode != 0:
+        raise RuntimeError(f"`conformance list` failed ({run.returncode}):\n{run.stdout}\n{run.stderr}")
+    return [
+        line.strip().removeprefix("- ").split(" ", 1)[0]
+        for line in run.stdout.splitlines()
+        if line.startswith("  - ")
+    ]
+
+
 async def run_scenario(
     url: str,
     scenario: str,
@@ -282,6 +310,20 @@ async def start_proxy(upstream_url: str, config: Path | None = None) -> AsyncIte
     async with peers.run_peer(
         "mrtr-proxy",
         lambda port: proxy_argv(upstream_url, port, config),
+        env={"PYTHONUNBUFFERED": "1"},
+        cwd=peers.REPO_ROOT,
+    ) as peer:
+        yield peers.PeerUrl(f"http://{peers.LOOPBACK}:{peer.port}/mcp", peer)
+
+
+@contextlib.asynccontextmanager
+async def start_proxy_config(config: Path) -> AsyncIterator[peers.PeerUrl]:
+    """``mrtr-proxy serve --config FILE`` (subprocess, ephemeral sealing key) with the file's own upstreams
+    (no ``--upstream``: that would replace them); yields the first upstream's ``…/mcp``, the others are at
+    ``…/servers/<name>/mcp``."""
+    async with peers.run_peer(
+        "mrtr-proxy",
+        lambda port: proxy_config_argv(config, port),
         env={"PYTHONUNBUFFERED": "1"},
         cwd=peers.REPO_ROOT,
     ) as peer:

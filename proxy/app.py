@@ -136,7 +136,8 @@ def session_factory(upstream: UpstreamConfig, http: aiohttp.ClientSession) -> Se
     if upstream.transport == "stdio" and upstream.command is not None:
         return _stdio_session_factory(upstream, upstream.command)
     if upstream.transport not in ("streamable-http", "sse") or upstream.url is None:
-        raise NotImplementedError(f"transport {upstream.transport!r} is not available yet")
+        # Unreachable after config validation (url for the HTTP transports, command for stdio).
+        raise ValueError(f"upstream {upstream.name!r}: transport {upstream.transport!r} needs a url")
     url, answer = upstream.url, no_call_answer(upstream)
     session_class: type[StreamableHttpSession] | type[HttpSseSession] = (
         HttpSseSession if upstream.transport == "sse" else StreamableHttpSession

@@ -6,6 +6,8 @@ Runs under the peers' client venv (`.peers/client/bin/python`), never the projec
     python modern_client.py URL '[{"id": "a", "kind": "tool", "name": "ask_name", "elicit": "accept"}]' [MODE]
 
 MODE is the client's `mode`: "2026-07-28" (default), "auto", or "legacy" (initialize, inline requests).
+`$MRTR_ROOT_URI` (default file:///work/project) is the one root it answers roots/list with. The callbacks and
+`run_step` here are also what tests/interop/clients/py_client.py drives the client with.
 
 Output (stdout, one JSON object): {step id: {"text": str, "is_error": bool} | {"error": str}}.
 """
@@ -14,28 +16,46 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from typing import Any
 
 from mcp import Client, types
 
+ROOT_URI = os.environ.get("MRTR_ROOT_URI", "file:///work/project")  # the one root roots/list returns
 BEHAVIOUR: dict[str, Any] = {"elicit": "accept"}
 SEEN: list[str] = []
 
 
 async def on_elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
-    SEEN.append(f"elicit:{getattr(params, 'mode', 'form') or 'form'}")
+    mode = getattr(params, "mode", None) or "form"
+    SEEN.append(f"elicit:{mode}")
     action = BEHAVIOUR["elicit"]
     if action != "accept":
         return types.ElicitResult(action=action)
-    if getattr(params, "mode", None) == "url":
+    if mode == "url":
         return types.ElicitResult(action="accept")
     schema = getattr(params, "requested_schema", None) or {}
     props = schema.get("properties", {}) if isinstance(schema, dict) else {}
+    required = set(schema.get("required", [])) if isinstance(schema, dict) else set()
     content: dict[str, Any] = {}
-    for name, spec in props.items():
-        kind = spec.get("type") if isinstance(spec, dict) else None
-        content[name] = True if kind == "boolean" else {"name": "Alice", "color": "green"}.get(name, "x")
+    for name, raw in props.items():
+        spec: dict[str, Any] = raw if isinstance(raw, dict) else {}
+        kind = spec.get("type")
+        if not (name in required or not spec.get("format") or spec.get("format") == "email"):
+            continue  # an optional format-restricted string we cannot fill sensibly
+        if kind == "boolean":
+            content[name] = True
+        elif kind in ("number", "integer"):
+            content[name] = 1
+        elif isinstance(spec.get("enum"), list):
+            content[name] = spec["enum"][0]
+        elif isinstance(spec.get("oneOf"), list):
+            content[name] = spec["oneOf"][0].get("const")
+        elif kind == "array":
+            content[name] = []
+        else:
+            content[name] = {"name": "Alice", "color": "green", "email": "alice@example.com"}.get(name, "x")
     return types.ElicitResult(action="accept", content=content)
 
 
@@ -51,7 +71,7 @@ async def on_sample(context: Any, params: types.CreateMessageRequestParams) -> t
 
 async def on_roots(context: Any) -> types.ListRootsResult:
     SEEN.append("roots")
-    return types.ListRootsResult(roots=[types.Root(uri="file:///work/project", name="project")])
+    return types.ListRootsResult(roots=[types.Root(uri=ROOT_URI, name="project")])
 
 
 def _text(contents: Any) -> str:

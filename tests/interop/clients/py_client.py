@@ -19,95 +19,21 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import sys
 from importlib.metadata import version
+from pathlib import Path
 from typing import Any
 
 from mcp import Client, types
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-ROOT_URI = os.environ.get("MRTR_ROOT_URI", "file:///work/project")  # the one root roots/list returns
+# One driver for mcp 2.3.0: the callbacks, the plan format and run_step live in the e2e client.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "e2e" / "clients"))
+from modern_client import SEEN, on_elicit, on_roots, on_sample, run_step
+
 MODES = {"pinned": "2026-07-28", "auto": "auto", "legacy": "legacy"}
-BEHAVIOUR: dict[str, Any] = {"elicit": "accept"}
-SEEN: list[str] = []
 WIRE: list[dict[str, Any]] = []
-
-
-async def on_elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
-    mode = getattr(params, "mode", None) or "form"
-    SEEN.append(f"elicit:{mode}")
-    action = BEHAVIOUR["elicit"]
-    if action != "accept":
-        return types.ElicitResult(action=action)
-    if mode == "url":
-        return types.ElicitResult(action="accept")
-    schema = getattr(params, "requested_schema", None) or {}
-    props = schema.get("properties", {}) if isinstance(schema, dict) else {}
-    required = set(schema.get("required", [])) if isinstance(schema, dict) else set()
-    content: dict[str, Any] = {}
-    for name, raw in props.items():
-        spec: dict[str, Any] = raw if isinstance(raw, dict) else {}
-        kind = spec.get("type")
-        if not (name in required or not spec.get("format") or spec.get("format") == "email"):
-            continue  # an optional format-restricted string we cannot fill sensibly
-        if kind == "boolean":
-            content[name] = True
-        elif kind in ("number", "integer"):
-            content[name] = 1
-        elif isinstance(spec.get("enum"), list):
-            content[name] = spec["enum"][0]
-        elif isinstance(spec.get("oneOf"), list):
-            content[name] = spec["oneOf"][0].get("const")
-        elif kind == "array":
-            content[name] = []
-        else:
-            content[name] = {"name": "Alice", "color": "green", "email": "alice@example.com"}.get(name, "x")
-    return types.ElicitResult(action="accept", content=content)
-
-
-async def on_sample(context: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
-    SEEN.append("sample")
-    return types.CreateMessageResult(
-        role="assistant",
-        content=types.TextContent(type="text", text="Paris"),
-        model="test-model",
-        stop_reason="endTurn",
-    )
-
-
-async def on_roots(context: Any) -> types.ListRootsResult:
-    SEEN.append("roots")
-    return types.ListRootsResult(roots=[types.Root(uri=ROOT_URI, name="project")])
-
-
-def _text(contents: Any) -> str:
-    parts = []
-    for item in contents:
-        text = getattr(item, "text", None)
-        if text is None and getattr(item, "content", None) is not None:
-            text = getattr(item.content, "text", None)
-        parts.append(str(text))
-    return "\n".join(parts)
-
-
-async def run_step(client: Client, step: dict[str, Any]) -> dict[str, Any]:
-    BEHAVIOUR["elicit"] = step.get("elicit", "accept")
-    kind, name, args = step["kind"], step["name"], step.get("args") or {}
-    if kind == "tool":
-        result = await client.call_tool(name, args)
-        return {"text": _text(result.content), "is_error": bool(result.is_error)}
-    if kind == "prompt":
-        prompt = await client.get_prompt(name, args)
-        return {"text": _text(prompt.messages), "is_error": False}
-    if kind == "resource":
-        resource = await client.read_resource(name)
-        return {"text": "\n".join(getattr(c, "text", "") for c in resource.contents), "is_error": False}
-    if kind == "list_tools":
-        tools = await client.list_tools()
-        return {"text": ",".join(sorted(t.name for t in tools.tools)), "is_error": False}
-    raise ValueError(kind)
 
 
 async def _on_request(request: Any) -> None:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 
 import aiohttp
 import pytest
 import pytest_asyncio
 
+from e2e import flows
+from e2e.flows import text_of
 from e2e.harness import ROOTS, SAMPLED, RawClient, RunningProxy, accept_name, running_proxy
 
 pytestmark = [pytest.mark.peers, pytest.mark.asyncio(loop_scope="session")]
@@ -25,12 +26,6 @@ async def proxy(fastmcp_url: str) -> AsyncIterator[RunningProxy]:
 async def client(proxy: RunningProxy) -> AsyncIterator[RawClient]:
     async with aiohttp.ClientSession() as http:
         yield RawClient(proxy.url, http)
-
-
-def text_of(result: dict[str, object]) -> str:
-    content = result["content"]
-    assert isinstance(content, list)
-    return "".join(part["text"] for part in content)
 
 
 async def test_discover_describes_the_legacy_server(client: RawClient) -> None:
@@ -120,31 +115,12 @@ async def test_sampling_and_roots_on_either_stream(
 
 
 async def test_two_sequential_elicitations_are_two_rounds(client: RawClient, proxy: RunningProxy) -> None:
-    first = await client.call("two_questions")
-    assert list(first.result["inputRequests"]) == ["elicit-1"]
-    second = await client.retry(first, {"elicit-1": accept_name("Alice")}, "two_questions")
-    assert second.result["resultType"] == "input_required"
-    assert list(second.result["inputRequests"]) == ["elicit-2"]  # keys are unique over the call
-    assert second.result["requestState"] != first.result["requestState"]
-    final = await client.retry(
-        second, {"elicit-2": {"action": "accept", "content": {"color": "green"}}}, "two_questions"
-    )
-    assert text_of(final.result) == "accept:Alice|accept:green"
+    await flows.two_rounds(client)
     assert proxy.live == 0
 
 
 async def test_concurrent_requests_arrive_as_one_round_of_three_keys(client: RawClient) -> None:
-    first = await client.call("all_at_once", {"prompt": "capital?"})
-    requests = first.result["inputRequests"]
-    by_method = {req["method"]: key for key, req in requests.items()}
-    assert set(by_method) == {"elicitation/create", "sampling/createMessage", "roots/list"}
-    responses = {
-        by_method["elicitation/create"]: accept_name("Bob"),
-        by_method["sampling/createMessage"]: SAMPLED,
-        by_method["roots/list"]: ROOTS,
-    }
-    final = await client.retry(first, responses, "all_at_once", {"prompt": "capital?"})
-    assert text_of(final.result) == "elicit=accept:Bob;sample=Paris;roots=file:///work/project"
+    await flows.three_at_once(client)
 
 
 async def test_missing_keys_are_asked_again_and_extra_keys_ignored(client: RawClient) -> None:
@@ -169,32 +145,7 @@ async def test_missing_keys_are_asked_again_and_extra_keys_ignored(client: RawCl
 
 
 async def test_prompt_and_resource_that_elicit(client: RawClient) -> None:
-    first = await client.request("prompts/get", {"name": "greeting_prompt", "arguments": {}})
-    assert first.result["resultType"] == "input_required"
-    final = await client.request(
-        "prompts/get",
-        {
-            "name": "greeting_prompt",
-            "arguments": {},
-            "requestState": first.result["requestState"],
-            "inputResponses": {"elicit-1": accept_name("Zoe")},
-        },
-    )
-    assert final.result["messages"][0]["content"]["text"] == "Hello, Zoe!"
-
-    first = await client.request("resources/read", {"uri": "fixture://secret"})
-    ((key, _),) = first.result["inputRequests"].items()
-    final = await client.request(
-        "resources/read",
-        {
-            "uri": "fixture://secret",
-            "requestState": first.result["requestState"],
-            "inputResponses": {key: {"action": "accept", "content": {"confirm": True}}},
-        },
-    )
-    assert final.result["contents"][0]["text"] == "fixture:s3cr3t"
-    assert final.result["resultType"] == "complete"
-    assert final.result["cacheScope"] == "private"
+    await flows.prompt_and_resource(client)
 
 
 async def test_undeclared_capability_is_never_surfaced(client: RawClient) -> None:
@@ -206,14 +157,7 @@ async def test_undeclared_capability_is_never_surfaced(client: RawClient) -> Non
 
 
 async def test_concurrent_calls_do_not_cross(client: RawClient) -> None:
-    firsts = await asyncio.gather(*(client.call("ask_name") for _ in range(8)))
-    finals = await asyncio.gather(
-        *(
-            client.retry(first, {"elicit-1": accept_name(f"user{i}")}, "ask_name")
-            for i, first in enumerate(firsts)
-        )
-    )
-    assert [text_of(f.result) for f in finals] == [f"accept:user{i}" for i in range(8)]
+    await flows.concurrent_calls(client, 8)
 
 
 async def test_templates_and_completion_are_relayed(client: RawClient) -> None:

@@ -21,6 +21,8 @@ import peers
 import pytest
 import pytest_asyncio
 
+from e2e import flows
+from e2e.flows import text_of
 from e2e.harness import ROOTS, SAMPLED, RawClient, Reply, RunningProxy, accept_name, running_proxy
 from proxy.upstream.base import UpstreamError
 from proxy.upstream.http_sse import HttpSseSession
@@ -30,12 +32,6 @@ from proxy.wire import jsonrpc, mcp
 pytestmark = [pytest.mark.peers, pytest.mark.asyncio(loop_scope="session")]
 
 ALL_LEGACY_CAPS = {"elicitation": {"form": {}, "url": {}}, "sampling": {}, "roots": {"listChanged": False}}
-
-
-def text_of(result: dict[str, Any]) -> str:
-    content = result["content"]
-    assert isinstance(content, list)
-    return "".join(part["text"] for part in content)
 
 
 @pytest_asyncio.fixture(loop_scope="session")
@@ -172,67 +168,20 @@ async def test_fastmcp_sampling_and_roots(
 
 
 async def test_fastmcp_two_rounds(fastmcp: RawClient, fastmcp_proxy: RunningProxy) -> None:
-    first = await fastmcp.call("two_questions")
-    assert list(first.result["inputRequests"]) == ["elicit-1"]
-    second = await fastmcp.retry(first, {"elicit-1": accept_name("Alice")}, "two_questions")
-    assert list(second.result["inputRequests"]) == ["elicit-2"]
-    final = await fastmcp.retry(
-        second, {"elicit-2": {"action": "accept", "content": {"color": "green"}}}, "two_questions"
-    )
-    assert text_of(final.result) == "accept:Alice|accept:green"
+    await flows.two_rounds(fastmcp)
     assert fastmcp_proxy.live == 0
 
 
 async def test_fastmcp_all_three_at_once(fastmcp: RawClient) -> None:
-    first = await fastmcp.call("all_at_once", {"prompt": "capital?"})
-    by_method = {req["method"]: key for key, req in first.result["inputRequests"].items()}
-    assert set(by_method) == {"elicitation/create", "sampling/createMessage", "roots/list"}
-    responses = {
-        by_method["elicitation/create"]: accept_name("Bob"),
-        by_method["sampling/createMessage"]: SAMPLED,
-        by_method["roots/list"]: ROOTS,
-    }
-    final = await fastmcp.retry(first, responses, "all_at_once", {"prompt": "capital?"})
-    assert text_of(final.result) == "elicit=accept:Bob;sample=Paris;roots=file:///work/project"
+    await flows.three_at_once(fastmcp)
 
 
 async def test_fastmcp_prompt_and_resource(fastmcp: RawClient) -> None:
-    first = await fastmcp.request("prompts/get", {"name": "greeting_prompt", "arguments": {}})
-    assert first.result["resultType"] == "input_required"
-    final = await fastmcp.request(
-        "prompts/get",
-        {
-            "name": "greeting_prompt",
-            "arguments": {},
-            "requestState": first.result["requestState"],
-            "inputResponses": {"elicit-1": accept_name("Zoe")},
-        },
-    )
-    assert final.result["messages"][0]["content"]["text"] == "Hello, Zoe!"
-
-    first = await fastmcp.request("resources/read", {"uri": "fixture://secret"})
-    ((key, _),) = first.result["inputRequests"].items()
-    final = await fastmcp.request(
-        "resources/read",
-        {
-            "uri": "fixture://secret",
-            "requestState": first.result["requestState"],
-            "inputResponses": {key: {"action": "accept", "content": {"confirm": True}}},
-        },
-    )
-    assert final.result["contents"][0]["text"] == "fixture:s3cr3t"
-    assert final.result["resultType"] == "complete"
+    await flows.prompt_and_resource(fastmcp)
 
 
 async def test_fastmcp_concurrent_calls_do_not_cross(fastmcp: RawClient) -> None:
-    firsts = await asyncio.gather(*(fastmcp.call("ask_name") for _ in range(6)))
-    finals = await asyncio.gather(
-        *(
-            fastmcp.retry(first, {"elicit-1": accept_name(f"user{i}")}, "ask_name")
-            for i, first in enumerate(firsts)
-        )
-    )
-    assert [text_of(f.result) for f in finals] == [f"accept:user{i}" for i in range(6)]
+    await flows.concurrent_calls(fastmcp, 6)
 
 
 async def test_fastmcp_2024_11_05_only(fastmcp_sse_url: str, http: aiohttp.ClientSession) -> None:

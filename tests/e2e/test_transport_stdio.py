@@ -20,6 +20,8 @@ import peers
 import pytest
 import pytest_asyncio
 
+from e2e import flows
+from e2e.flows import text_of
 from e2e.harness import ROOTS, SAMPLED, RawClient, RunningProxy, accept_name, running_proxy
 from proxy.config import PoolConfig, UpstreamConfig
 from proxy.wire import jsonrpc
@@ -84,12 +86,6 @@ def _has_tag(proc: Path, tag: str) -> bool:
 def _no_stdio_children_left() -> Iterator[None]:
     yield
     assert stdio_children() == [], "a stdio upstream child outlived its proxy"
-
-
-def text_of(result: dict[str, Any]) -> str:
-    content = result["content"]
-    assert isinstance(content, list)
-    return "".join(part["text"] for part in content)
 
 
 @pytest_asyncio.fixture(loop_scope="session")
@@ -186,57 +182,16 @@ async def test_fastmcp_sampling_and_roots(
 
 
 async def test_fastmcp_two_rounds(fastmcp: RawClient, fastmcp_proxy: RunningProxy) -> None:
-    first = await fastmcp.call("two_questions")
-    assert list(first.result["inputRequests"]) == ["elicit-1"]
-    second = await fastmcp.retry(first, {"elicit-1": accept_name("Alice")}, "two_questions")
-    assert list(second.result["inputRequests"]) == ["elicit-2"]
-    final = await fastmcp.retry(
-        second, {"elicit-2": {"action": "accept", "content": {"color": "green"}}}, "two_questions"
-    )
-    assert text_of(final.result) == "accept:Alice|accept:green"
+    await flows.two_rounds(fastmcp)
     assert fastmcp_proxy.live == 0
 
 
 async def test_fastmcp_all_three_at_once(fastmcp: RawClient) -> None:
-    args = {"prompt": "capital?"}
-    first = await fastmcp.call("all_at_once", args)
-    by_method = {req["method"]: key for key, req in first.result["inputRequests"].items()}
-    assert set(by_method) == {"elicitation/create", "sampling/createMessage", "roots/list"}
-    responses = {
-        by_method["elicitation/create"]: accept_name("Bob"),
-        by_method["sampling/createMessage"]: SAMPLED,
-        by_method["roots/list"]: ROOTS,
-    }
-    final = await fastmcp.retry(first, responses, "all_at_once", args)
-    assert text_of(final.result) == "elicit=accept:Bob;sample=Paris;roots=file:///work/project"
+    await flows.three_at_once(fastmcp)
 
 
 async def test_fastmcp_prompt_and_resource(fastmcp: RawClient) -> None:
-    first = await fastmcp.request("prompts/get", {"name": "greeting_prompt", "arguments": {}})
-    assert first.result["resultType"] == "input_required"
-    final = await fastmcp.request(
-        "prompts/get",
-        {
-            "name": "greeting_prompt",
-            "arguments": {},
-            "requestState": first.result["requestState"],
-            "inputResponses": {"elicit-1": accept_name("Zoe")},
-        },
-    )
-    assert final.result["messages"][0]["content"]["text"] == "Hello, Zoe!"
-
-    first = await fastmcp.request("resources/read", {"uri": "fixture://secret"})
-    ((key, _),) = first.result["inputRequests"].items()
-    final = await fastmcp.request(
-        "resources/read",
-        {
-            "uri": "fixture://secret",
-            "requestState": first.result["requestState"],
-            "inputResponses": {key: {"action": "accept", "content": {"confirm": True}}},
-        },
-    )
-    assert final.result["contents"][0]["text"] == "fixture:s3cr3t"
-    assert final.result["resultType"] == "complete"
+    await flows.prompt_and_resource(fastmcp)
 
 
 async def test_fastmcp_undeclared_capability_is_never_surfaced(fastmcp: RawClient) -> None:
@@ -247,15 +202,10 @@ async def test_fastmcp_undeclared_capability_is_never_surfaced(fastmcp: RawClien
 
 
 async def test_fastmcp_concurrent_calls_each_get_a_child(fastmcp: RawClient) -> None:
-    firsts = await asyncio.gather(*(fastmcp.call("ask_name") for _ in range(4)))
-    assert len(stdio_children("flows")) >= 4  # parked calls hold one child each
-    finals = await asyncio.gather(
-        *(
-            fastmcp.retry(first, {"elicit-1": accept_name(f"user{i}")}, "ask_name")
-            for i, first in enumerate(firsts)
-        )
-    )
-    assert [text_of(f.result) for f in finals] == [f"accept:user{i}" for i in range(4)]
+    def each_parked_call_holds_a_child() -> None:
+        assert len(stdio_children("flows")) >= 4
+
+    await flows.concurrent_calls(fastmcp, 4, while_parked=each_parked_call_holds_a_child)
 
 
 # -- server-everything over stdio -----------------------------------------------------------------------

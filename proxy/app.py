@@ -34,9 +34,7 @@ from proxy.tasks.policy import TaskPolicy
 from proxy.tracing import Tracing
 from proxy.tracing import setup as setup_tracing
 from proxy.upstream.base import ServerInfo, UpstreamSession
-from proxy.upstream.http_sse import HttpSseSession
-from proxy.upstream.stdio import StdioSession, StdioSettings
-from proxy.upstream.streamable_http import SessionSettings, StreamableHttpSession
+from proxy.upstream.connect import adopt_upstream_session, open_upstream_session
 from proxy.wire import jsonrpc, mcp
 
 log = structlog.get_logger(__name__)
@@ -133,33 +131,22 @@ def no_call_answer(upstream: UpstreamConfig) -> Callable[[jsonrpc.Request], json
 
 
 def session_factory(upstream: UpstreamConfig, http: aiohttp.ClientSession) -> SessionFactory:
-    if upstream.transport == "stdio" and upstream.command is not None:
-        return _stdio_session_factory(upstream, upstream.command)
-    if upstream.transport not in ("streamable-http", "sse") or upstream.url is None:
-        # Unreachable after config validation (url for the HTTP transports, command for stdio).
-        raise ValueError(f"upstream {upstream.name!r}: transport {upstream.transport!r} needs a url")
-    url, answer = upstream.url, no_call_answer(upstream)
-    session_class: type[StreamableHttpSession] | type[HttpSseSession] = (
-        HttpSseSession if upstream.transport == "sse" else StreamableHttpSession
-    )
+    """Sessions for a pool: declaring what the pool key's client declared, carrying its forwarded headers.
+    On stdio the forwarded headers cannot reach the child; as part of the pool key they still keep the
+    children of different principals apart."""
+    answer = no_call_answer(upstream)
 
-    async def open_session(key: PoolKey) -> UpstreamSession:
-        settings = SessionSettings(
-            url=url,
+    async def open_for(key: PoolKey) -> UpstreamSession:
+        return await open_upstream_session(
+            http,
+            upstream,
             versions=upstream.protocol_versions,
             capabilities=key.capabilities.legacy(upstream.protocol_versions[0]),
-            headers={**upstream.headers, **dict(key.forwarded)},
-            initialize_timeout=upstream.timeouts.initialize_s,
+            headers=dict(key.forwarded),
+            no_call=answer,
         )
-        session = session_class(http, settings, answer)
-        try:
-            await session.open()
-        except BaseException:
-            await session.close()
-            raise
-        return session
 
-    return open_session
+    return open_for
 
 
 def session_adopter(upstream: UpstreamConfig, http: aiohttp.ClientSession) -> SessionAdopter | None:
@@ -167,46 +154,20 @@ def session_adopter(upstream: UpstreamConfig, http: aiohttp.ClientSession) -> Se
     Streamable HTTP sessions outlive the connection that opened them and can be resumed by id."""
     if upstream.transport != "streamable-http" or upstream.url is None:
         return None
-    url, answer = upstream.url, no_call_answer(upstream)
-
-    async def adopt(key: PoolKey, session_id: str, info: ServerInfo) -> UpstreamSession:
-        settings = SessionSettings(
-            url=url,
-            versions=upstream.protocol_versions,
-            capabilities=key.capabilities.legacy(info.protocol_version),
-            headers={**upstream.headers, **dict(key.forwarded)},
-            initialize_timeout=upstream.timeouts.initialize_s,
-        )
-        return await StreamableHttpSession.adopt(http, settings, answer, session_id, info)
-
-    return adopt
-
-
-def _stdio_session_factory(upstream: UpstreamConfig, command: str) -> SessionFactory:
-    """One child process per session. Forwarded client headers cannot reach a child; as part of the pool
-    key they still keep the children of different principals apart."""
     answer = no_call_answer(upstream)
 
-    async def open_session(key: PoolKey) -> UpstreamSession:
-        settings = StdioSettings(
-            upstream=upstream.name,
-            command=command,
-            args=upstream.args,
-            env=upstream.env,
-            cwd=upstream.cwd,
-            versions=upstream.protocol_versions,
-            capabilities=key.capabilities.legacy(upstream.protocol_versions[0]),
-            initialize_timeout=upstream.timeouts.initialize_s,
+    async def adopt(key: PoolKey, session_id: str, info: ServerInfo) -> UpstreamSession:
+        return await adopt_upstream_session(
+            http,
+            upstream,
+            session_id=session_id,
+            info=info,
+            capabilities=key.capabilities.legacy(info.protocol_version),
+            headers=dict(key.forwarded),
+            no_call=answer,
         )
-        session = StdioSession(settings, answer)
-        try:
-            await session.open()
-        except BaseException:
-            await session.close()
-            raise
-        return session
 
-    return open_session
+    return adopt
 
 
 def create_app(

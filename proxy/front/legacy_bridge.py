@@ -62,11 +62,9 @@ from proxy.front.reply import SSE_HEADERS, json_response, wants
 from proxy.handle import HandleCodec, HandleError
 from proxy.handle.session_ids import LegacySession, open_session, seal_session
 from proxy.upstream.base import Inbox, TransportLost, UpstreamError, UpstreamSession
-from proxy.upstream.http_sse import HttpSseSession
+from proxy.upstream.connect import open_upstream_session
 from proxy.upstream.propagation import detach_from_request
 from proxy.upstream.router import NoCallAnswer
-from proxy.upstream.stdio import StdioSession, StdioSettings
-from proxy.upstream.streamable_http import SessionSettings
 from proxy.wire import jsonrpc, mcp
 from proxy.wire.sse import encode_comment, encode_event
 
@@ -105,36 +103,11 @@ async def open_dedicated(
     no_call: NoCallAnswer,
 ) -> UpstreamSession:
     """A new, initialized session to an `sse`/`stdio` upstream for one legacy client. Raises UpstreamError."""
-    session: StdioSession | HttpSseSession
-    if config.transport == "stdio" and config.command is not None:
-        settings = StdioSettings(
-            upstream=config.name,
-            command=config.command,
-            args=config.args,
-            env=config.env,
-            cwd=config.cwd,
-            versions=versions,
-            capabilities=capabilities,
-            initialize_timeout=config.timeouts.initialize_s,
-        )
-        session = StdioSession(settings, no_call)
-    elif config.transport == "sse" and config.url is not None:
-        http_settings = SessionSettings(
-            url=config.url,
-            versions=versions,
-            capabilities=capabilities,
-            headers={**config.headers, **headers},
-            initialize_timeout=config.timeouts.initialize_s,
-        )
-        session = HttpSseSession(http, http_settings, no_call)
-    else:
+    if config.transport not in ("sse", "stdio"):
         raise UpstreamError(f"transport {config.transport!r} is not bridged")
-    try:
-        await session.open()
-    except BaseException:
-        await session.close()
-        raise
-    return session
+    return await open_upstream_session(
+        http, config, versions=versions, capabilities=capabilities, headers=headers, no_call=no_call
+    )
 
 
 @dataclass(eq=False, slots=True)

@@ -1,0 +1,93 @@
+"""Opening a legacy session to a configured upstream, whatever its transport: the one place that builds a
+transport's settings from the configuration. Used by the session pools and by the legacy-client bridge."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import aiohttp
+
+from proxy.config import UpstreamConfig
+from proxy.upstream.base import ServerInfo, UpstreamError, UpstreamSession
+from proxy.upstream.http_sse import HttpSseSession
+from proxy.upstream.router import NoCallAnswer
+from proxy.upstream.stdio import StdioSession, StdioSettings
+from proxy.upstream.streamable_http import SessionSettings, StreamableHttpSession
+
+
+async def open_upstream_session(
+    http: aiohttp.ClientSession,
+    upstream: UpstreamConfig,
+    *,
+    versions: tuple[str, ...],
+    capabilities: Mapping[str, Any],
+    headers: Mapping[str, str],
+    no_call: NoCallAnswer,
+) -> UpstreamSession:
+    """A new, initialized session to `upstream` offering `versions` (newest first) and declaring
+    `capabilities`; closed again if opening fails. `headers` (forwarded client headers) go on the HTTP
+    transports, after the upstream's static ones; a child process cannot take them. Raises UpstreamError."""
+    session: StreamableHttpSession | HttpSseSession | StdioSession
+    if upstream.transport == "stdio" and upstream.command is not None:
+        session = StdioSession(
+            StdioSettings(
+                upstream=upstream.name,
+                command=upstream.command,
+                args=upstream.args,
+                env=upstream.env,
+                cwd=upstream.cwd,
+                versions=versions,
+                capabilities=capabilities,
+                initialize_timeout=upstream.timeouts.initialize_s,
+            ),
+            no_call,
+        )
+    elif upstream.transport in ("streamable-http", "sse") and upstream.url is not None:
+        settings = _http_settings(upstream, upstream.url, versions, capabilities, headers)
+        session_class = HttpSseSession if upstream.transport == "sse" else StreamableHttpSession
+        session = session_class(http, settings, no_call)
+    else:  # unreachable after config validation (a url for the HTTP transports, a command for stdio)
+        raise UpstreamError(f"upstream {upstream.name!r}: transport {upstream.transport!r} is misconfigured")
+    try:
+        await session.open()
+    except BaseException:
+        await session.close()
+        raise
+    return session
+
+
+async def adopt_upstream_session(
+    http: aiohttp.ClientSession,
+    upstream: UpstreamConfig,
+    *,
+    session_id: str,
+    info: ServerInfo,
+    capabilities: Mapping[str, Any],
+    headers: Mapping[str, str],
+    no_call: NoCallAnswer,
+) -> UpstreamSession:
+    """Attach to legacy session `session_id`, which another replica opened (takeover). Only Streamable HTTP
+    sessions outlive the connection that opened them; raises UpstreamError for the other transports."""
+    if upstream.transport != "streamable-http" or upstream.url is None:
+        raise UpstreamError(
+            f"upstream {upstream.name!r}: a {upstream.transport} session cannot be taken over"
+        )
+    settings = _http_settings(upstream, upstream.url, upstream.protocol_versions, capabilities, headers)
+    return await StreamableHttpSession.adopt(http, settings, no_call, session_id, info)
+
+
+def _http_settings(
+    upstream: UpstreamConfig,
+    url: str,
+    versions: tuple[str, ...],
+    capabilities: Mapping[str, Any],
+    headers: Mapping[str, str],
+) -> SessionSettings:
+    return SessionSettings(
+        url=url,
+        versions=versions,
+        capabilities=capabilities,
+        headers={**upstream.headers, **headers},
+        initialize_timeout=upstream.timeouts.initialize_s,
+    )

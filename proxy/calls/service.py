@@ -245,14 +245,12 @@ class CallService:
             raise InvalidRequestState("round_in_progress") from None
         self._observer.resumed(call.upstream, parked_for)
         try:
-            for reply in call.exchange.accept(responses):
-                await call.session.send(reply.message())
-        except UpstreamError as exc:
-            await self._abandon(call, "could not deliver the client's input")
-            return Failed(_upstream_failed(f"could not deliver the input: {exc}"))
+            failed = await self._deliver(call, responses)
         except BaseException:  # the client went away mid-delivery: the call is no longer parked, end it
             await asyncio.shield(self._abandon(call, "the client went away"))
             raise
+        if failed is not None:
+            return failed
         return await self._drive(call, notify, yield_after=yield_after)
 
     async def _take_over(

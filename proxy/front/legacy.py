@@ -53,12 +53,19 @@ class LegacyRelay:
         self._bridge = bridge  # serves the legacy clients of `sse` and `stdio` upstreams (legacy_bridge.py)
 
     async def relay(
-        self, request: web.Request, upstream: str, principal: str, body: bytes | None
+        self,
+        request: web.Request,
+        upstream: str,
+        principal: str,
+        body: bytes | None,
+        msg: jsonrpc.Message | None,
     ) -> web.StreamResponse:
+        """Relay a legacy client's request: `body` as it came, `msg` as the front already parsed it
+        (both None for a GET or DELETE)."""
         config = self._upstreams[upstream]
         if config.transport != "streamable-http" or config.url is None:
             if self._bridge is not None:
-                return await self._bridge.handle(request, upstream, principal, body)
+                return await self._bridge.handle(request, upstream, principal, msg)
             return _error(
                 400,
                 f"Legacy clients are relayed to Streamable HTTP upstreams only; {upstream!r} is "
@@ -76,7 +83,7 @@ class LegacyRelay:
             if session.upstream != upstream or session.principal != principal:
                 return _error(404, "Session not found")
             headers[SESSION] = session.upstream_session
-        elif not _is_initialize(body):
+        elif not (isinstance(msg, jsonrpc.Request) and msg.method == "initialize"):
             return _error(400, "Missing Mcp-Session-Id (a legacy client starts with initialize)")
         try:
             upstream_resp = await self._http.request(
@@ -100,16 +107,6 @@ class LegacyRelay:
                 await out.write(chunk)
             await out.write_eof()
             return out
-
-
-def _is_initialize(body: bytes | None) -> bool:
-    if body is None:
-        return False
-    try:
-        msg = jsonrpc.decode(body)
-    except jsonrpc.InvalidMessage:
-        return False
-    return isinstance(msg, jsonrpc.Request) and msg.method == "initialize"
 
 
 def _error(status: int, message: str) -> web.Response:

@@ -274,12 +274,9 @@ class LegacyBridge:
         return len(self._sessions)
 
     async def handle(
-        self, request: web.Request, upstream: str, principal: str, body: bytes | None
+        self, request: web.Request, upstream: str, principal: str, msg: jsonrpc.Message | None
     ) -> web.StreamResponse:
-        try:
-            msg = jsonrpc.decode(body) if body is not None else None
-        except jsonrpc.InvalidMessage as exc:
-            return _error(400, str(exc))
+        """A legacy client's request, as the front parsed it (None for a GET or DELETE)."""
         if isinstance(msg, jsonrpc.Request) and msg.method == "initialize":
             return await self._initialize(request, self._upstreams[upstream], principal, msg)
         if SESSION not in request.headers:

@@ -138,7 +138,9 @@ class ModernFront:
         if not origin_allowed(request.headers.get("Origin"), request.host, self._origins):
             raise Refusal(403, ErrorObject(jsonrpc.INVALID_REQUEST, "Origin not allowed"))
         if request.method in ("GET", "DELETE") and SESSION in request.headers:
-            return await self._legacy(request, upstream, None, line)  # a legacy client's stream or goodbye
+            return await self._legacy(
+                request, upstream, None, None, line
+            )  # a legacy client's stream or goodbye
         if request.method != "POST":
             line["outcome"] = "method_not_allowed"
             return web.Response(
@@ -152,7 +154,7 @@ class ModernFront:
             raise Refusal(400, ErrorObject(exc.code, str(exc))) from None
         if is_legacy(request, msg, _meta_version(msg)):
             line.update(method=getattr(msg, "method", "response"), id=getattr(msg, "id", None))
-            return await self._legacy(request, upstream, body, line)
+            return await self._legacy(request, upstream, body, msg, line)
         if isinstance(msg, jsonrpc.Notification):
             line.update(method=msg.method, outcome="accepted")
             return web.Response(status=202)
@@ -220,10 +222,16 @@ class ModernFront:
         return await replier.finish(answer, 404 if _is_unknown_method(answer) else 200)
 
     async def _legacy(
-        self, request: web.Request, upstream: str, body: bytes | None, line: dict[str, Any]
+        self,
+        request: web.Request,
+        upstream: str,
+        body: bytes | None,
+        msg: jsonrpc.Message | None,
+        line: dict[str, Any],
     ) -> web.StreamResponse:
         line["era"] = "legacy"
-        response = await self._relay.relay(request, upstream, self._principal(request.headers), body)
+        principal = self._principal(request.headers)
+        response = await self._relay.relay(request, upstream, principal, body, msg)
         line["outcome"] = f"relayed:{response.status}"
         return response
 

@@ -25,7 +25,7 @@ from proxy.front.modern import ModernFront
 from proxy.front.peers import FORWARD_PREFIX, Peers
 from proxy.front.principal import resolver
 from proxy.front.request_ids import echo_request_id
-from proxy.handle import HandleCodec, KeyLoadError, KeyRing, load_keys
+from proxy.handle import HandleCodec, Key, KeyLoadError, KeyRing, load_keys
 from proxy.metrics import METRICS, Metrics, metrics_endpoint
 from proxy.pool import PoolKey, SessionAdopter, SessionFactory, SessionPool
 from proxy.tasks.front import TaskFront
@@ -60,14 +60,19 @@ class RuntimeState:
 STATE = web.AppKey("state", RuntimeState)
 
 
-def key_ring(config: Config, environ: Mapping[str, str] | None = None) -> KeyRing:
-    """The configured key ring; with no key configured, an ephemeral one (handles die with the process)."""
-    keys = load_keys(
+def configured_keys(config: Config, environ: Mapping[str, str] | None = None) -> list[Key]:
+    """The keys from `keys.files`, `keys.dirs` and `keys.env`, in that order. Raises KeyLoadError."""
+    return load_keys(
         files=config.keys.files,
         dirs=config.keys.dirs,
         env=os.environ if environ is None else environ,
         env_vars=config.keys.env,
     )
+
+
+def key_ring(config: Config, environ: Mapping[str, str] | None = None) -> KeyRing:
+    """The configured key ring; with no key configured, an ephemeral one (handles die with the process)."""
+    keys = configured_keys(config, environ)
     if keys:
         return KeyRing(keys)
     log.warning(
@@ -99,11 +104,7 @@ def reload_keys(app: web.Application) -> bool:
     if not (config.keys.files or config.keys.dirs or config.keys.env):
         return False  # an ephemeral ring is never replaced: that would strand every parked call
     try:
-        ring = KeyRing(
-            load_keys(
-                files=config.keys.files, dirs=config.keys.dirs, env=os.environ, env_vars=config.keys.env
-            )
-        )
+        ring = KeyRing(configured_keys(config))
     except (KeyLoadError, ValueError) as exc:  # ValueError: no key at all (an empty ring)
         log.error("keys.reload_failed", error=str(exc), hint="keeping the current key ring")
         return False

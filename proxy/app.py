@@ -18,10 +18,11 @@ from aiohttp import web
 from proxy.calls.registry import CallRegistry
 from proxy.calls.service import CallService, CallSettings
 from proxy.config import Config, UpstreamConfig
-from proxy.front.legacy import LegacyRelay
-from proxy.front.legacy_bridge import BridgeSettings, LegacyBridge
-from proxy.front.listen import ListenFront
-from proxy.front.modern import ModernFront
+from proxy.front.endpoint import Endpoint
+from proxy.front.legacy.bridge import BridgeSettings, LegacyBridge
+from proxy.front.legacy.relay import LegacyRelay
+from proxy.front.modern.front import ModernFront
+from proxy.front.modern.listen import ListenFront
 from proxy.front.peers import FORWARD_PREFIX, Peers
 from proxy.front.principal import resolver
 from proxy.front.request_ids import echo_request_id
@@ -42,7 +43,7 @@ log = structlog.get_logger(__name__)
 CONFIG = web.AppKey("config", Config)
 CODEC = web.AppKey("codec", HandleCodec)
 POOLS = web.AppKey("pools", Mapping[str, SessionPool])
-FRONT = web.AppKey("front", ModernFront)
+FRONT = web.AppKey("front", Endpoint)
 CALLS = web.AppKey("calls", CallService)
 TASKS = web.AppKey("tasks", TaskManager)
 TRACING = web.AppKey("tracing", Tracing)
@@ -251,20 +252,27 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
     )
     tasks = TaskFront(app[TASKS], TaskPolicy(calls.tasks), app[CODEC], config.replica_address)
     by_name = {u.name: u for u in config.upstreams}
-    # Legacy clients of sse/stdio upstreams: a session of their own each (front/legacy_bridge.py).
+    # Legacy clients of sse/stdio upstreams: a session of their own each (front/legacy/bridge.py).
     settings = BridgeSettings.from_config(config)
     bridge = LegacyBridge(http, app[CODEC], by_name, no_call_answer, settings=settings, state=app[STATE])
-    app[FRONT] = ModernFront(
+    upstreams = {u.name: u for u in config.upstreams}
+    principal = resolver(config.principal)
+    app[FRONT] = Endpoint(
         front=config.front,
-        upstreams={u.name: u for u in config.upstreams},
-        pools=pools,
-        calls=app[CALLS],
-        principal=resolver(config.principal),
-        peers=Peers(http, config.replica_address),
-        relay=LegacyRelay(http, app[CODEC], by_name, bridge=bridge),
-        state=app[STATE],
-        tasks=tasks,
-        listen=ListenFront(front=config.front, pools=pools, state=app[STATE], tasks=tasks),
+        upstreams=upstreams,
+        principal=principal,
+        legacy=LegacyRelay(http, app[CODEC], by_name, bridge=bridge),
+        modern=ModernFront(
+            front=config.front,
+            upstreams=upstreams,
+            pools=pools,
+            calls=app[CALLS],
+            principal=principal,
+            peers=Peers(http, config.replica_address),
+            state=app[STATE],
+            tasks=tasks,
+            listen=ListenFront(front=config.front, pools=pools, state=app[STATE], tasks=tasks),
+        ),
         tracing=app[TRACING],
     )
     try:

@@ -19,7 +19,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 
 from proxy.config import TracingConfig
 from proxy.metrics import outcome_class
-from proxy.tracing import RequestSpan, Tracing
+from proxy.spans import RequestSpan, Tracing
 
 SCOPE = "mrtr-proxy"
 _REF_LENGTH = 48  # 32 hex digits of trace id, 16 of span id

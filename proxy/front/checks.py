@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from proxy.translate.capabilities import ClientCapabilities
+from proxy.translate.request import ModernRequest
 from proxy.wire import jsonrpc, mcp
 from proxy.wire.jsonrpc import ErrorObject, Request
 
@@ -22,18 +23,6 @@ from proxy.wire.jsonrpc import ErrorObject, Request
 class Refusal(Exception):
     status: int
     error: ErrorObject
-
-
-@dataclass(frozen=True, slots=True)
-class ModernRequest:
-    """A modern request that passed the front's checks, split into what goes upstream and what stays."""
-
-    request: Request
-    upstream_params: Mapping[str, Any]  # params less requestState, inputResponses and modern _meta keys
-    capabilities: ClientCapabilities
-    client_info: Mapping[str, Any]
-    request_state: str | None
-    input_responses: Mapping[str, Any]
 
 
 LOOPBACK_NAMES = frozenset({"localhost", "::1"})

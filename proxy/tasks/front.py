@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from proxy.calls.service import CallRequest, Failed, Forward, NeedsInput, NotificationSink, Outcome, Running
-from proxy.front.checks import ModernRequest
 from proxy.handle import HandleCodec, HandleError
 from proxy.tasks.ids import TaskClaims, open_task_id
 from proxy.tasks.manager import TaskManager, TaskRecord
 from proxy.tasks.policy import TaskPolicy, advertise, declares_tasks, missing_capability
+from proxy.translate.request import ModernRequest
 from proxy.wire import jsonrpc, mcp
 
 TASK_STATUS = "notifications/tasks"

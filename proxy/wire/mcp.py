@@ -13,6 +13,10 @@ META_CLIENT_INFO: Final = "io.modelcontextprotocol/clientInfo"
 META_CLIENT_CAPABILITIES: Final = "io.modelcontextprotocol/clientCapabilities"
 META_SERVER_INFO: Final = "io.modelcontextprotocol/serverInfo"
 
+# The legacy (Streamable HTTP) session header: the relay seals it, the bridge issues it, the endpoint
+# looks for it.
+SESSION_HEADER: Final = "Mcp-Session-Id"
+
 RESULT_COMPLETE: Final = "complete"
 RESULT_INPUT_REQUIRED: Final = "input_required"
 

@@ -12,13 +12,13 @@ from multidict import CIMultiDict
 
 from proxy.front.checks import (
     InputLimits,
-    ModernRequest,
     Refusal,
     check_modern,
     decode_header_value,
     origin_allowed,
 )
 from proxy.translate.capabilities import ClientCapabilities
+from proxy.translate.request import ModernRequest
 from proxy.wire import jsonrpc, mcp
 from proxy.wire.jsonrpc import Request
 

@@ -6,8 +6,8 @@ import asyncio
 from typing import Any
 
 from proxy.config import UpstreamConfig
-from proxy.front.legacy_bridge import BridgeSettings, _Bridged
-from proxy.front.legacy_bridge_wire import (
+from proxy.front.legacy.bridge import BridgeSettings, _Bridged
+from proxy.front.legacy.bridge_wire import (
     declared_capabilities,
     initialize_result,
     offered_versions,

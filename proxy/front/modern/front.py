@@ -1,22 +1,20 @@
-"""The 2026-07-28 front: `POST /mcp` (and `/servers/<name>/mcp`), one JSON-RPC request per POST.
+"""The 2026-07-28 front: one JSON-RPC request per POST, as the endpoint (front/endpoint.py) parsed it.
 
-Parses and checks the request at the boundary, answers `server/discover` and `ping` itself, relays list and
-completion requests, and hands `tools/call`, `prompts/get` and `resources/read` to the call service, which
-turns the legacy server's inline requests into `input_required` rounds. One canonical log line per request.
+Checks the request at the boundary (front/checks.py), answers `server/discover` and `ping` itself, relays
+list and completion requests, and hands `tools/call`, `prompts/get` and `resources/read` to the call
+service, which turns the legacy server's inline requests into `input_required` rounds.
+`subscriptions/listen` goes to listen.py, the Tasks extension's methods to proxy/tasks.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import structlog
 from aiohttp import web
-from structlog.contextvars import bound_contextvars
 
 from proxy.calls.service import (
     CallLink,
@@ -29,24 +27,18 @@ from proxy.calls.service import (
     NeedsInput,
 )
 from proxy.config import FrontConfig, UpstreamConfig
-from proxy.front.checks import InputLimits, ModernRequest, Refusal, check_modern, origin_allowed
-from proxy.front.legacy import SESSION, LegacyRelay, is_legacy
-from proxy.front.listen import ListenFront
+from proxy.front.checks import InputLimits, Refusal, check_modern
+from proxy.front.modern.listen import ListenFront
 from proxy.front.peers import FORWARD_PREFIX, Peers, PeerUnreachable
 from proxy.front.principal import Resolver
 from proxy.front.ratelimit import RateLimiter
-from proxy.front.reply import Replier, json_response
-from proxy.front.request_ids import REQUEST_ID_HEADER, request_id
-from proxy.metrics import record_request
+from proxy.front.reply import Replier
 from proxy.pool import PoolKey, SessionPool
 from proxy.tasks.front import TaskCreated, TaskFront
-from proxy.tracing import Tracing
+from proxy.translate.request import ModernRequest
 from proxy.upstream.base import UpstreamError
-from proxy.upstream.propagation import propagating
 from proxy.wire import jsonrpc, mcp
 from proxy.wire.jsonrpc import ErrorObject
-
-log = structlog.get_logger("proxy.request")
 
 
 class RuntimeStateView(Protocol):
@@ -74,93 +66,33 @@ class ModernFront:
         calls: CallService,
         principal: Resolver,
         peers: Peers,
-        relay: LegacyRelay,
         state: RuntimeStateView,
         tasks: TaskFront | None = None,  # the Tasks extension (proxy/tasks); None: no tasks
-        listen: ListenFront | None = None,  # subscriptions/listen (front/listen.py); None: not served
-        tracing: Tracing | None = None,  # None: no tracing (proxy/tracing.py)
+        listen: ListenFront | None = None,  # subscriptions/listen (listen.py); None: not served
     ) -> None:
         self._state = state
-        self._tracing = tracing or Tracing()
         self._tasks = tasks
         self._listen = listen
         self._front = front
         self._peers = peers
-        self._relay = relay
         self._principal = principal
         self._rate = RateLimiter(front.rate_limit_per_s, front.rate_burst)
         self._upstreams = upstreams
-        self._by_host = {h.lower(): name for name, up in upstreams.items() for h in up.hosts}
-        self._default = next(iter(upstreams))
         self._pools = pools
         self._calls = calls
-        self._origins = frozenset(front.allowed_origins)
         self._limits = InputLimits(front.max_input_responses, front.max_input_response_bytes)
 
-    async def handle(self, request: web.Request) -> web.StreamResponse:
-        started = time.perf_counter()
-        rid = request_id(request.headers)
-        span = self._tracing.start(request.headers)
-        link = CallLink(span=span.ref)  # the call service says which call (and round) the request was
-        line: dict[str, Any] = {"request_id": rid, "http_method": request.method, "path": request.path}
-        try:
-            # Every log line, and every upstream HTTP request, made while handling it carries the request id.
-            with bound_contextvars(request_id=rid), propagating({REQUEST_ID_HEADER: rid, **span.headers}):
-                try:
-                    response = await self._handle(request, line, link)
-                except Refusal as refusal:
-                    line["outcome"] = f"refused:{refusal.error.code}"
-                    response = json_response(jsonrpc.Error(line.get("id"), refusal.error), refusal.status)
-        except web.HTTPException as exc:  # aiohttp answers with it (404: no such upstream)
-            exc.headers[REQUEST_ID_HEADER] = rid
-            span.finish({**_joined(line, link), "status": exc.status}, first_round=link.first_span)
-            raise
-        except BaseException as exc:  # the client went away, or a bug
-            span.finish(_joined(line, link), first_round=link.first_span, error=exc)
-            raise
-        _joined(line, link)
-        line["status"] = response.status
-        line["duration_ms"] = round((time.perf_counter() - started) * 1000, 2)
-        log.info("request", **line)
-        record_request(request.app, line)  # the metrics, from the same line
-        span.finish(line, first_round=link.first_span)
-        if not response.prepared:  # one prepared while handling got it from echo_request_id
-            response.headers[REQUEST_ID_HEADER] = rid
-        return response
-
-    async def _handle(self, request: web.Request, line: dict[str, Any], link: CallLink) -> web.StreamResponse:
-        upstream = request.match_info.get("upstream") or self._by_host.get(
-            _host_name(request.host), self._default
-        )
-        if upstream not in self._upstreams:
-            raise web.HTTPNotFound(text=f"no upstream named {upstream!r}")
-        line["upstream"] = upstream
-        if not origin_allowed(request.headers.get("Origin"), request.host, self._origins):
-            raise Refusal(403, ErrorObject(jsonrpc.INVALID_REQUEST, "Origin not allowed"))
-        if request.method in ("GET", "DELETE") and SESSION in request.headers:
-            return await self._legacy(
-                request, upstream, None, None, line
-            )  # a legacy client's stream or goodbye
-        if request.method != "POST":
-            line["outcome"] = "method_not_allowed"
-            return web.Response(
-                status=405, headers={"Allow": "POST"}, text="2026-07-28 clients use POST only"
-            )
-        body = await read_body(request, self._front.max_body_bytes)
-        try:
-            msg = jsonrpc.decode(body)
-        except jsonrpc.InvalidMessage as exc:
-            line["id"] = exc.request_id
-            raise Refusal(400, ErrorObject(exc.code, str(exc))) from None
-        if is_legacy(request, msg, _meta_version(msg)):
-            line.update(method=getattr(msg, "method", "response"), id=getattr(msg, "id", None))
-            return await self._legacy(request, upstream, body, msg, line)
-        if isinstance(msg, jsonrpc.Notification):
-            line.update(method=msg.method, outcome="accepted")
-            return web.Response(status=202)
-        if not isinstance(msg, jsonrpc.Request):
-            raise Refusal(400, ErrorObject(jsonrpc.INVALID_REQUEST, "Clients send requests, not responses"))
-        line.update(id=msg.id, method=msg.method)
+    async def handle(
+        self,
+        request: web.Request,
+        upstream: str,
+        msg: jsonrpc.Request,
+        body: bytes,
+        *,
+        line: dict[str, Any],
+        link: CallLink,
+    ) -> web.StreamResponse:
+        """A modern request the endpoint (front/endpoint.py) parsed: `body` as it came, `msg` parsed."""
         req = check_modern(msg, request.headers, limits=self._limits)
         principal = self._principal(request.headers)
         forwarded = request.path.startswith(FORWARD_PREFIX)
@@ -220,20 +152,6 @@ class ModernFront:
                 return response
         assert not isinstance(answer, Forward)
         return await replier.finish(answer, 404 if _is_unknown_method(answer) else 200)
-
-    async def _legacy(
-        self,
-        request: web.Request,
-        upstream: str,
-        body: bytes | None,
-        msg: jsonrpc.Message | None,
-        line: dict[str, Any],
-    ) -> web.StreamResponse:
-        line["era"] = "legacy"
-        principal = self._principal(request.headers)
-        response = await self._relay.relay(request, upstream, principal, body, msg)
-        line["outcome"] = f"relayed:{response.status}"
-        return response
 
     async def _with_keepalive(
         self, replier: Replier, work: Coroutine[Any, Any, jsonrpc.Response | Forward]
@@ -367,37 +285,6 @@ class ModernFront:
         return PoolKey(req.capabilities, forwarded, principal)
 
 
-async def read_body(request: web.Request, limit: int) -> bytes:
-    """The whole body, or a 413 refusal as soon as it is known to exceed `limit` bytes. (A single
-    `content.read(n)` returns whatever has arrived so far, which for a large body is only part of it.)"""
-    too_large = Refusal(413, ErrorObject(jsonrpc.INVALID_REQUEST, "Request body too large"))
-    if request.content_length is not None and request.content_length > limit:
-        raise too_large
-    body = bytearray()
-    async for chunk in request.content.iter_chunked(64 * 1024):
-        body += chunk
-        if len(body) > limit:
-            raise too_large
-    return bytes(body)
-
-
-def _host_name(host: str | None) -> str:
-    """The Host header without its port, lowercased (`[::1]:8080` → `[::1]`)."""
-    if not host:
-        return ""
-    if host.startswith("["):  # an IPv6 literal, with or without a port
-        return host.split("]", 1)[0].lower() + "]"
-    return host.split(":", 1)[0].lower()
-
-
-def _meta_version(msg: jsonrpc.Message) -> object:
-    if isinstance(msg, jsonrpc.Request | jsonrpc.Notification):
-        meta = msg.params.get("_meta")
-        if isinstance(meta, dict):
-            return meta.get(mcp.META_PROTOCOL_VERSION)
-    return None
-
-
 def complete(method: str, result: Mapping[str, Any]) -> dict[str, Any]:
     """A legacy result as a 2026-07-28 one: `resultType`, and caching hints where the method has them."""
     out = {**result, "resultType": mcp.RESULT_COMPLETE}
@@ -405,14 +292,6 @@ def complete(method: str, result: Mapping[str, Any]) -> dict[str, Any]:
         for name, value in mcp.DEFAULT_CACHE_HINT.items():
             out.setdefault(name, value)
     return out
-
-
-def _joined(line: dict[str, Any], link: CallLink) -> dict[str, Any]:
-    """The line with the call the request was for, if any: its id, and the request's round in it."""
-    if link.call is not None:
-        line["call"] = link.call
-        line.setdefault("round", link.round)
-    return line
 
 
 def _is_unknown_method(answer: jsonrpc.Response) -> bool:

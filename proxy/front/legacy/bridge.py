@@ -1,7 +1,7 @@
 """Legacy clients on `sse` and `stdio` upstreams: a stateful bridge (issue 4).
 
 A legacy client (2024-11-05 … 2025-11-25, Streamable HTTP) is relayed byte for byte to a Streamable HTTP
-upstream (legacy.py). An HTTP+SSE or stdio upstream speaks another transport, so for those the proxy plays
+upstream (relay.py). An HTTP+SSE or stdio upstream speaks another transport, so for those the proxy plays
 the legacy Streamable HTTP server itself, on a session of its own:
 
 - **initialize** opens a dedicated upstream session (a stdio child, or an HTTP+SSE stream) — never pooled,
@@ -50,8 +50,7 @@ import structlog
 from aiohttp import web
 
 from proxy.config import Config, UpstreamConfig
-from proxy.front.legacy import SESSION
-from proxy.front.legacy_bridge_wire import (
+from proxy.front.legacy.bridge_wire import (
     declared_capabilities,
     initialize_result,
     offered_versions,
@@ -279,9 +278,9 @@ class LegacyBridge:
         """A legacy client's request, as the front parsed it (None for a GET or DELETE)."""
         if isinstance(msg, jsonrpc.Request) and msg.method == "initialize":
             return await self._initialize(request, self._upstreams[upstream], principal, msg)
-        if SESSION not in request.headers:
+        if mcp.SESSION_HEADER not in request.headers:
             return _error(400, "Missing Mcp-Session-Id (a legacy client starts with initialize)")
-        bridged = self._find(request.headers[SESSION], upstream, principal)
+        bridged = self._find(request.headers[mcp.SESSION_HEADER], upstream, principal)
         if bridged is None:
             return _error(404, "Session not found")
         if not bridged.alive:  # its upstream is gone (a stdio child exited, an SSE stream ended)
@@ -351,7 +350,7 @@ class LegacyBridge:
         log.info("legacy_bridge.opened", upstream=config.name, session=bridged.session.session_id)
         sealed = seal_session(self._codec, LegacySession(config.name, bridged.token, principal))
         result = jsonrpc.Result(msg.id, initialize_result(bridged.session.info))
-        return await _Reply(request).finish(result, {SESSION: sealed})
+        return await _Reply(request).finish(result, {mcp.SESSION_HEADER: sealed})
 
     def _find(self, token: str, upstream: str, principal: str) -> _Bridged | None:
         try:

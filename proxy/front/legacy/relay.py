@@ -10,21 +10,17 @@ Request and response bodies, SSE streams included, pass through byte for byte.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 import aiohttp
 from aiohttp import web
 
 from proxy.config import UpstreamConfig
+from proxy.front.legacy.bridge import LegacyBridge
 from proxy.handle import HandleCodec, HandleError
 from proxy.handle.session_ids import LegacySession, open_session, seal_session
 from proxy.upstream.propagation import with_propagated
-from proxy.wire import jsonrpc
+from proxy.wire import jsonrpc, mcp
 
-if TYPE_CHECKING:
-    from proxy.front.legacy_bridge import LegacyBridge
-
-SESSION = "Mcp-Session-Id"
 _PASS_REQUEST = ("Accept", "Content-Type", "MCP-Protocol-Version", "Last-Event-ID")
 _PASS_RESPONSE = ("Content-Type", "Cache-Control", "X-Accel-Buffering")
 
@@ -36,7 +32,7 @@ def is_legacy(request: web.Request, msg: jsonrpc.Message | None, modern_version:
         return True
     if isinstance(msg, jsonrpc.Result | jsonrpc.Error):
         return True
-    return SESSION in request.headers and not isinstance(modern_version, str)
+    return mcp.SESSION_HEADER in request.headers and not isinstance(modern_version, str)
 
 
 class LegacyRelay:
@@ -50,7 +46,7 @@ class LegacyRelay:
         self._http = http
         self._codec = codec
         self._upstreams = upstreams
-        self._bridge = bridge  # serves the legacy clients of `sse` and `stdio` upstreams (legacy_bridge.py)
+        self._bridge = bridge  # serves the legacy clients of `sse` and `stdio` upstreams (bridge.py)
 
     async def relay(
         self,
@@ -75,14 +71,14 @@ class LegacyRelay:
         headers.update(config.headers)
         headers.update({n: request.headers[n] for n in config.forward_headers if n in request.headers})
         headers = with_propagated(headers)
-        if SESSION in request.headers:
+        if mcp.SESSION_HEADER in request.headers:
             try:
-                session = open_session(self._codec, request.headers[SESSION])
+                session = open_session(self._codec, request.headers[mcp.SESSION_HEADER])
             except HandleError:
                 return _error(404, "Session not found")
             if session.upstream != upstream or session.principal != principal:
                 return _error(404, "Session not found")
-            headers[SESSION] = session.upstream_session
+            headers[mcp.SESSION_HEADER] = session.upstream_session
         elif not (isinstance(msg, jsonrpc.Request) and msg.method == "initialize"):
             return _error(400, "Missing Mcp-Session-Id (a legacy client starts with initialize)")
         try:
@@ -97,9 +93,9 @@ class LegacyRelay:
             return _error(502, f"Upstream {upstream!r} unavailable: {type(exc).__name__}")
         async with upstream_resp:
             out_headers = {n: upstream_resp.headers[n] for n in _PASS_RESPONSE if n in upstream_resp.headers}
-            if SESSION in upstream_resp.headers:
-                out_headers[SESSION] = seal_session(
-                    self._codec, LegacySession(upstream, upstream_resp.headers[SESSION], principal)
+            if mcp.SESSION_HEADER in upstream_resp.headers:
+                out_headers[mcp.SESSION_HEADER] = seal_session(
+                    self._codec, LegacySession(upstream, upstream_resp.headers[mcp.SESSION_HEADER], principal)
                 )
             out = web.StreamResponse(status=upstream_resp.status, headers=out_headers)
             await out.prepare(request)

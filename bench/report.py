@@ -303,7 +303,7 @@ def area(file: str) -> str:
 
 # Phases of a proxied request, by a frame that marks them (inclusive: a sample counts once per phase).
 PHASES = (
-    ("front: ModernFront.handle (parse, check, dispatch, call service)", "ModernFront.handle "),
+    ("front: Endpoint.handle (parse, check, dispatch, call service)", "Endpoint.handle "),
     ("  of which CallService.start (acquire a session, start the call, drive it)", "CallService.start "),
     (
         "upstream POST: StreamableHttpSession._post_and_read (aiohttp client request + reply)",

@@ -15,8 +15,9 @@ import aiohttp
 import structlog
 from aiohttp import web
 
+from proxy.calls.outcomes import CallSettings
 from proxy.calls.registry import CallRegistry
-from proxy.calls.service import CallService, CallSettings
+from proxy.calls.service import CallService
 from proxy.config import Config, UpstreamConfig
 from proxy.front.endpoint import Endpoint
 from proxy.front.legacy.bridge import BridgeSettings, LegacyBridge

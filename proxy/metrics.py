@@ -61,7 +61,7 @@ OUTCOME_CLASSES: Final[Mapping[str, str]] = {
     "upstream_lost": "failed",  # a listen stream whose upstream session died
     "backlog_overflow": "failed",  # a listen stream whose client could not keep up
 }
-# HandleError reasons (handle/) and InvalidRequestState reasons (calls/service.py).
+# HandleError reasons (handle/) and InvalidRequestState reasons (calls/outcomes.py).
 REJECTION_REASONS: Final = frozenset(
     {
         "too_short", "too_long", "malformed", "unknown_version", "unknown_key", "auth_failed",

@@ -19,7 +19,7 @@ import structlog
 from aiohttp import web
 from structlog.contextvars import bound_contextvars
 
-from proxy.calls.service import CallLink
+from proxy.calls.outcomes import CallLink
 from proxy.config import FrontConfig, UpstreamConfig
 from proxy.front.checks import Refusal, origin_allowed
 from proxy.front.legacy.relay import LegacyRelay, is_legacy

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from proxy.calls.service import CallRequest, Failed, Forward, NeedsInput, NotificationSink, Outcome, Running
+from proxy.calls.outcomes import CallRequest, Failed, Forward, NeedsInput, NotificationSink, Outcome, Running
 from proxy.handle import HandleCodec, HandleError
 from proxy.tasks.ids import TaskClaims, open_task_id
 from proxy.tasks.manager import TaskManager, TaskRecord

@@ -20,16 +20,9 @@ from typing import Any
 
 import structlog
 
+from proxy.calls.outcomes import CallRequest, Completed, Failed, NeedsInput, Outcome, Running
 from proxy.calls.registry import LiveCall
-from proxy.calls.service import (
-    CallRequest,
-    CallService,
-    Completed,
-    Failed,
-    NeedsInput,
-    Outcome,
-    Running,
-)
+from proxy.calls.service import CallService
 from proxy.handle import HandleCodec
 from proxy.tasks.ids import TaskClaims, seal_task_id
 from proxy.tasks.state import TaskState

@@ -16,16 +16,16 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
-from proxy.calls.service import (
+from proxy.calls.outcomes import (
     CallLink,
     CallRequest,
-    CallService,
     Completed,
     Failed,
     Forward,
     InvalidRequestState,
     NeedsInput,
 )
+from proxy.calls.service import CallService
 from proxy.config import FrontConfig, UpstreamConfig
 from proxy.front.checks import InputLimits, Refusal, check_modern
 from proxy.front.modern.listen import ListenFront

@@ -1,0 +1,48 @@
+"""Ending calls for the process, not for their clients: reaping parked calls nobody came back for, and
+shutting down (`drain`: hand the resumable ones over to another replica, cancel the rest; `close`)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from proxy.calls.driver import CallDriver, log
+
+
+class Draining(CallDriver):
+    async def reap_expired(self) -> int:
+        """Cancel parked calls whose client never came back; the upstream is told."""
+        expired = self._registry.expired()
+        for call in expired:
+            log.info("call.reaped", call=call.id, upstream=call.upstream, round=call.exchange.round)
+            self._observer.reaped(call.upstream, self._registry.parked_for(call))
+            await self._abandon(call, "the client did not answer in time")
+        return len(expired)
+
+    async def drain(self, grace: float) -> None:
+        """Shutting down: give live calls `grace` seconds to finish (their retries are still served), then
+        leave the parked ones another replica can take over (resumable upstream stream) and cancel the rest
+        upstream. The client always gets an answer: a completed call, a takeover, or "lost, not re-run"."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace
+        while len(self._registry) and loop.time() < deadline:  # noqa: ASYNC110 - calls end in many places
+            await asyncio.sleep(0.1)
+        for call in self._registry:
+            pool = self._pools[call.upstream]
+            # A task's call cannot be taken over (its task lives here only): it is cancelled like the rest.
+            if (
+                call.parked
+                and call.task is None
+                and call.session.last_event_id is not None
+                and pool.can_adopt
+            ):
+                self._registry.remove(call)
+                call.session.end_call()
+                pool.forget(call.key, call.session)
+                await call.session.detach()
+                log.info("call.left_for_takeover", call=call.id, upstream=call.upstream)
+            else:
+                await self._abandon(call, "the proxy is shutting down")
+
+    async def close(self) -> None:
+        for call in self._registry:
+            await self._abandon(call, "the proxy is shutting down")

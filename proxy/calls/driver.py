@@ -1,0 +1,188 @@
+"""The engine under the call service: drives a live call on its upstream session, parks it, ends it.
+
+`CallDriver` holds what every part of the service shares (pools, codec, registry, settings) and the moves
+they all make: `_drive` a call until it completes, fails or asks for input (then `_park` it with a sealed
+handle), `_deliver` the client's input, `_finish` or `_abandon` it. service.py (start, resume), takeover.py
+and drain.py build on it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import structlog
+
+from proxy.calls.outcomes import (
+    CallObserver,
+    CallSettings,
+    Completed,
+    Failed,
+    InvalidRequestState,
+    NeedsInput,
+    NoObserver,
+    NotificationSink,
+    Outcome,
+    Running,
+    upstream_failed,
+)
+from proxy.calls.registry import CallRegistry, LiveCall
+from proxy.handle import Claims, HandleCodec
+from proxy.pool import SessionPool
+from proxy.upstream.base import TransportLost, UpstreamError
+from proxy.wire import jsonrpc, mcp
+from proxy.wire.jsonrpc import ErrorObject
+
+log = structlog.get_logger("proxy.calls.service")
+
+
+class CallDriver:
+    def __init__(
+        self,
+        pools: Mapping[str, SessionPool],
+        codec: HandleCodec,
+        registry: CallRegistry,
+        settings: CallSettings,
+        clock: Callable[[], float] = time.time,
+        *,
+        observer: CallObserver | None = None,
+    ) -> None:
+        self._pools = pools
+        self._codec = codec
+        self._registry = registry
+        self._settings = settings
+        self._clock = clock
+        self._observer = observer or NoObserver()
+
+    @property
+    def registry(self) -> CallRegistry:
+        return self._registry
+
+    async def _deliver(self, call: LiveCall, responses: Mapping[str, Any]) -> Failed | None:
+        try:
+            for reply in call.exchange.accept(responses):
+                await call.session.send(reply.message())
+        except UpstreamError as exc:
+            await self._abandon(call, "could not deliver the client's input")
+            return Failed(upstream_failed(f"could not deliver the input: {exc}"))
+        return None
+
+    def _check_current(self, call: LiveCall, claims: Claims) -> None:
+        pending_ids = {k: p.legacy_id for k, p in call.exchange.pending.items()}
+        if claims.round != call.exchange.round or dict(claims.pending) != pending_ids:
+            raise InvalidRequestState("stale_round")
+        if claims.session != (call.session.session_id or "") or claims.principal != call.principal:
+            raise InvalidRequestState("call_mismatch")
+
+    async def _drive(
+        self,
+        call: LiveCall,
+        notify: NotificationSink | None,
+        *,
+        yield_after: float | None = None,
+        park_ttl: float | None = None,
+    ) -> Outcome:
+        loop = asyncio.get_running_loop()
+        round_deadline = loop.time() + self._settings.call_timeout
+        yield_at = None if yield_after is None else loop.time() + yield_after
+        # The gather window: once the upstream asks for input, wait for more requests sent together with
+        # it, at most `gather_window`, and no longer than a tenth of it after the latest one (a lone
+        # elicitation is answered after a few ms; three sent at once still make one round).
+        gather = self._settings.gather_window
+        window_deadline: float | None = None
+        window_end = 0.0
+        try:
+            while True:
+                if call.exchange.has_pending and window_deadline is None:
+                    window_end = loop.time() + gather
+                    window_deadline = min(window_end, loop.time() + gather / 10)
+                # Which deadline is armed decides what its expiry means (not loop.time(): uvloop's timers may
+                # fire a little before the deadline they were set for).
+                deadline, on_expiry = round_deadline, "timeout"
+                if window_deadline is not None and window_deadline <= deadline:
+                    deadline, on_expiry = window_deadline, "park"
+                elif yield_at is not None and window_deadline is None and yield_at <= deadline:
+                    deadline, on_expiry = yield_at, "yield"  # input being gathered: no yielding
+                try:
+                    async with asyncio.timeout_at(deadline):
+                        item = await call.inbox.get()
+                except TimeoutError:
+                    if on_expiry == "park":
+                        return self._park(call, park_ttl)
+                    if on_expiry == "yield":
+                        return Running(call)
+                    await self._abandon(call, "the upstream did not answer in time")
+                    return Failed(
+                        ErrorObject(
+                            jsonrpc.UPSTREAM_TIMEOUT,
+                            f"Upstream did not answer within {self._settings.call_timeout:g}s; "
+                            "the call was cancelled upstream",
+                        )
+                    )
+                match item:
+                    case jsonrpc.Result() | jsonrpc.Error():
+                        self._finish(call, reusable=True)
+                        return Completed(item)
+                    case jsonrpc.Request():
+                        reply = call.exchange.on_server_request(item)
+                        if reply is not None:
+                            await call.session.send(reply.message())
+                        elif window_deadline is not None:  # one more arrived: the window stays open
+                            window_deadline = min(window_end, loop.time() + gather / 10)
+                    case jsonrpc.Notification():
+                        if notify is not None:
+                            await notify(item)
+                    case TransportLost(reason=reason, delivered=delivered):
+                        self._finish(call, reusable=False)
+                        return Failed(upstream_failed(reason), undelivered=not delivered)
+        except UpstreamError as exc:
+            await self._abandon(call, str(exc))
+            return Failed(upstream_failed(str(exc)))
+        except BaseException:
+            await asyncio.shield(self._abandon(call, "the client went away"))
+            raise
+
+    def _park(self, call: LiveCall, ttl: float | None = None) -> NeedsInput:
+        ttl = self._settings.parked_ttl if ttl is None else ttl
+        rnd = call.exchange.open_round()
+        now = int(self._clock())
+        claims = Claims(
+            upstream=call.upstream,
+            session=call.session.session_id or "",
+            call=call.id,
+            round=rnd.round,
+            pending=rnd.pending_ids,
+            owner=self._settings.owner,
+            principal=call.principal,
+            target=call.target,
+            issued_at=now,
+            expires_at=now + int(ttl),
+            last_event=call.session.last_event_id,
+            request=call.upstream_id,
+            trace=call.first_span,
+        )
+        self._registry.park(call, ttl)
+        return NeedsInput(rnd.input_requests, self._codec.seal(claims), rnd.round, call.id)
+
+    def _finish(self, call: LiveCall, *, reusable: bool) -> None:
+        call.session.end_call()
+        self._registry.remove(call, handle_ttl=self._settings.parked_ttl)
+        self._pools[call.upstream].release(call.key, call.session, reusable=reusable)
+
+    async def _abandon(self, call: LiveCall, reason: str) -> None:
+        """Give up on a call: answer its pending requests, tell the upstream, drop the session."""
+        if self._registry.get(call.id) is None:
+            return
+        self._registry.remove(call, handle_ttl=self._settings.parked_ttl)
+        with contextlib.suppress(UpstreamError, TimeoutError):
+            async with asyncio.timeout(5):
+                for reply in call.exchange.cancel_all(f"Cancelled by mrtr-proxy: {reason}"):
+                    await call.session.send(reply.message())
+                await call.session.send(
+                    jsonrpc.Notification(mcp.CANCELLED, {"requestId": call.upstream_id, "reason": reason})
+                )
+        call.session.end_call()
+        self._pools[call.upstream].release(call.key, call.session, reusable=False)

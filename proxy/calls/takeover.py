@@ -1,0 +1,97 @@
+"""Taking over a call whose replica is gone (`CallService.resume` with a handle another replica sealed).
+
+If the upstream can resume the call's stream, the new owner attaches to its legacy session, resumes the
+stream from the handle's last event id, delivers the client's input and drives on. Otherwise the call is
+reported lost — and never re-run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+from proxy.calls.driver import CallDriver, log
+from proxy.calls.outcomes import (
+    CallRequest,
+    Failed,
+    InvalidRequestState,
+    NotificationSink,
+    Outcome,
+    invalid_responses,
+    lost,
+)
+from proxy.calls.registry import LimitExceeded, LiveCall
+from proxy.handle import Claims
+from proxy.pool import PoolExhausted
+from proxy.translate.exchange import Exchange
+from proxy.upstream.base import UpstreamError
+from proxy.wire import jsonrpc
+from proxy.wire.jsonrpc import ErrorObject
+
+
+class Takeover(CallDriver):
+    async def _take_over(
+        self,
+        req: CallRequest,
+        claims: Claims,
+        responses: Mapping[str, Any],
+        notify: NotificationSink | None,
+        yield_after: float | None = None,
+    ) -> Outcome:
+        """The replica that held the call is gone. If the upstream can resume the call's stream, attach to
+        its legacy session, resume the stream from the handle's last event id, deliver the input, and drive
+        on as the new owner. Otherwise the call is lost — and never re-run."""
+        pool = self._pools[req.upstream]
+        if claims.last_event is None or claims.request is None or not claims.session or not pool.can_adopt:
+            self._observer.taken_over(req.upstream, ok=False)
+            return Failed(lost("its replica is gone and the upstream cannot resume the call's stream"))
+        try:
+            exchange = Exchange.resumed(req.key.capabilities, claims.round, claims.pending)
+        except ValueError:
+            raise InvalidRequestState("bad_pending_keys") from None
+        problem = invalid_responses(exchange, responses)
+        if problem is not None:
+            return Failed(problem)
+        try:
+            self._registry.admit(req.principal)
+            session = await pool.adopt(req.key, claims.session)
+        except (LimitExceeded, PoolExhausted) as exc:
+            return Failed(ErrorObject(jsonrpc.LIMIT_EXCEEDED, f"Too many calls: {exc}"))
+        except UpstreamError as exc:
+            self._observer.taken_over(req.upstream, ok=False)
+            return Failed(lost(f"taking it over failed: {exc}"))
+        call = LiveCall(
+            id=claims.call,
+            upstream=req.upstream,
+            method=req.method,
+            principal=req.principal,
+            target=claims.target,
+            key=req.key,
+            session=session,
+            exchange=exchange,
+            inbox=asyncio.Queue(),
+            upstream_id=claims.request,
+            first_span=claims.trace,
+        )
+        self._registry.add(call)
+        log.info(
+            "call.taken_over",
+            call=call.id,
+            upstream=call.upstream,
+            round=claims.round,
+            previous_owner=claims.owner,
+        )
+        try:
+            await session.resume_call(call.inbox, claims.request, claims.last_event)
+            for reply in exchange.accept(responses):
+                await session.send(reply.message())
+        except UpstreamError as exc:
+            await self._abandon(call, "could not take the call over")
+            self._observer.taken_over(req.upstream, ok=False)
+            return Failed(lost(f"taking it over failed: {exc}"))
+        except BaseException:
+            await asyncio.shield(self._abandon(call, "the client went away"))
+            raise
+        self._observer.taken_over(req.upstream, ok=True)
+        return await self._drive(call, notify, yield_after=yield_after)

@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 from proxy.config import UpstreamConfig
-from proxy.front.legacy.bridge import BridgeSettings, _Bridged
+from proxy.front.legacy.bridge_session import BridgedSession, BridgeSettings
 from proxy.front.legacy.bridge_wire import (
     declared_capabilities,
     initialize_result,
@@ -79,9 +79,9 @@ def refuse(req: jsonrpc.Request) -> jsonrpc.Response:
     return jsonrpc.error(req.id, jsonrpc.INVALID_PARAMS, "no call in flight")
 
 
-def bridged(**settings: Any) -> tuple[_Bridged, FakeSession]:
+def bridged(**settings: Any) -> tuple[BridgedSession, FakeSession]:
     session = FakeSession()
-    b = _Bridged(
+    b = BridgedSession(
         UpstreamConfig(name="u", transport="stdio", command="x"), "p", BridgeSettings(**settings), refuse
     )
     b.session = session  # type: ignore[assignment]

@@ -16,27 +16,19 @@ waiter fails and the receiving call gets `TransportLost`. Nothing is ever re-sen
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import itertools
 import secrets
-from collections.abc import Awaitable, Mapping
+from collections.abc import Mapping
 from datetime import timedelta
-from typing import Any
 
 import aiohttp
 import structlog
 from aiohttp_sse_client.client import READY_STATE_CONNECTING, EventSource
 from yarl import URL
 
-from proxy.upstream.base import Inbox, NotDelivered, ServerInfo, UpstreamError
+from proxy.upstream.base import Inbox, NotDelivered, UpstreamError
 from proxy.upstream.propagation import detach_from_request, with_propagated
-from proxy.upstream.router import (
-    SESSION_WIDE_NOTIFICATIONS,
-    NoCallAnswer,
-    Router,
-    SessionListener,
-    negotiate,
-)
+from proxy.upstream.router import NoCallAnswer, negotiate
+from proxy.upstream.session_core import SessionCore
 from proxy.upstream.streamable_http import SessionSettings
 from proxy.wire import jsonrpc, mcp
 
@@ -121,43 +113,18 @@ def _shown_origin(url: URL) -> str:
     return f"{url.scheme}://{url.host}:{url.port}"
 
 
-class HttpSseSession:
+class HttpSseSession(SessionCore):
     """Implements `UpstreamSession` over the 2024-11-05 HTTP+SSE transport."""
 
     def __init__(self, http: aiohttp.ClientSession, settings: SessionSettings, no_call: NoCallAnswer) -> None:
+        super().__init__(no_call)
         self._http = http
         self._settings = settings
-        self._router = Router(no_call)
-        self._ids = itertools.count(1)
         # The wire has no session id; the endpoint URL is a bearer capability, so it is never used as one
         # (session ids go to logs and into sealed handles). A local name stands in.
-        self._name = "sse-" + secrets.token_hex(8)
-        self._info: ServerInfo | None = None
+        self._session_id = "sse-" + secrets.token_hex(8)
         self._endpoint: str | None = None
         self._stream: _SingleStream | None = None
-        self._alive = False
-        self._lost: str | None = None  # why the session can no longer carry messages
-        self._tasks: set[asyncio.Task[None]] = set()
-
-    # -- properties ---------------------------------------------------------------------------------------
-
-    @property
-    def session_id(self) -> str | None:
-        return self._name
-
-    @property
-    def info(self) -> ServerInfo:
-        if self._info is None:
-            raise UpstreamError("session not initialized")
-        return self._info
-
-    @property
-    def alive(self) -> bool:
-        return self._alive and self._lost is None
-
-    @property
-    def last_event_id(self) -> str | None:
-        return None  # nothing to resume: a new GET is a new session
 
     # -- lifecycle ----------------------------------------------------------------------------------------
 
@@ -182,55 +149,28 @@ class HttpSseSession:
         self._info = await negotiate(
             self._exchange, self._settings.versions, self._settings.capabilities, timeout
         )
-        self._alive = True
+        self._alive = self._lost is None
         await self.send(jsonrpc.Notification(mcp.INITIALIZED, {}))
-
-    async def detach(self) -> None:
-        """An HTTP+SSE session dies with its stream: there is nothing another replica could resume."""
-        await self.close()
 
     async def close(self) -> None:
         self._alive = False
         self._lost = self._lost or "session closed"  # nothing is POSTed after this
         self._router.fail_all("session closed")
-        for task in list(self._tasks):
-            task.cancel()
-        if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._cancel_tasks()
         if self._stream is not None:
             await self._stream.close()  # closing the GET ends the session on the server
 
     # -- UpstreamSession ----------------------------------------------------------------------------------
-
-    async def call(self, method: str, params: Mapping[str, Any], inbox: Inbox) -> jsonrpc.RequestId:
-        rid = next(self._ids)
-        self._router.begin_call(rid, inbox)
-        self._spawn(Router.deliver_call(jsonrpc.Request(rid, method, params), inbox, self._post))
-        return rid
 
     async def resume_call(self, inbox: Inbox, request_id: jsonrpc.RequestId, last_event_id: str) -> None:
         """Never possible here: the session's one stream belongs to the process that opened it, and a new
         GET is a new session (events carry no ids to resume from either)."""
         raise UpstreamError("a 2024-11-05 HTTP+SSE session cannot be taken over: its stream is not resumable")
 
-    def end_call(self) -> None:
-        self._router.end_call()
-
-    def watch(self, listener: SessionListener | None) -> None:
-        self._router.watch(listener)
-
-    async def request(self, method: str, params: Mapping[str, Any], timeout: float) -> jsonrpc.Response:
-        return await self._exchange(method, params, timeout)
-
     async def send(self, message: jsonrpc.Response | jsonrpc.Notification) -> None:
-        await self._post(message)
+        await self._deliver(message)
 
     # -- internals ----------------------------------------------------------------------------------------
-
-    def _spawn(self, coro: Awaitable[None]) -> None:
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
 
     async def _endpoint_event(self, stream: _SingleStream) -> str:
         while True:
@@ -239,12 +179,7 @@ class HttpSseSession:
                 return str(event.data)
             log.warning("upstream.sse_event_before_endpoint", event_type=event.type)
 
-    async def _exchange(self, method: str, params: Mapping[str, Any], timeout: float) -> jsonrpc.Response:
-        return await self._router.exchange(
-            jsonrpc.Request(next(self._ids), method, params), self._post, timeout
-        )
-
-    async def _post(self, message: jsonrpc.Message) -> None:
+    async def _deliver(self, message: jsonrpc.Message) -> None:
         """POST one message to the endpoint. Only its acceptance is known here; answers come on the stream.
 
         Raises NotDelivered when the upstream certainly never processed it (the session was already dead so
@@ -262,13 +197,13 @@ class HttpSseSession:
                 timeout=aiohttp.ClientTimeout(total=POST_TIMEOUT, sock_connect=CONNECT_TIMEOUT),
             ) as resp:
                 if resp.status == 404:
-                    self._lose("upstream no longer knows the session (HTTP 404)")
+                    self._lose_stream("upstream no longer knows the session (HTTP 404)")
                     raise NotDelivered("upstream no longer knows the session (HTTP 404; did it restart?)")
                 if resp.status >= 400:
                     body = (await resp.content.read(300)).decode(errors="replace")
                     raise UpstreamError(f"upstream answered HTTP {resp.status}: {body}")
         except aiohttp.ClientConnectorError as exc:  # refused before a byte was sent
-            self._lose(f"could not connect to upstream: {exc}")
+            self._lose_stream(f"could not connect to upstream: {exc}")
             raise NotDelivered(f"could not connect to upstream: {type(exc).__name__}: {exc}") from None
         except aiohttp.ClientError as exc:
             raise UpstreamError(f"could not reach upstream: {type(exc).__name__}: {exc}") from None
@@ -286,7 +221,7 @@ class HttpSseSession:
             pass
         except Exception as exc:  # a broken connection, a line too long, bad UTF-8: all end the session
             error = f"{type(exc).__name__}: {exc}"
-        self._lose(LOST_REASON, error)
+        self._lose_stream(LOST_REASON, error)
 
     def _on_event(self, event_type: str | None, data: str) -> None:
         if event_type not in (None, "message"):
@@ -297,22 +232,11 @@ class HttpSseSession:
         except jsonrpc.InvalidMessage as exc:
             log.warning("upstream.bad_message", error=str(exc))
             return
-        # One stream carries everything: session-wide notifications are known by their method.
-        session_wide = isinstance(msg, jsonrpc.Notification) and msg.method in SESSION_WIDE_NOTIFICATIONS
-        reply = self._router.dispatch(msg, standalone=session_wide)
-        if reply is not None:
-            self._spawn(self._answer_quietly(reply))
+        self._dispatch_one_stream(msg)  # one stream carries everything
 
-    async def _answer_quietly(self, reply: jsonrpc.Response) -> None:
-        with contextlib.suppress(UpstreamError):
-            await self.send(reply)
-
-    def _lose(self, reason: str, error: str | None = None) -> None:
-        if self._lost is not None:
-            return
-        self._lost, self._alive = reason, False
-        log.warning("upstream.sse_session_lost", session=self._name, reason=reason, error=error)
-        self._router.fail_all(reason)
+    def _lose_stream(self, reason: str, error: str | None = None) -> None:
+        if self._lose(reason):
+            log.warning("upstream.sse_session_lost", session=self._session_id, reason=reason, error=error)
 
 
 __all__ = ["HttpSseSession", "resolve_endpoint"]

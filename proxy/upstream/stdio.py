@@ -25,26 +25,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import os
 import secrets
 import signal
-from collections.abc import Awaitable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
 import structlog
 
-from proxy.upstream.base import Inbox, ServerInfo, UpstreamError
+from proxy.upstream.base import Inbox, UpstreamError
 from proxy.upstream.propagation import detach_from_request
-from proxy.upstream.router import (
-    SESSION_WIDE_NOTIFICATIONS,
-    NoCallAnswer,
-    Router,
-    SessionListener,
-    negotiate,
-)
+from proxy.upstream.router import NoCallAnswer, negotiate
+from proxy.upstream.session_core import SessionCore
 from proxy.wire import jsonrpc, mcp
 
 log = structlog.get_logger(__name__)
@@ -98,44 +92,18 @@ def describe_exit(returncode: int) -> str:
     return f"upstream process exited with code {returncode}"
 
 
-class StdioSession:
-    """Implements `UpstreamSession` over a child process's stdin and stdout."""
+class StdioSession(SessionCore):
+    """Implements `UpstreamSession` over a child process's stdin and stdout. stdio has no session id; a
+    local one names the child (`stdio:<pid>:<random>`)."""
 
     def __init__(self, settings: StdioSettings, no_call: NoCallAnswer) -> None:
+        super().__init__(no_call)
         self._settings = settings
-        self._router = Router(no_call)
-        self._ids = itertools.count(1)
         self._proc: asyncio.subprocess.Process | None = None
-        self._session_id: str | None = None
-        self._info: ServerInfo | None = None
-        self._alive = False
-        self._death: str | None = None  # why the session ended, once it has
         self._closing = False
         self._write_lock = asyncio.Lock()
-        self._tasks: set[asyncio.Task[None]] = set()
         self._stderr_task: asyncio.Task[None] | None = None
         self._stopping: asyncio.Task[None] | None = None
-
-    # -- properties ---------------------------------------------------------------------------------------
-
-    @property
-    def session_id(self) -> str | None:
-        """stdio has no session id; a local one names the child (`stdio:<pid>:<random>`)."""
-        return self._session_id
-
-    @property
-    def info(self) -> ServerInfo:
-        if self._info is None:
-            raise UpstreamError("session not initialized")
-        return self._info
-
-    @property
-    def alive(self) -> bool:
-        return self._alive
-
-    @property
-    def last_event_id(self) -> str | None:
-        return None  # no event ids on stdio
 
     @property
     def pid(self) -> int | None:
@@ -173,11 +141,7 @@ class StdioSession:
             self._exchange, settings.versions, settings.capabilities, settings.initialize_timeout
         )
         await self.send(jsonrpc.Notification(mcp.INITIALIZED, {}))
-        self._alive = self._death is None
-
-    async def detach(self) -> None:
-        """A child's session dies with it: there is nothing another replica could resume."""
-        await self.close()
+        self._alive = self._lost is None
 
     async def close(self) -> None:
         self._closing = True
@@ -186,67 +150,36 @@ class StdioSession:
             await asyncio.shield(self._stop())
             if self._stderr_task is not None:  # the child's last words, if it is still saying them
                 await asyncio.wait({self._stderr_task}, timeout=_DRAIN_GRACE)
-        for task in list(self._tasks):
-            task.cancel()
-        if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._cancel_tasks()
 
     # -- UpstreamSession ----------------------------------------------------------------------------------
-
-    async def call(self, method: str, params: Mapping[str, Any], inbox: Inbox) -> jsonrpc.RequestId:
-        if self._router.receiver_id is not None:
-            raise RuntimeError("a receiving call is already running on this session")
-        rid = next(self._ids)
-        self._router.begin_call(rid, inbox)
-        self._spawn(Router.deliver_call(jsonrpc.Request(rid, method, params), inbox, self._write))
-        return rid
 
     async def resume_call(self, inbox: Inbox, request_id: jsonrpc.RequestId, last_event_id: str) -> None:
         raise UpstreamError(
             "a stdio upstream runs inside the proxy that started it: another replica's call cannot be resumed"
         )
 
-    def end_call(self) -> None:
-        self._router.end_call()
-
-    def watch(self, listener: SessionListener | None) -> None:
-        self._router.watch(listener)
-
-    async def request(self, method: str, params: Mapping[str, Any], timeout: float) -> jsonrpc.Response:
-        return await self._exchange(method, params, timeout)
-
     async def send(self, message: jsonrpc.Response | jsonrpc.Notification) -> None:
-        await self._write(message)
+        await self._deliver(message)
 
     # -- internals ----------------------------------------------------------------------------------------
 
-    def _spawn(self, coro: Awaitable[None]) -> asyncio.Task[None]:
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
-
-    async def _exchange(self, method: str, params: Mapping[str, Any], timeout: float) -> jsonrpc.Response:
-        return await self._router.exchange(
-            jsonrpc.Request(next(self._ids), method, params), self._write, timeout
-        )
-
-    async def _write(self, msg: jsonrpc.Message) -> None:
+    async def _deliver(self, msg: jsonrpc.Message) -> None:
         """One message, one line. Raises UpstreamError when the child is gone or does not read its stdin."""
         data = jsonrpc.dumps(msg) + b"\n"
         timeout = self._settings.write_timeout
         try:
             async with asyncio.timeout(timeout), self._write_lock:
                 stdin = self._proc.stdin if self._proc is not None else None
-                if self._death is not None or stdin is None:
-                    raise UpstreamError(self._death or "upstream process not started")
+                if self._lost is not None or stdin is None:
+                    raise UpstreamError(self._lost or "upstream process not started")
                 stdin.write(data)  # the whole line goes into the pipe's buffer at once: framing stays intact
                 await stdin.drain()
         except TimeoutError:
             raise UpstreamError(f"upstream process did not read its stdin for {timeout:g}s") from None
         except ConnectionError as exc:
             raise UpstreamError(
-                self._death or f"could not write to the upstream process: {type(exc).__name__}"
+                self._lost or f"could not write to the upstream process: {type(exc).__name__}"
             ) from None
 
     async def _read_stdout(self, proc: asyncio.subprocess.Process) -> str | None:
@@ -270,17 +203,7 @@ class StdioSession:
                 preview = line[:200].decode("utf-8", errors="replace")
                 log.debug("upstream.bad_line", upstream=self._settings.upstream, pid=proc.pid, line=preview)
                 continue
-            self._dispatch(msg)
-
-    def _dispatch(self, msg: jsonrpc.Message) -> None:
-        standalone = isinstance(msg, jsonrpc.Notification) and msg.method in SESSION_WIDE_NOTIFICATIONS
-        reply = self._router.dispatch(msg, standalone=standalone)
-        if reply is not None:
-            self._spawn(self._answer_quietly(reply))
-
-    async def _answer_quietly(self, reply: jsonrpc.Response) -> None:
-        with contextlib.suppress(UpstreamError):
-            await self.send(reply)
+            self._dispatch_one_stream(msg)
 
     async def _supervise(self, proc: asyncio.subprocess.Process) -> None:
         """Read stdout until the child exits or stdout ends; then the session is dead."""
@@ -312,12 +235,8 @@ class StdioSession:
             await asyncio.gather(reader, exited, return_exceptions=True)
 
     def _die(self, reason: str) -> None:
-        if self._death is not None:
-            return
-        self._death, self._alive = reason, False
-        if not self._closing:
+        if self._lose(reason) and not self._closing:
             log.warning("upstream.child_lost", upstream=self._settings.upstream, pid=self.pid, reason=reason)
-        self._router.fail_all(reason)
 
     def _stop(self) -> asyncio.Future[None]:
         """Stop the child (once, however many ask): closes stdin, then SIGTERM, then SIGKILL; reaps it."""

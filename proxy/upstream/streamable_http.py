@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import secrets
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,7 +21,8 @@ import structlog
 
 from proxy.upstream.base import Inbox, NotDelivered, ServerInfo, TransportLost, UpstreamError
 from proxy.upstream.propagation import detach_from_request, with_propagated
-from proxy.upstream.router import CLIENT_INFO, NoCallAnswer, Router, SessionListener, negotiate
+from proxy.upstream.router import CLIENT_INFO, NoCallAnswer, negotiate
+from proxy.upstream.session_core import SessionCore
 from proxy.wire import jsonrpc, mcp
 from proxy.wire.sse import SSEDecoder
 
@@ -47,37 +47,16 @@ class SessionSettings:
     initialize_timeout: float = 30.0
 
 
-class StreamableHttpSession:
+class StreamableHttpSession(SessionCore):
     """Implements `UpstreamSession` over legacy Streamable HTTP."""
 
     def __init__(self, http: aiohttp.ClientSession, settings: SessionSettings, no_call: NoCallAnswer) -> None:
-        self._http = http
-        self._settings = settings
-        self._router = Router(no_call)
         # Ids unique across sessions and replicas: a resumed stream on a server whose event store replays
         # more than that stream must not be able to pass another session's response off as the call's.
-        self._ids = itertools.count(secrets.randbelow(2**50) + 1)
-        self._session_id: str | None = None
-        self._info: ServerInfo | None = None
-        self._alive = False
-        self._tasks: set[asyncio.Task[None]] = set()
+        super().__init__(no_call, first_id=secrets.randbelow(2**50) + 1)
+        self._http = http
+        self._settings = settings
         self._call_event_id: str | None = None  # last SSE event id on the receiving call's POST stream
-
-    # -- properties ---------------------------------------------------------------------------------------
-
-    @property
-    def session_id(self) -> str | None:
-        return self._session_id
-
-    @property
-    def info(self) -> ServerInfo:
-        if self._info is None:
-            raise UpstreamError("session not initialized")
-        return self._info
-
-    @property
-    def alive(self) -> bool:
-        return self._alive
 
     @property
     def last_event_id(self) -> str | None:
@@ -89,7 +68,7 @@ class StreamableHttpSession:
     async def open(self) -> None:
         """Initialize, negotiating the newest legacy version both sides speak, and open the GET stream."""
         self._info = await negotiate(
-            self._exchange_plain,
+            self._exchange,
             self._settings.versions,
             self._settings.capabilities,
             self._settings.initialize_timeout,
@@ -124,18 +103,12 @@ class StreamableHttpSession:
 
     async def detach(self) -> None:
         self._alive = False
-        for task in list(self._tasks):
-            task.cancel()
-        if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._cancel_tasks()
 
     async def close(self) -> None:
         was_alive, self._alive = self._alive, False
-        self._fail_all("session closed")
-        for task in list(self._tasks):
-            task.cancel()
-        if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._router.fail_all("session closed")
+        await self._cancel_tasks()
         if was_alive and self._session_id is not None:
             with contextlib.suppress(aiohttp.ClientError, TimeoutError):
                 async with self._http.delete(
@@ -145,28 +118,9 @@ class StreamableHttpSession:
 
     # -- UpstreamSession ----------------------------------------------------------------------------------
 
-    async def call(self, method: str, params: Mapping[str, Any], inbox: Inbox) -> jsonrpc.RequestId:
-        if self._router.receiver_id is not None:
-            raise RuntimeError("a receiving call is already running on this session")
-        rid = next(self._ids)
-        self._router.begin_call(rid, inbox)
-        self._call_event_id = None
-        self._spawn(Router.deliver_call(jsonrpc.Request(rid, method, params), inbox, self._post_and_read))
-        return rid
-
     async def resume_call(self, inbox: Inbox, request_id: jsonrpc.RequestId, last_event_id: str) -> None:
-        self._router.begin_call(request_id, inbox)
-        self._call_event_id = last_event_id
+        self._begin_call(request_id, inbox, last_event_id)
         self._spawn(self._resume_stream(request_id, inbox))
-
-    def end_call(self) -> None:
-        self._router.end_call()
-
-    def watch(self, listener: SessionListener | None) -> None:
-        self._router.watch(listener)
-
-    async def request(self, method: str, params: Mapping[str, Any], timeout: float) -> jsonrpc.Response:
-        return await self._exchange_plain(method, params, timeout)
 
     async def send(self, message: jsonrpc.Response | jsonrpc.Notification) -> None:
         try:
@@ -182,10 +136,9 @@ class StreamableHttpSession:
 
     # -- internals ----------------------------------------------------------------------------------------
 
-    def _spawn(self, coro: Awaitable[None]) -> None:
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+    def _begin_call(self, rid: jsonrpc.RequestId, inbox: Inbox, last_event_id: str | None = None) -> None:
+        self._router.begin_call(rid, inbox)
+        self._call_event_id = last_event_id
 
     def _headers(self, *, post: bool = False) -> dict[str, str]:
         headers = with_propagated(self._settings.headers)  # + the client request's X-Request-Id, traceparent
@@ -198,13 +151,7 @@ class StreamableHttpSession:
             headers["MCP-Protocol-Version"] = self._info.protocol_version
         return headers
 
-    async def _exchange_plain(
-        self, method: str, params: Mapping[str, Any], timeout: float
-    ) -> jsonrpc.Response:
-        req = jsonrpc.Request(next(self._ids), method, params)
-        return await self._router.exchange(req, self._post_and_read, timeout)
-
-    async def _post_and_read(self, req: jsonrpc.Request) -> None:
+    async def _deliver(self, req: jsonrpc.Request) -> None:
         """POST a request and dispatch everything its reply carries, until the response to it."""
         rid = req.id
         try:
@@ -325,22 +272,9 @@ class StreamableHttpSession:
     def _track_call_event(self, event_id: str) -> None:
         self._call_event_id = event_id
 
-    def _dispatch(self, msg: jsonrpc.Message, *, standalone: bool = False) -> None:
-        """Route one upstream message (see `Router.dispatch`). Notifications on the standalone stream are
-        session-wide (list changes, resource updates), never part of a call's reply."""
-        reply = self._router.dispatch(msg, standalone=standalone)
-        if reply is not None:
-            self._spawn(self._answer_quietly(reply))
-
-    async def _answer_quietly(self, reply: jsonrpc.Response) -> None:
-        with contextlib.suppress(UpstreamError):
-            await self.send(reply)
-
     def _die(self, reason: str) -> None:
+        """Unlike `_lose`, every time: each 404 or refused connection fails whoever waits by then."""
         self._alive = False
-        self._fail_all(reason)
-
-    def _fail_all(self, reason: str) -> None:
         self._router.fail_all(reason)
 
 

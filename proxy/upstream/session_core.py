@@ -1,0 +1,147 @@
+"""The skeleton every legacy transport's session shares; each transport adds only its own I/O.
+
+`SessionCore` implements the transport-independent half of `UpstreamSession` (base.py): the small
+properties, the request ids, the receiving call and the plain requests (routed by `Router`, router.py, whose
+waiters are forgotten in a `finally` and all failed when the transport dies), the routing of what arrives,
+the answers a session gives by itself, the session's background tasks and their end. A transport subclasses
+it and provides:
+
+- `_deliver(req)`: put one request on the wire (and, where its reply comes back on the same exchange, read
+  that reply into `_dispatch`). Raises UpstreamError (NotDelivered when it certainly never arrived).
+- `send(message)`: answer a server request, or send a notification.
+- `open()` and `close()`; `resume_call` and `detach` where the transport can do better than refusing.
+- `last_event_id` where its streams carry event ids.
+
+When its transport dies, a transport calls `_lose(reason)`: the first loss is the session's death (every
+waiter fails, the receiving call gets `TransportLost`); it returns False for any later one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+from collections.abc import Awaitable, Mapping
+from typing import Any
+
+from proxy.upstream.base import Inbox, ServerInfo, UpstreamError
+from proxy.upstream.router import SESSION_WIDE_NOTIFICATIONS, NoCallAnswer, Router, SessionListener
+from proxy.wire import jsonrpc
+
+
+class SessionCore:
+    """The shared half of an `UpstreamSession`; see the module docstring for what a transport adds."""
+
+    def __init__(self, no_call: NoCallAnswer, *, first_id: int = 1) -> None:
+        self._router = Router(no_call)
+        self._ids = itertools.count(first_id)
+        self._session_id: str | None = None
+        self._info: ServerInfo | None = None
+        self._alive = False
+        self._lost: str | None = None  # why the session can no longer carry messages, once it cannot
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # -- properties ---------------------------------------------------------------------------------------
+
+    @property
+    def session_id(self) -> str | None:
+        return self._session_id
+
+    @property
+    def info(self) -> ServerInfo:
+        if self._info is None:
+            raise UpstreamError("session not initialized")
+        return self._info
+
+    @property
+    def alive(self) -> bool:
+        return self._alive
+
+    @property
+    def last_event_id(self) -> str | None:
+        return None  # no event ids to resume from, unless the transport says otherwise
+
+    # -- what the transport provides ----------------------------------------------------------------------
+
+    async def _deliver(self, req: jsonrpc.Request) -> None:
+        raise NotImplementedError
+
+    async def send(self, message: jsonrpc.Response | jsonrpc.Notification) -> None:
+        raise NotImplementedError
+
+    async def close(self) -> None:
+        raise NotImplementedError
+
+    # -- UpstreamSession ----------------------------------------------------------------------------------
+
+    async def call(self, method: str, params: Mapping[str, Any], inbox: Inbox) -> jsonrpc.RequestId:
+        if self._router.receiver_id is not None:
+            raise RuntimeError("a receiving call is already running on this session")
+        rid = next(self._ids)
+        self._begin_call(rid, inbox)
+        self._spawn(Router.deliver_call(jsonrpc.Request(rid, method, params), inbox, self._deliver))
+        return rid
+
+    def end_call(self) -> None:
+        self._router.end_call()
+
+    def watch(self, listener: SessionListener | None) -> None:
+        self._router.watch(listener)
+
+    async def request(self, method: str, params: Mapping[str, Any], timeout: float) -> jsonrpc.Response:
+        return await self._exchange(method, params, timeout)
+
+    async def detach(self) -> None:
+        """A session that dies with its connection: there is nothing another replica could resume."""
+        await self.close()
+
+    # -- for the transports -------------------------------------------------------------------------------
+
+    def _begin_call(self, rid: jsonrpc.RequestId, inbox: Inbox) -> None:
+        self._router.begin_call(rid, inbox)
+
+    async def _exchange(self, method: str, params: Mapping[str, Any], timeout: float) -> jsonrpc.Response:
+        return await self._router.exchange(
+            jsonrpc.Request(next(self._ids), method, params), self._deliver, timeout
+        )
+
+    def _spawn(self, coro: Awaitable[None]) -> asyncio.Task[None]:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def _cancel_tasks(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def _dispatch(self, msg: jsonrpc.Message, *, standalone: bool = False) -> None:
+        """Route one upstream message (see `Router.dispatch`). Notifications marked `standalone` are
+        session-wide (list changes, resource updates), never part of a call's reply."""
+        reply = self._router.dispatch(msg, standalone=standalone)
+        if reply is not None:
+            self._spawn(self._answer_quietly(reply))
+
+    def _dispatch_one_stream(self, msg: jsonrpc.Message) -> None:
+        """`_dispatch` for a transport with one stream for everything: session-wide notifications are known
+        by their method."""
+        session_wide = isinstance(msg, jsonrpc.Notification) and msg.method in SESSION_WIDE_NOTIFICATIONS
+        self._dispatch(msg, standalone=session_wide)
+
+    async def _answer_quietly(self, reply: jsonrpc.Response) -> None:
+        with contextlib.suppress(UpstreamError):
+            await self.send(reply)
+
+    def _lose(self, reason: str) -> bool:
+        """The transport can no longer carry the session's messages: the first time, every waiter fails and
+        the receiving call gets TransportLost (True); later, nothing happens (False)."""
+        if self._lost is not None:
+            return False
+        self._lost, self._alive = reason, False
+        self._router.fail_all(reason)
+        return True
+
+
+__all__ = ["SessionCore"]

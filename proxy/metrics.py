@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from collections import Counter as Tally
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.registry import Collector
 
 from proxy.wire import jsonrpc, mcp
@@ -25,6 +26,8 @@ from proxy.wire import jsonrpc, mcp
 if TYPE_CHECKING:
     from proxy.calls.registry import CallRegistry
     from proxy.pool import SessionPool
+
+_Instrument = TypeVar("_Instrument", bound=MetricWrapperBase)
 
 CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
 OTHER: Final = "other"
@@ -116,72 +119,85 @@ class Metrics:
     def __init__(self, upstreams: Iterable[str]) -> None:
         self.registry = CollectorRegistry()
         self._upstreams = tuple(upstreams)
-        r = self.registry
-        self.requests = Counter(
+        known = [(name,) for name in self._upstreams]  # known series start at 0: rate() and absence alerts
+        self.requests = self._add(
+            Counter,
             "mrtr_proxy_requests",
             "Requests answered, by JSON-RPC method, outcome class and upstream",
-            ["method", "outcome", "upstream"],
-            registry=r,
+            ("method", "outcome", "upstream"),
         )
-        self.duration = Histogram(
+        self.duration = self._add(
+            Histogram,
             "mrtr_proxy_request_duration_seconds",
             "Time to answer a request, by JSON-RPC method and upstream",
-            ["method", "upstream"],
+            ("method", "upstream"),
             buckets=DURATION_BUCKETS,
-            registry=r,
         )
-        self.rounds = Counter(
+        self.rounds = self._add(
+            Counter,
             "mrtr_proxy_input_required_rounds",
             "input_required results sent (each parks a call until the client's retry)",
-            ["upstream"],
-            registry=r,
+            ("upstream",),
+            start=known,
         )
-        self.parked_age = Histogram(
+        self.parked_age = self._add(
+            Histogram,
             "mrtr_proxy_parked_call_age_seconds",
             "How long a call stayed parked before its retry took it (end=resumed) or it was reaped",
-            ["upstream", "end"],
+            ("upstream", "end"),
             buckets=PARKED_AGE_BUCKETS,
-            registry=r,
         )
-        self.rejections = Counter(
+        self.rejections = self._add(
+            Counter,
             "mrtr_proxy_handle_rejections",
             "requestState handles refused (all get the same wire error), by reason",
-            ["reason"],
-            registry=r,
+            ("reason",),
         )
-        self.upstream_errors = Counter(
+        self.upstream_errors = self._add(
+            Counter,
             "mrtr_proxy_upstream_errors",
             "Requests the upstream failed: error_response, failed (unreachable or mid-call) or timeout",
-            ["upstream", "kind"],
-            registry=r,
+            ("upstream", "kind"),
         )
-        self.peer_forwards = Counter(
+        self.peer_forwards = self._add(
+            Counter,
             "mrtr_proxy_peer_forwards",
             "Retries sent on to the replica that owns their parked call, by result",
-            ["result"],
-            registry=r,
+            ("result",),
+            start=[("ok",), ("unreachable",)],
         )
-        self.takeovers = Counter(
+        self.takeovers = self._add(
+            Counter,
             "mrtr_proxy_takeovers",
             "Parked calls of a gone replica taken over (ok) or reported lost (never re-run)",
-            ["result"],
-            registry=r,
+            ("result",),
+            start=[("ok",), ("lost",)],
         )
-        self.reaped_calls = Counter(
+        self.reaped_calls = self._add(
+            Counter,
             "mrtr_proxy_reaped_calls",
             "Parked calls cancelled because the client did not retry within calls.parked_ttl_s",
-            ["upstream"],
-            registry=r,
+            ("upstream",),
+            start=known,
         )
         self._state = _StateCollector(self._upstreams)
-        r.register(self._state)
-        for name in self._upstreams:  # known series start at 0, so rate() and absence alerts work
-            self.rounds.labels(name)
-            self.reaped_calls.labels(name)
-        for result in ("ok", "unreachable"):
-            self.peer_forwards.labels(result)
-        for result in ("ok", "lost"):
-            self.takeovers.labels(result)
+        self.registry.register(self._state)
+
+    def _add(
+        self,
+        kind: type[_Instrument],
+        name: str,
+        documentation: str,
+        labels: tuple[str, ...],
+        *,
+        start: Iterable[tuple[str, ...]] = (),
+        **options: Any,
+    ) -> _Instrument:
+        """Register one instrument on this app's registry; the label values in `start` begin at 0."""
+        instrument = kind(name, documentation, labels, registry=self.registry, **options)
+        for values in start:
+            instrument.labels(*values)
+        return instrument
 
     def watch(self, calls: CallRegistry, pools: Mapping[str, SessionPool]) -> None:
         """Read the call and session gauges from these at scrape time (set once the app has started)."""

@@ -26,6 +26,7 @@ from aiohttp_sse_client.client import READY_STATE_CONNECTING, EventSource
 from yarl import URL
 
 from proxy.upstream.base import Inbox, NotDelivered, UpstreamError
+from proxy.upstream.http_errors import refused, session_gone, unreachable
 from proxy.upstream.propagation import detach_from_request, with_propagated
 from proxy.upstream.router import NoCallAnswer, negotiate
 from proxy.upstream.session_core import SessionCore
@@ -197,16 +198,11 @@ class HttpSseSession(SessionCore):
                 timeout=aiohttp.ClientTimeout(total=POST_TIMEOUT, sock_connect=CONNECT_TIMEOUT),
             ) as resp:
                 if resp.status == 404:
-                    self._lose_stream("upstream no longer knows the session (HTTP 404)")
-                    raise NotDelivered("upstream no longer knows the session (HTTP 404; did it restart?)")
+                    raise session_gone(self._lose_stream)
                 if resp.status >= 400:
-                    body = (await resp.content.read(300)).decode(errors="replace")
-                    raise UpstreamError(f"upstream answered HTTP {resp.status}: {body}")
-        except aiohttp.ClientConnectorError as exc:  # refused before a byte was sent
-            self._lose_stream(f"could not connect to upstream: {exc}")
-            raise NotDelivered(f"could not connect to upstream: {type(exc).__name__}: {exc}") from None
+                    raise await refused(resp)
         except aiohttp.ClientError as exc:
-            raise UpstreamError(f"could not reach upstream: {type(exc).__name__}: {exc}") from None
+            raise unreachable(exc, self._lose_stream) from None
         except TimeoutError:
             raise UpstreamError(f"upstream did not accept a message within {POST_TIMEOUT:g}s") from None
 

@@ -19,7 +19,8 @@ from typing import Any
 import aiohttp
 import structlog
 
-from proxy.upstream.base import Inbox, NotDelivered, ServerInfo, TransportLost, UpstreamError
+from proxy.upstream.base import Inbox, ServerInfo, TransportLost, UpstreamError
+from proxy.upstream.http_errors import SESSION_GONE, refused, session_gone, unreachable
 from proxy.upstream.propagation import detach_from_request, with_propagated
 from proxy.upstream.router import CLIENT_INFO, NoCallAnswer, negotiate
 from proxy.upstream.session_core import SessionCore
@@ -128,7 +129,7 @@ class StreamableHttpSession(SessionCore):
                 self._settings.url, data=jsonrpc.dumps(message), headers=self._headers(post=True)
             ) as resp:
                 if resp.status == 404 and self._session_id is not None:
-                    self._die("upstream no longer knows the session (HTTP 404)")
+                    self._die(SESSION_GONE)
                 if resp.status >= 400:
                     raise UpstreamError(f"upstream answered HTTP {resp.status} to a {_kind(message)}")
         except aiohttp.ClientError as exc:
@@ -161,11 +162,9 @@ class StreamableHttpSession(SessionCore):
                 if req.method == "initialize" and "mcp-session-id" in resp.headers:
                     self._session_id = resp.headers["mcp-session-id"]
                 if resp.status == 404 and self._session_id is not None and req.method != "initialize":
-                    self._die("upstream no longer knows the session (HTTP 404)")
-                    raise NotDelivered("upstream no longer knows the session (HTTP 404; did it restart?)")
+                    raise session_gone(self._die)
                 if resp.status >= 400:
-                    body = (await resp.content.read(300)).decode(errors="replace")
-                    raise UpstreamError(f"upstream answered HTTP {resp.status}: {body}")
+                    raise await refused(resp)
                 ctype = resp.headers.get("Content-Type", "")
                 if ctype.startswith("text/event-stream"):
                     track = self._track_call_event if rid == self._router.receiver_id else None
@@ -175,11 +174,8 @@ class StreamableHttpSession(SessionCore):
                     self._dispatch(jsonrpc.decode(await resp.read()))
         except jsonrpc.InvalidMessage as exc:
             raise UpstreamError(f"upstream sent an invalid JSON-RPC message: {exc}") from None
-        except aiohttp.ClientConnectorError as exc:  # refused before a byte was sent
-            self._die(f"could not connect to upstream: {exc}")
-            raise NotDelivered(f"could not connect to upstream: {type(exc).__name__}: {exc}") from None
         except aiohttp.ClientError as exc:
-            raise UpstreamError(f"could not reach upstream: {type(exc).__name__}: {exc}") from None
+            raise unreachable(exc, self._die) from None
 
     async def _read_sse(
         self,
@@ -229,7 +225,7 @@ class StreamableHttpSession(SessionCore):
                         return  # the server offers no standalone stream
                     if resp.status == 404:
                         ready.set()
-                        self._die("upstream no longer knows the session (HTTP 404)")
+                        self._die(SESSION_GONE)
                         return
                     if resp.status != 200:
                         raise UpstreamError(f"GET stream answered HTTP {resp.status}")
@@ -257,7 +253,7 @@ class StreamableHttpSession(SessionCore):
                     self._settings.url, headers=headers, timeout=aiohttp.ClientTimeout(sock_connect=10)
                 ) as resp:
                     if resp.status == 404:
-                        self._die("upstream no longer knows the session (HTTP 404)")
+                        self._die(SESSION_GONE)
                         return
                     if resp.status != 200:
                         raise UpstreamError(f"resuming the call's stream answered HTTP {resp.status}")

@@ -1,0 +1,41 @@
+"""How the two HTTP transports (streamable_http.py, http_sse.py) turn HTTP failures into UpstreamError.
+
+Only failures the upstream certainly never processed become NotDelivered: a refused connection, and a 404
+for a session the server no longer knows (it restarted). Both also end the session (`lose`). Each function
+is called on the failure path only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Final
+
+import aiohttp
+
+from proxy.upstream.base import NotDelivered, UpstreamError
+
+SESSION_GONE: Final = "upstream no longer knows the session (HTTP 404)"
+
+
+def session_gone(lose: Callable[[str], object]) -> NotDelivered:
+    """The upstream answered 404 for the session: it is gone, and the request was never processed."""
+    lose(SESSION_GONE)
+    return NotDelivered("upstream no longer knows the session (HTTP 404; did it restart?)")
+
+
+async def refused(resp: aiohttp.ClientResponse) -> UpstreamError:
+    """The upstream answered an HTTP error: its status and the start of its body."""
+    body = (await resp.content.read(300)).decode(errors="replace")
+    return UpstreamError(f"upstream answered HTTP {resp.status}: {body}")
+
+
+def unreachable(exc: aiohttp.ClientError, lose: Callable[[str], object]) -> UpstreamError:
+    """The request could not be sent, or its answer not read. A refused connection (before a byte was sent)
+    ends the session and is NotDelivered."""
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        lose(f"could not connect to upstream: {exc}")
+        return NotDelivered(f"could not connect to upstream: {type(exc).__name__}: {exc}")
+    return UpstreamError(f"could not reach upstream: {type(exc).__name__}: {exc}")
+
+
+__all__ = ["SESSION_GONE", "refused", "session_gone", "unreachable"]

@@ -11,6 +11,10 @@ scripts/setup-helm.sh   # helm 4 and 3 + hadolint, for tests/helm
 echo "== ruff"
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
+echo "== layers (import-linter: pyproject.toml [tool.importlinter])"
+.venv/bin/lint-imports --no-cache
+echo "== module size (proxy/: at most 400 lines each)"
+.venv/bin/python scripts/check_module_size.py proxy 400
 echo "== mypy (strict)"
 .venv/bin/mypy
 echo "== pytest"

@@ -1,4 +1,4 @@
-"""`mrtr-proxy serve | keygen | check-config`."""
+"""`mrtr-proxy serve | keygen | check-config | probe`."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from proxy import logs
 from proxy.app import create_app, drain
 from proxy.config import Config, ConfigError, load_config
 from proxy.handle import KeyLoadError, generate_key_b64
+from proxy.probe import cli as probe_cli
 from proxy.tracing import TracingUnavailable
 
 
@@ -34,6 +35,7 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("keygen", help="print a new base64 sealing key (32 random bytes)")
     check = sub.add_parser("check-config", help="validate a configuration file and print what it would serve")
     check.add_argument("file", type=Path)
+    probe_cli.add_parser(sub)
     return parser
 
 
@@ -53,6 +55,8 @@ def _describe(config: Config) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "probe":
+        return probe_cli.run(args)
     if args.command == "keygen":
         print(generate_key_b64())
         return 0

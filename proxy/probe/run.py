@@ -1,0 +1,366 @@
+"""One probe, start to end: which transport answers, then the same MCP-level steps over it. Every step has
+its own timeout and the whole probe one more (`Options.total_s`), so it always ends well under a minute."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+from urllib.parse import urlsplit
+
+import aiohttp
+
+from proxy.probe import authinfo, steps
+from proxy.probe.channel import ProbeError, Recorder
+from proxy.probe.findings import Authorization, Check, Findings, Resumability, Session, Transport
+from proxy.probe.sse import SseConversation
+from proxy.probe.stdio import StdioConversation
+from proxy.probe.streamable import StreamableConversation, Unauthorized
+from proxy.wire import mcp
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    url: str | None = None
+    command: tuple[str, ...] = ()
+    headers: Mapping[str, str] = field(default_factory=dict)
+    call: str | None = None
+    call_arguments: Mapping[str, Any] = field(default_factory=dict)
+    step_s: float = 10.0  # one request, one connection
+    call_s: float = 20.0  # --call
+    window_s: float = 1.0  # how long to watch for server requests outside calls
+    total_s: float = 50.0
+
+    @property
+    def target(self) -> str:
+        return self.url if self.url is not None else " ".join(self.command)
+
+
+async def probe(options: Options) -> Findings:
+    base = Findings(target=options.target, transport=None, url=options.url, command=options.command)
+    try:
+        async with asyncio.timeout(options.total_s):
+            if options.url is not None:
+                return await _probe_url(options, base)
+            return await _probe_stdio(options, base)
+    except TimeoutError:
+        return replace(base, error=f"the probe did not finish within {options.total_s:g}s")
+
+
+# -- HTTP ---------------------------------------------------------------------------------------------------
+
+
+@contextlib.asynccontextmanager
+async def _http(options: Options) -> AsyncIterator[aiohttp.ClientSession]:
+    timeout = aiohttp.ClientTimeout(total=None, connect=options.step_s, sock_connect=options.step_s)
+    async with aiohttp.ClientSession(timeout=timeout, auto_decompress=True) as http:
+        yield http
+
+
+async def _probe_url(options: Options, base: Findings) -> Findings:
+    assert options.url is not None
+    url = options.url
+    if urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).hostname:
+        return replace(base, error=f"not an http(s) URL: {url}")
+    async with _http(options) as http:
+        streamable = StreamableConversation(http, url, options.headers, Recorder())
+        try:
+            try:
+                result = await steps.initialize(streamable, mcp.LEGACY_VERSIONS[0], options.step_s)
+            except Unauthorized as exc:
+                transport: Transport = "sse" if url.rstrip("/").endswith("/sse") else "streamable-http"
+                return replace(
+                    base,
+                    transport=transport,
+                    authorization=await _authorization(http, url, exc, options.step_s),
+                )
+            except aiohttp.ClientConnectorError as exc:
+                why = (
+                    "connection refused"
+                    if isinstance(exc.os_error, ConnectionRefusedError)
+                    else str(exc.os_error)
+                )
+                return replace(base, error=f"cannot connect to {url}: {why}")
+            except (ProbeError, aiohttp.ClientError) as exc:
+                post = Check("no", str(exc))
+            else:
+                post = Check("yes", ", ".join(sorted(streamable.content_types)))
+                return await _streamable(
+                    options,
+                    base=replace(base, authorization=await _required_authorization(http, options)),
+                    http=http,
+                    conv=streamable,
+                    result=result,
+                    post=post,
+                )
+        finally:
+            await streamable.close()
+        return await _try_sse(options, base, http, post)
+
+
+async def _required_authorization(http: aiohttp.ClientSession, options: Options) -> Authorization | None:
+    """With a token given (`--header Authorization: …`), is one required? One initialize without it."""
+    assert options.url is not None
+    rest = {k: v for k, v in options.headers.items() if k.lower() != "authorization"}
+    if rest == dict(options.headers):
+        return None
+    bare = StreamableConversation(http, options.url, rest, Recorder())
+    try:
+        await steps.initialize(bare, mcp.LEGACY_VERSIONS[0], options.step_s)
+    except Unauthorized as exc:
+        return await _authorization(http, options.url, exc, options.step_s)
+    except (ProbeError, aiohttp.ClientError):
+        return None
+    else:
+        await bare.delete(options.step_s)
+        return None
+    finally:
+        await bare.close()
+
+
+async def _authorization(
+    http: aiohttp.ClientSession, url: str, exc: Unauthorized, timeout: float
+) -> Authorization:
+    params = authinfo.challenge_params(exc.www_authenticate)
+    scopes = tuple(params.get("scope", "").split())
+    tried: list[str] = []
+    for candidate in authinfo.metadata_urls(url, exc.www_authenticate):
+        try:
+            async with asyncio.timeout(timeout):
+                async with http.get(candidate, headers={"Accept": "application/json"}) as response:
+                    if response.status != 200:
+                        tried.append(f"{candidate}: HTTP {response.status}")
+                        continue
+                    metadata = await response.json(content_type=None)
+        except (TimeoutError, aiohttp.ClientError, ValueError) as err:
+            tried.append(f"{candidate}: {type(err).__name__}")
+            continue
+        if not isinstance(metadata, dict):
+            tried.append(f"{candidate}: not a JSON object")
+            continue
+        servers = metadata.get("authorization_servers")
+        supported = metadata.get("scopes_supported")
+        return Authorization(
+            status=exc.status,
+            www_authenticate=exc.www_authenticate,
+            metadata_url=candidate,
+            metadata=metadata,
+            authorization_servers=tuple(s for s in servers if isinstance(s, str))
+            if isinstance(servers, list)
+            else (),
+            scopes=scopes
+            or (tuple(s for s in supported if isinstance(s, str)) if isinstance(supported, list) else ()),
+        )
+    return Authorization(
+        exc.status, exc.www_authenticate, scopes=scopes, detail="no metadata: " + "; ".join(tried)
+    )
+
+
+async def _streamable(
+    options: Options,
+    *,
+    base: Findings,
+    http: aiohttp.ClientSession,
+    conv: StreamableConversation,
+    result: Mapping[str, Any],
+    post: Check,
+) -> Findings:
+    conv.version = str(result["protocolVersion"])
+    capabilities = _mapping(result.get("capabilities"))
+    get_stream = await conv.open_get_stream(options.step_s)
+    items, notes = await steps.list_items(conv, capabilities, options.step_s)
+    await asyncio.sleep(max(0.0, options.window_s))  # server-everything asks roots/list ~350 ms in
+    outside = tuple(conv.recorder.outside)
+    resumability = await conv.resumability(min(options.step_s, 5.0))
+    call = None
+    if options.call is not None:
+        call = await steps.call_tool(conv, options.call, options.call_arguments, options.call_s)
+    versions = await _versions(
+        lambda: StreamableConversation(http, conv.url, options.headers, Recorder()), options.step_s
+    )
+    delete = await conv.delete(options.step_s)
+    return replace(
+        base,
+        transport="streamable-http",
+        transports={"streamable_http": post, "get_stream": get_stream, "http_sse": Check("not tried")},
+        versions=versions,
+        negotiated=conv.version,
+        server_info=_mapping(result.get("serverInfo")),
+        capabilities=capabilities,
+        items=items,
+        resumability=resumability,
+        session=Session(
+            session_id_issued=conv.session_id is not None,
+            get_stream=get_stream,
+            requests_outside_calls=outside,
+            delete=delete,
+        ),
+        call=call,
+        notes=notes,
+    )
+
+
+async def _try_sse(options: Options, base: Findings, http: aiohttp.ClientSession, post: Check) -> Findings:
+    assert options.url is not None
+    conv = SseConversation(http, options.url, options.headers, Recorder())
+    try:
+        try:
+            await conv.open(options.step_s)
+            result = await steps.initialize(conv, mcp.LEGACY_VERSIONS[0], options.step_s)
+        except Unauthorized as exc:
+            return replace(
+                base,
+                transport="sse",
+                authorization=await _authorization(http, options.url, exc, options.step_s),
+            )
+        except ProbeError as exc:
+            return replace(
+                base,
+                transports={"streamable_http": post, "http_sse": Check("no", str(exc))},
+                error=f"no MCP server at {options.url}: {post.detail}; {exc}",
+            )
+
+        def fresh() -> _Opened:
+            return _Opened(
+                SseConversation(http, options.url or "", options.headers, Recorder()), options.step_s
+            )
+
+        found = await _over_channel(
+            options, base=base, conv=conv, result=result, transport="sse", fresh=fresh
+        )
+        return replace(
+            found,
+            transports={"streamable_http": post, "http_sse": Check("yes", f"endpoint {conv.endpoint}")},
+        )
+    finally:
+        await conv.close()
+
+
+# -- stdio ---------------------------------------------------------------------------------------------------
+
+
+async def _probe_stdio(options: Options, base: Findings) -> Findings:
+    if not options.command:
+        return replace(base, error="no command given")
+    conv = StdioConversation(options.command, Recorder())
+    try:
+        try:
+            await conv.open()
+            result = await steps.initialize(conv, mcp.LEGACY_VERSIONS[0], options.step_s)
+        except ProbeError as exc:
+            tail = conv.stderr_tail()
+            detail = f"{exc}" + (f" (stderr: {tail})" if tail and tail not in str(exc) else "")
+            return replace(
+                base, transports={"stdio": Check("no", detail)}, error=f"no MCP server on stdio: {detail}"
+            )
+
+        def fresh() -> _Opened:
+            return _Opened(StdioConversation(options.command, Recorder()), options.step_s)
+
+        found = await _over_channel(
+            options, base=base, conv=conv, result=result, transport="stdio", fresh=fresh
+        )
+        return replace(
+            found, transports={"stdio": Check("yes", "initialize answered on stdout")}, cwd=os.getcwd()
+        )
+    finally:
+        await conv.close()
+
+
+# -- shared by the message-stream transports (HTTP+SSE, stdio) ----------------------------------------------
+
+
+class _Opened:
+    """A fresh conversation for one version check: opened on enter, closed on exit."""
+
+    def __init__(self, conv: SseConversation | StdioConversation, timeout: float) -> None:
+        self.conv = conv
+        self._timeout = timeout
+
+    async def __aenter__(self) -> SseConversation | StdioConversation:
+        if isinstance(self.conv, SseConversation):
+            await self.conv.open(self._timeout)
+        else:
+            await self.conv.open()
+        return self.conv
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.conv.close()
+
+
+async def _over_channel(
+    options: Options,
+    *,
+    base: Findings,
+    conv: SseConversation | StdioConversation,
+    result: Mapping[str, Any],
+    transport: Transport,
+    fresh: Callable[[], _Opened],
+) -> Findings:
+    capabilities = _mapping(result.get("capabilities"))
+    items, notes = await steps.list_items(conv, capabilities, options.step_s)
+    await asyncio.sleep(max(0.0, options.window_s))
+    outside = tuple(conv.recorder.outside)
+    call = None
+    if options.call is not None:
+        call = await steps.call_tool(conv, options.call, options.call_arguments, options.call_s)
+
+    async def one(version: str) -> bool | None:
+        try:
+            async with fresh() as other:
+                return await steps.offered_alone(other, version, options.step_s)
+        except ProbeError:
+            return None
+
+    results = await asyncio.gather(*(one(v) for v in mcp.LEGACY_VERSIONS))
+    return replace(
+        base,
+        transport=transport,
+        versions=dict(zip(mcp.LEGACY_VERSIONS, results, strict=True)),
+        negotiated=str(result["protocolVersion"]),
+        server_info=_mapping(result.get("serverInfo")),
+        capabilities=capabilities,
+        items=items,
+        resumability=Resumability(
+            "not applicable", f"a session over {transport} is one stream that cannot be resumed elsewhere"
+        ),
+        session=Session(requests_outside_calls=outside),
+        call=call,
+        notes=notes,
+    )
+
+
+async def _versions(make: Callable[[], StreamableConversation], timeout: float) -> dict[str, bool | None]:
+    async def one(version: str) -> bool | None:
+        conv = make()
+        try:
+            accepted = await steps.offered_alone(conv, version, timeout)
+            if conv.session_id is not None:
+                conv.version = version
+                await conv.delete(timeout)
+            return accepted
+        except (ProbeError, aiohttp.ClientError):
+            return None
+        finally:
+            await conv.close()
+
+    results = await asyncio.gather(*(one(v) for v in mcp.LEGACY_VERSIONS))
+    return dict(zip(mcp.LEGACY_VERSIONS, results, strict=True))
+
+
+def _mapping(value: object) -> dict[str, Any]:
+    return dict(value) if isinstance(value, dict) else {}
+
+
+def parse_headers(values: Sequence[str]) -> dict[str, str]:
+    """`--header 'Name: value'` → {Name: value}; raises ValueError naming a bad one."""
+    out: dict[str, str] = {}
+    for raw in values:
+        name, sep, value = raw.partition(":")
+        if not sep or not name.strip():
+            raise ValueError(f"--header {raw!r}: expected 'Name: value'")
+        out[name.strip()] = value.strip()
+    return out

@@ -1,0 +1,105 @@
+"""Talking to a stdio server: spawn the command, newline-delimited JSON-RPC on its stdin and stdout."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import Sequence
+
+from proxy.probe.channel import ProbeError, Recorder, StreamChannel
+from proxy.probe.streamable import _decode
+from proxy.wire import jsonrpc
+
+_STDERR_TAIL = 2000
+_STOP_S = 3.0
+
+
+class StdioConversation:
+    def __init__(self, command: Sequence[str], recorder: Recorder) -> None:
+        self.command = tuple(command)
+        self.recorder = recorder
+        self.channel = StreamChannel(self._send, recorder)
+        self._process: asyncio.subprocess.Process | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stderr_task: asyncio.Task[None] | None = None
+        self._stderr = bytearray()
+
+    async def open(self) -> None:
+        try:
+            self._process = await asyncio.create_subprocess_exec(
+                *self.command,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,
+                limit=16 * 1024 * 1024,
+            )
+        except OSError as exc:
+            raise ProbeError(f"cannot start {self.command[0]}: {exc.strerror or exc}") from None
+        self._stderr_task = asyncio.create_task(self._drain_stderr())
+        self._tasks = [asyncio.create_task(self._read()), self._stderr_task]
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    def stderr_tail(self) -> str:
+        text = self._stderr.decode(errors="replace").strip().splitlines()
+        return text[-1][:200] if text else ""
+
+    async def _read(self) -> None:
+        assert self._process is not None and self._process.stdout is not None
+        while line := await self._process.stdout.readline():
+            message = _decode(line.decode(errors="replace")) if line.strip() else None
+            if message is not None:
+                await self.channel.deliver(message)
+        code = await self._process.wait()
+        with contextlib.suppress(TimeoutError):  # its last words, for the error
+            if self._stderr_task is not None:
+                await asyncio.wait_for(asyncio.shield(self._stderr_task), 1.0)
+        tail = self.stderr_tail()
+        self.channel.fail(f"the server exited with code {code}" + (f": {tail}" if tail else ""))
+
+    async def _drain_stderr(self) -> None:
+        assert self._process is not None and self._process.stderr is not None
+        while chunk := await self._process.stderr.read(4096):
+            self._stderr += chunk
+            del self._stderr[:-_STDERR_TAIL]
+
+    async def _send(self, body: bytes) -> None:
+        assert self._process is not None and self._process.stdin is not None
+        try:
+            self._process.stdin.write(body + b"\n")
+            await self._process.stdin.drain()
+        except (BrokenPipeError, ConnectionResetError):
+            raise ProbeError(self.channel.closed or "the server closed its stdin") from None
+
+    async def request(self, method: str, params: jsonrpc.JSONObject, timeout: float) -> jsonrpc.Response:
+        return await self.channel.request(method, params, timeout)
+
+    async def notify(self, method: str, params: jsonrpc.JSONObject) -> None:
+        await self.channel.notify(method, params)
+
+    async def close(self) -> None:
+        process = self._process
+        if process is not None and process.returncode is None:
+            if process.stdin is not None:
+                with contextlib.suppress(OSError):
+                    process.stdin.close()
+            try:
+                await asyncio.wait_for(process.wait(), _STOP_S)
+            except TimeoutError:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(process.pid, 15)
+                try:
+                    await asyncio.wait_for(process.wait(), _STOP_S)
+                except TimeoutError:
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.killpg(process.pid, 9)
+                    await process.wait()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task

@@ -1,0 +1,205 @@
+"""Findings → a verdict per feature (works / works with limits / will not work, with the reason) and the
+YAML upstream block for `mrtr-proxy serve --config`. Pure."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+import yaml
+
+from proxy.probe.findings import Findings
+from proxy.wire import mcp
+
+Status = Literal["works", "works with limits", "will not work"]
+WORKS: Final = "works"
+LIMITS: Final = "works with limits"
+NO: Final = "will not work"
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    feature: str
+    status: Status
+    reason: str
+
+
+def verdicts(f: Findings) -> tuple[Verdict, ...]:
+    if f.transport is None:
+        return (Verdict("fronting", NO, f.error or "no MCP server answered"),)
+    out = [_fronting(f)]
+    if f.authorization is not None and f.negotiated is None:
+        return tuple(out)  # behind OAuth and no token given: nothing else could be seen
+    out += [_mid_call_input(f), _failover(f), _legacy_clients(f), _outside_calls(f), _notifications(f)]
+    if f.call is not None:
+        out.append(_call(f))
+    return tuple(out)
+
+
+def cannot_front(f: Findings) -> bool:
+    """True when the proxy cannot front this server at all (the CLI exits non-zero)."""
+    return any(v.feature == "fronting" and v.status == NO for v in verdicts(f))
+
+
+def _fronting(f: Findings) -> Verdict:
+    auth = f.authorization
+    if auth is not None:
+        where = ", ".join(auth.authorization_servers) or "an authorization server it does not name"
+        scopes = f" with scopes {' '.join(auth.scopes)}" if auth.scopes else ""
+        why = (
+            f"needs OAuth (HTTP {auth.status}): clients bring a token from {where}{scopes}; the proxy "
+            "forwards Authorization (upstreams[].forward_headers) and never shares a session between tokens"
+        )
+        if f.negotiated is None:
+            why += "; run probe again with --header 'Authorization: Bearer …' to see the rest"
+        return Verdict("fronting", LIMITS, why)
+    if f.negotiated is None:
+        return Verdict("fronting", NO, f.error or "initialize did not succeed")
+    if not f.accepted_versions:
+        return Verdict(
+            "fronting", NO, f"it accepts none of {', '.join(mcp.LEGACY_VERSIONS)} when offered alone"
+        )
+    return Verdict("fronting", WORKS, f"legacy MCP over {f.transport}, speaks {f.negotiated}")
+
+
+def _mid_call_input(f: Findings) -> Verdict:
+    versions = f.accepted_versions
+    if versions and max(versions) < "2025-06-18":
+        return Verdict(
+            "mid-call input (MRTR)",
+            LIMITS,
+            "only 2024-11-05: sampling and roots become input_required rounds, elicitation does not exist",
+        )
+    json_only = f.transports.get("streamable_http")
+    if (
+        json_only is not None
+        and "application/json" in json_only.detail
+        and f.session.get_stream.answer != "yes"
+    ):
+        return Verdict(
+            "mid-call input (MRTR)",
+            NO,
+            "POSTs answer application/json and there is no GET stream: "
+            "a server request mid-call has no way back",
+        )
+    return Verdict(
+        "mid-call input (MRTR)",
+        WORKS,
+        "elicitation, sampling and roots sent mid-call become input_required rounds; every tools/call, "
+        "prompts/get and resources/read is run as a call that can park",
+    )
+
+
+def _failover(f: Findings) -> Verdict:
+    name = "owner failover of a parked call"
+    if f.transport != "streamable-http":
+        return Verdict(
+            name,
+            NO,
+            f"a session over {f.transport} lives in one replica: if it dies, the call is lost, not replayed",
+        )
+    if f.resumability.resumable == "yes":
+        return Verdict(name, WORKS, f"the server resumes a dropped stream ({f.resumability.detail})")
+    return Verdict(
+        name,
+        NO,
+        f"{f.resumability.detail}: if the owning replica dies, its parked calls are answered "
+        "'call lost, not replayed'",
+    )
+
+
+def _legacy_clients(f: Findings) -> Verdict:
+    name = "legacy clients through the proxy"
+    if f.transport == "streamable-http":
+        return Verdict(name, WORKS, "stateless relay: any replica serves any legacy session")
+    return Verdict(
+        name,
+        LIMITS,
+        f"bridged: a legacy session lives in the replica that opened its session over {f.transport}, "
+        "so route legacy clients stickily",
+    )
+
+
+def _outside_calls(f: Findings) -> Verdict:
+    name = "server requests outside calls"
+    seen = f.session.requests_outside_calls
+    if not seen:
+        return Verdict(name, WORKS, "none seen while probing")
+    what = ", ".join(seen)
+    if set(seen) <= {mcp.ROOTS, mcp.PING}:
+        return Verdict(
+            name, LIMITS, f"sent {what} with no call in flight: set upstreams[].static_roots to answer it"
+        )
+    return Verdict(name, LIMITS, f"sent {what} with no call in flight: refused, as no client can be asked")
+
+
+def _notifications(f: Findings) -> Verdict:
+    name = "subscriptions/listen"
+    caps = f.capabilities
+    announced = [
+        kind for kind in ("tools", "prompts", "resources")
+        if isinstance(caps.get(kind), dict) and caps[kind].get("listChanged")
+    ]  # fmt: skip
+    if isinstance(caps.get("resources"), dict) and caps["resources"].get("subscribe"):
+        announced.append("resources/updated")
+    if f.transport == "streamable-http" and f.session.get_stream.answer != "yes":
+        return Verdict(name, LIMITS, "no standalone GET stream: session-wide notifications never arrive")
+    if not announced:
+        return Verdict(name, LIMITS, "the server announces no list changes or subscriptions")
+    return Verdict(name, WORKS, f"relays {', '.join(announced)}")
+
+
+def _call(f: Findings) -> Verdict:
+    call = f.call
+    assert call is not None
+    name = f"tools/call {call.name}"
+    asked = ", ".join(call.server_requests)
+    if call.outcome in ("result", "tool_error"):
+        how = f"asked {asked}: becomes input_required round(s)" if asked else "asked nothing: one round"
+        return Verdict(
+            name, WORKS, f"{how}; ended with a {'tool error' if call.outcome == 'tool_error' else 'result'}"
+        )
+    return Verdict(name, LIMITS, f"{call.outcome}: {call.detail}" + (f" (asked {asked})" if asked else ""))
+
+
+# -- the YAML block ---------------------------------------------------------------------------------------
+
+
+def upstream_name(f: Findings) -> str:
+    """A config-valid upstream name ([a-z0-9][a-z0-9-]{0,62}) from the server's name."""
+    raw = str(f.server_info.get("name") or "upstream").lower()
+    slug = re.sub(r"[^a-z0-9]+", "-", raw).strip("-")[:63].strip("-")
+    return slug or "upstream"
+
+
+def upstream_block(f: Findings) -> dict[str, Any] | None:
+    """The `upstreams:` entry for this server, or None when it cannot be fronted."""
+    if f.transport is None or cannot_front(f):
+        return None
+    entry: dict[str, Any] = {"name": upstream_name(f)}
+    if f.transport == "stdio":
+        entry["command"] = f.command[0]
+        if f.command[1:]:
+            entry["args"] = list(f.command[1:])
+        if f.cwd is not None:
+            entry["cwd"] = f.cwd
+    else:
+        entry["url"] = f.url
+        entry["transport"] = f.transport
+    accepted = f.accepted_versions
+    if accepted and accepted != mcp.LEGACY_VERSIONS:
+        entry["protocol_versions"] = list(accepted)
+    return entry
+
+
+def config_yaml(f: Findings) -> str | None:
+    """A whole configuration file serving this server (what `mrtr-proxy serve --config` reads)."""
+    entry = upstream_block(f)
+    if entry is None:
+        return None
+    head = (
+        f"# mrtr-proxy probe {f.target}\n"
+        "# sealing keys: add keys.files or keys.dirs (see config/example.yaml)\n"
+    )
+    return head + yaml.safe_dump({"upstreams": [entry]}, sort_keys=False, default_flow_style=False)

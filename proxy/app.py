@@ -187,6 +187,11 @@ def create_app(
     app[STATE] = RuntimeState()
     app[CODEC] = HandleCodec(ring or key_ring(config))
     app[METRICS] = Metrics(u.name for u in config.upstreams)
+    app[METRICS].limits(
+        max_calls=config.calls.max_parked,
+        max_sessions={u.name: u.pool.max_sessions for u in config.upstreams},
+        drain_grace_s=config.calls.drain_grace_s,
+    )
     app[TRACING] = tracing if tracing is not None else setup_tracing(config.tracing)
     app.on_response_prepare.append(echo_request_id)
     app.on_cleanup.append(_stop_tracing)
@@ -372,6 +377,7 @@ async def drain(app: web.Application) -> None:
     """SIGTERM: readiness goes false at once, new calls are refused (-31005, retry elsewhere), retries of
     parked calls are served for `calls.drain_grace_s`, then what is left is handed over or cancelled."""
     app[STATE].draining = True
+    app[METRICS].drain_started()
     log.info(
         "drain.started",
         parked_calls=app[CALLS].registry.parked_count,

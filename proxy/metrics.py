@@ -11,6 +11,7 @@ names); anything else is counted as "other", so label cardinality stays bounded 
 
 from __future__ import annotations
 
+import time
 from collections import Counter as Tally
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final, TypeVar
@@ -203,6 +204,16 @@ class Metrics:
         """Read the call and session gauges from these at scrape time (set once the app has started)."""
         self._state.calls, self._state.pools = calls, pools
 
+    def limits(self, *, max_calls: int, max_sessions: Mapping[str, int], drain_grace_s: float) -> None:
+        """The configured limits, exported as gauges so alerts compare against them (calls.max_parked,
+        pool.max_sessions per upstream, calls.drain_grace_s)."""
+        self._state.max_calls, self._state.max_sessions = max_calls, dict(max_sessions)
+        self._state.drain_grace_s = drain_grace_s
+
+    def drain_started(self) -> None:
+        """SIGTERM: from now on `mrtr_proxy_draining_seconds` counts up."""
+        self._state.draining_since = time.monotonic()
+
     def upstream_label(self, name: object) -> str:
         if name is None:
             return NONE
@@ -250,6 +261,10 @@ class _StateCollector(Collector):
         self._upstreams = upstreams
         self.calls: CallRegistry | None = None
         self.pools: Mapping[str, SessionPool] = {}
+        self.max_calls: int | None = None
+        self.max_sessions: Mapping[str, int] = {}
+        self.drain_grace_s: float | None = None
+        self.draining_since: float | None = None
 
     def collect(self) -> Iterable[Metric]:
         parked = GaugeMetricFamily(
@@ -271,7 +286,36 @@ class _StateCollector(Collector):
             running.add_metric([name], counts[name, False])
             pool = self.pools.get(name)
             sessions.add_metric([name], pool.size if pool is not None else 0)
-        return [parked, running, sessions]
+        return [parked, running, sessions, *self._limits()]
+
+    def _limits(self) -> Iterable[Metric]:
+        since = self.draining_since
+        draining = GaugeMetricFamily(
+            "mrtr_proxy_draining_seconds",
+            "Seconds since SIGTERM started this replica's drain (0 while it is not draining)",
+            value=0.0 if since is None else time.monotonic() - since,
+        )
+        yield draining
+        if self.drain_grace_s is not None:
+            yield GaugeMetricFamily(
+                "mrtr_proxy_drain_grace_seconds", "calls.drain_grace_s", value=self.drain_grace_s
+            )
+        if self.max_calls is not None:
+            yield GaugeMetricFamily(
+                "mrtr_proxy_max_calls",
+                "calls.max_parked: calls held (running or parked) at most",
+                value=self.max_calls,
+            )
+        if self.max_sessions:
+            limit = GaugeMetricFamily(
+                "mrtr_proxy_upstream_max_sessions",
+                "pool.max_sessions: legacy sessions open at once to this upstream at most",
+                labels=["upstream"],
+            )
+            for name in self._upstreams:
+                if name in self.max_sessions:
+                    limit.add_metric([name], self.max_sessions[name])
+            yield limit
 
     def describe(self) -> Iterable[Metric]:
         return [

@@ -312,3 +312,18 @@ def test_unknown_labels_stay_bounded_and_registries_are_per_instance() -> None:
     assert m("mrtr_proxy_request_duration_seconds_sum", method="other", upstream="other") == 0.0015
     assert n.total("mrtr_proxy_requests_total") == 0
     assert m("mrtr_proxy_parked_calls", upstream="a") == 0  # gauges read nothing before the app starts
+
+
+def test_limits_and_drain_are_gauges_alerts_can_compare_against() -> None:
+    metrics = Metrics(["a", "b"])
+    before = Scrape.parse(metrics.render().decode())
+    assert before("mrtr_proxy_draining_seconds") == 0
+    assert not any(n == "mrtr_proxy_max_calls" for n, _ in before.samples)  # no limits known: none exported
+    metrics.limits(max_calls=500, max_sessions={"a": 8, "b": 16}, drain_grace_s=30)
+    metrics.drain_started()
+    m = Scrape.parse(metrics.render().decode())
+    assert m("mrtr_proxy_max_calls") == 500
+    assert m("mrtr_proxy_upstream_max_sessions", upstream="a") == 8
+    assert m("mrtr_proxy_upstream_max_sessions", upstream="b") == 16
+    assert m("mrtr_proxy_drain_grace_seconds") == 30
+    assert m("mrtr_proxy_draining_seconds") >= 0

@@ -73,6 +73,7 @@ REJECTION_REASONS: Final = frozenset(
         "call_ended", "round_in_progress", "bad_pending_keys", "stale_round", "call_mismatch",
     }
 )  # fmt: skip
+UPSTREAM_ERROR_KINDS: Final = ("error_response", "failed", "timeout")  # what upstream_error_kind answers
 # Seconds: a ping (sub-millisecond) up to a long tool call (calls.call_timeout_s defaults to 300).
 DURATION_BUCKETS: Final = (
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300,
@@ -153,12 +154,14 @@ class Metrics:
             "mrtr_proxy_handle_rejections",
             "requestState handles refused (all get the same wire error), by reason",
             ("reason",),
+            start=[(reason,) for reason in sorted(REJECTION_REASONS)],
         )
         self.upstream_errors = self._add(
             Counter,
             "mrtr_proxy_upstream_errors",
             "Requests the upstream failed: error_response, failed (unreachable or mid-call) or timeout",
             ("upstream", "kind"),
+            start=[(name, kind) for name in self._upstreams for kind in UPSTREAM_ERROR_KINDS],
         )
         self.peer_forwards = self._add(
             Counter,

@@ -2,7 +2,9 @@
 # Installs the third-party MCP peers the tests talk to, into .peers/ (git-ignored):
 #   .peers/legacy  python venv with mcp==1.30.0 (FastMCP 1.x legacy servers)
 #   .peers/client  python venv with mcp==2.3.0  (2026-07-28 client)
-#   .peers/node    npm peers: server-everything, the TS client v2, the conformance suite, Node 22
+#   .peers/node    npm peers: server-everything, the TS client v2, the conformance suite, Node 22, and the
+#                  Prometheus Operator CRD schemas (@kubernetes-models/prometheus-operator) and the PromQL
+#                  grammar (@prometheus-io/lezer-promql) the chart tests check the observability objects with
 # Idempotent: a peer already at the pinned version is left alone.
 #   nginx          the round-robin load balancer for the multi-replica tests (Debian's nginx-light)
 # Usage: scripts/setup-peers.sh [legacy] [client] [node] [nginx]   (no argument: all four)

@@ -327,3 +327,6 @@ def test_limits_and_drain_are_gauges_alerts_can_compare_against() -> None:
     assert m("mrtr_proxy_upstream_max_sessions", upstream="b") == 16
     assert m("mrtr_proxy_drain_grace_seconds") == 30
     assert m("mrtr_proxy_draining_seconds") >= 0
+    # every known labelled series starts at 0 (rate() and ratio alerts work before the first event)
+    assert m("mrtr_proxy_upstream_errors_total", upstream="b", kind="timeout") == 0
+    assert m("mrtr_proxy_handle_rejections_total", reason="expired") == 0

@@ -114,7 +114,8 @@ class Rendered:
 
     @property
     def config_text(self) -> str:
-        text: str = self.one("ConfigMap")["data"]["config.yaml"]
+        (config_map,) = [o for o in self.all("ConfigMap") if "config.yaml" in o.get("data", {})]
+        text: str = config_map["data"]["config.yaml"]
         return text
 
     @property

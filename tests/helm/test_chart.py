@@ -32,8 +32,8 @@ def ids(paths: list[Path]) -> list[str]:
     return [p.name.removesuffix("-values.yaml") for p in paths]
 
 
-def test_the_three_scenarios_exist() -> None:
-    assert set(CI) == {"gateway", "sidecar", "minimal"}
+def test_the_scenarios_exist() -> None:
+    assert set(CI) == {"gateway", "sidecar", "minimal", "observability"}
 
 
 # ---- lint -------------------------------------------------------------------------------------------

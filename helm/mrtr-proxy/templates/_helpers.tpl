@@ -219,3 +219,13 @@ volumeMounts:
 {{ toYaml . }}
 {{- end }}
 {{- end -}}
+
+{{/* PromQL label matchers for this release's series (metrics.prometheusRule.selector, or what the
+ServiceMonitor's scrapes carry: the namespace and the headless Service's name). */}}
+{{- define "mrtr-proxy.metricsSelector" -}}
+{{- if .Values.metrics.prometheusRule.selector -}}
+{{- .Values.metrics.prometheusRule.selector -}}
+{{- else -}}
+{{- printf "namespace=%q,service=%q" .Release.Namespace (include "mrtr-proxy.peersName" .) -}}
+{{- end -}}
+{{- end -}}

@@ -49,9 +49,12 @@ class Recorder:
         self.in_call = False
         self.during_call: list[str] = []
         self.outside: list[str] = []
+        self.on_get_stream: list[str] = []  # Streamable HTTP: those that came on the standalone GET stream
 
-    def saw(self, method: str) -> None:
+    def saw(self, method: str, *, on_get_stream: bool = False) -> None:
         (self.during_call if self.in_call else self.outside).append(method)
+        if on_get_stream:
+            self.on_get_stream.append(method)
 
 
 class StreamChannel:

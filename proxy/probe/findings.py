@@ -73,6 +73,7 @@ class Session:
     session_id_issued: bool | None = None  # None: the transport has no session header (sse, stdio)
     get_stream: Check = Check("not tried")
     requests_outside_calls: tuple[str, ...] = ()  # server→client methods seen with no call in flight
+    requests_on_get_stream: tuple[str, ...] = ()  # those (in calls or not) that came on the GET stream
     delete: Check = Check("not tried")
     idle_expiry: str = "not observed (it would take the server's idle timeout to see)"
 

@@ -118,6 +118,8 @@ def _session(f: Findings) -> list[str]:
         lines.append(f"  Mcp-Session-Id issued    {'yes' if s.session_id_issued else 'no'}")
     lines.append(f"  resumable (Last-Event-ID) {f.resumability.resumable}: {f.resumability.detail}")
     lines.append(f"  requests outside calls   {', '.join(s.requests_outside_calls) or 'none seen'}")
+    if s.get_stream.answer == "yes":
+        lines.append(f"  requests on GET stream   {', '.join(s.requests_on_get_stream) or 'none seen'}")
     if s.delete.answer != "not tried":
         lines.append(f"  DELETE session           {s.delete.answer} ({s.delete.detail})")
     lines.append(f"  idle expiry              {s.idle_expiry}")

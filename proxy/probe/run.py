@@ -196,6 +196,7 @@ async def _streamable(
             session_id_issued=conv.session_id is not None,
             get_stream=get_stream,
             requests_outside_calls=outside,
+            requests_on_get_stream=tuple(conv.recorder.on_get_stream),
             delete=delete,
         ),
         call=call,

@@ -152,7 +152,7 @@ class StreamableConversation:
                 async for event in sse_events(response):
                     message = _decode(event.data) if event.data else None
                     if isinstance(message, jsonrpc.Request):
-                        self.recorder.saw(message.method)
+                        self.recorder.saw(message.method, on_get_stream=True)
                         task = asyncio.create_task(self._reply(answer(message)))
                         self._tasks.add(task)
                         task.add_done_callback(self._tasks.discard)

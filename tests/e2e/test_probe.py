@@ -137,6 +137,7 @@ async def test_fastmcp_streamable_http_without_event_store(fastmcp_url: str, tmp
     assert "no id (no event store)" in out["resumability"]["detail"]
     session = out["session"]
     assert session["session_id_issued"] is True and session["requests_outside_calls"] == []
+    assert session["requests_on_get_stream"] == []
     assert session["delete"] == {"answer": "yes", "detail": "HTTP 200"}
     assert out["authorization"] is None and out["call"] is None  # no tool is called without --call
     assert verdict(out, "fronting") == ("works", "legacy MCP over streamable-http, speaks 2025-11-25")
@@ -152,6 +153,21 @@ async def test_fastmcp_streamable_http_without_event_store(fastmcp_url: str, tmp
     done = await round_trip(out["config_yaml"], tmp_path)
     assert f"upstream legacy-fastmcp-fixture: streamable-http {fastmcp_url}" in done["checked"]
     assert done["ask"] == {"text": "accept:Alice", "is_error": False, "seen": ["elicit:form"]}
+
+
+async def test_fastmcp_sends_roots_list_on_the_get_stream_during_a_call(fastmcp_url: str) -> None:
+    out = await report(fastmcp_url, extra=("--call", "roots"))
+    assert out["call"] == {
+        "name": "roots",
+        "server_requests": ["roots/list"],
+        "outcome": "result",
+        "detail": "",
+    }
+    assert out["session"]["requests_on_get_stream"] == [
+        "roots/list"
+    ]  # FastMCP 1.x: list_roots has no related id
+    assert out["session"]["requests_outside_calls"] == []
+    assert verdict(out, "tools/call roots")[0] == "works"
 
 
 async def test_fastmcp_streamable_http_with_event_store_resumes(fastmcp_resumable_url: str) -> None:
@@ -220,7 +236,8 @@ async def test_server_everything_streamable_http(server_everything_url: str) -> 
     assert "simple-prompt" in names(out, "prompts")
     assert out["resumability"]["resumable"] == "yes"  # its example event store replays after Last-Event-ID
     assert verdict(out, "owner failover of a parked call")[0] == "works"
-    assert out["session"]["requests_outside_calls"] == ["roots/list"]  # ~350 ms after initialized, GET stream
+    assert out["session"]["requests_outside_calls"] == ["roots/list"]  # ~350 ms after initialized
+    assert out["session"]["requests_on_get_stream"] == ["roots/list"]
     status, reason = verdict(out, "server requests outside calls")
     assert status == "works with limits" and "static_roots" in reason
     assert verdict(out, "subscriptions/listen")[0] == "works"

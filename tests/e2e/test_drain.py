@@ -9,6 +9,7 @@ import signal
 import aiohttp
 import peers
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from e2e.harness import RawClient, accept_name
 from e2e.replicas import log_lines, replica_set, url_of
@@ -35,6 +36,12 @@ async def test_sigterm_finishes_parked_calls_within_the_grace(fastmcp_url: str) 
                 break
             await asyncio.sleep(0.05)
         assert await readyz(http, replica) == 503  # out of rotation before it exits
+        async with http.get(f"http://127.0.0.1:{replica.port}/metrics") as resp:  # the drain alert's input
+            gauges = {
+                s.name: s.value for f in text_string_to_metric_families(await resp.text()) for s in f.samples
+            }
+        assert gauges["mrtr_proxy_draining_seconds"] > 0
+        assert gauges["mrtr_proxy_drain_grace_seconds"] == 10
         refused = await client.call("echo", {"text": "new"})
         assert refused.status == 503
         assert refused.error["code"] == -31005

@@ -9,7 +9,7 @@ import sys
 from typing import Any
 
 from proxy.probe import report
-from proxy.probe.run import Options, parse_headers, probe
+from proxy.probe.run import Options, parse_env, parse_headers, probe
 from proxy.probe.verdicts import cannot_front
 
 
@@ -24,6 +24,9 @@ def add_parser(sub: Any) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON instead of text")
     parser.add_argument(
         "--header", action="append", default=[], help="'Name: value' sent on every HTTP request"
+    )
+    parser.add_argument(
+        "--env", action="append", default=[], help="NAME=value for a stdio server (it inherits little else)"
     )
     parser.add_argument("--call", metavar="NAME", help="also call this tool (tools have side effects)")
     parser.add_argument("--args", metavar="JSON", default="{}", help="arguments for --call (a JSON object)")
@@ -62,6 +65,7 @@ def _options(args: argparse.Namespace) -> Options:
     step = min(args.timeout, 20.0)
     common: dict[str, Any] = {
         "headers": parse_headers(args.header),
+        "env": parse_env(args.env),
         "call": args.call,
         "call_arguments": arguments,
         "step_s": step,

@@ -97,6 +97,7 @@ class Findings:
     url: str | None = None
     command: tuple[str, ...] = ()
     cwd: str | None = None  # where the command ran (stdio), so relative paths in it resolve the same way
+    env: Mapping[str, str] = field(default_factory=dict)  # stdio: the --env variables it ran with
     error: str | None = None  # why nothing could be probed (one line)
     notes: tuple[str, ...] = ()  # lesser problems met on the way (one line each)
 

@@ -27,6 +27,9 @@ class Options:
     url: str | None = None
     command: tuple[str, ...] = ()
     headers: Mapping[str, str] = field(default_factory=dict)
+    env: Mapping[str, str] = field(
+        default_factory=dict
+    )  # stdio: over the minimal environment the proxy gives
     call: str | None = None
     call_arguments: Mapping[str, Any] = field(default_factory=dict)
     step_s: float = 10.0  # one request, one connection
@@ -246,7 +249,7 @@ async def _try_sse(options: Options, base: Findings, http: aiohttp.ClientSession
 async def _probe_stdio(options: Options, base: Findings) -> Findings:
     if not options.command:
         return replace(base, error="no command given")
-    conv = StdioConversation(options.command, Recorder())
+    conv = StdioConversation(options.command, Recorder(), options.env)
     try:
         try:
             await conv.open()
@@ -259,13 +262,16 @@ async def _probe_stdio(options: Options, base: Findings) -> Findings:
             )
 
         def fresh() -> _Opened:
-            return _Opened(StdioConversation(options.command, Recorder()), options.step_s)
+            return _Opened(StdioConversation(options.command, Recorder(), options.env), options.step_s)
 
         found = await _over_channel(
             options, base=base, conv=conv, result=result, transport="stdio", fresh=fresh
         )
         return replace(
-            found, transports={"stdio": Check("yes", "initialize answered on stdout")}, cwd=os.getcwd()
+            found,
+            transports={"stdio": Check("yes", "initialize answered on stdout")},
+            cwd=os.getcwd(),
+            env=dict(options.env),
         )
     finally:
         await conv.close()
@@ -354,6 +360,17 @@ async def _versions(make: Callable[[], StreamableConversation], timeout: float) 
 
 def _mapping(value: object) -> dict[str, Any]:
     return dict(value) if isinstance(value, dict) else {}
+
+
+def parse_env(values: Sequence[str]) -> dict[str, str]:
+    """`--env NAME=value` → {NAME: value}; raises ValueError naming a bad one."""
+    out: dict[str, str] = {}
+    for raw in values:
+        name, sep, value = raw.partition("=")
+        if not sep or not name:
+            raise ValueError(f"--env {raw!r}: expected NAME=value")
+        out[name] = value
+    return out
 
 
 def parse_headers(values: Sequence[str]) -> dict[str, str]:

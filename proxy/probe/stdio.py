@@ -1,14 +1,18 @@
-"""Talking to a stdio server: spawn the command, newline-delimited JSON-RPC on its stdin and stdout."""
+"""Talking to a stdio server: spawn the command, newline-delimited JSON-RPC on its stdin and stdout.
+
+The child gets the environment the proxy would give it (`proxy.upstream.stdio.child_env`: a short list of
+inherited variables plus `env`), so a server that needs more fails here as it would behind the proxy."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from proxy.probe.channel import ProbeError, Recorder, StreamChannel
 from proxy.probe.streamable import _decode
+from proxy.upstream.stdio import child_env
 from proxy.wire import jsonrpc
 
 _STDERR_TAIL = 2000
@@ -16,8 +20,11 @@ _STOP_S = 3.0
 
 
 class StdioConversation:
-    def __init__(self, command: Sequence[str], recorder: Recorder) -> None:
+    def __init__(
+        self, command: Sequence[str], recorder: Recorder, env: Mapping[str, str] | None = None
+    ) -> None:
         self.command = tuple(command)
+        self.env = dict(env or {})
         self.recorder = recorder
         self.channel = StreamChannel(self._send, recorder)
         self._process: asyncio.subprocess.Process | None = None
@@ -32,6 +39,7 @@ class StdioConversation:
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
+                env=child_env(self.env),
                 start_new_session=True,
                 limit=16 * 1024 * 1024,
             )

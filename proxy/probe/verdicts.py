@@ -56,9 +56,12 @@ def _fronting(f: Findings) -> Verdict:
         return Verdict("fronting", LIMITS, why)
     if f.negotiated is None:
         return Verdict("fronting", NO, f.error or "initialize did not succeed")
-    if not f.accepted_versions:
+    if f.negotiated not in mcp.LEGACY_VERSIONS:
         return Verdict(
-            "fronting", NO, f"it accepts none of {', '.join(mcp.LEGACY_VERSIONS)} when offered alone"
+            "fronting",
+            NO,
+            f"it answers initialize with protocol version {f.negotiated}, not one of "
+            f"{', '.join(mcp.LEGACY_VERSIONS)}",
         )
     return Verdict("fronting", WORKS, f"legacy MCP over {f.transport}, speaks {f.negotiated}")
 
@@ -71,17 +74,20 @@ def _mid_call_input(f: Findings) -> Verdict:
             LIMITS,
             "only 2024-11-05: sampling and roots become input_required rounds, elicitation does not exist",
         )
-    json_only = f.transports.get("streamable_http")
-    if (
-        json_only is not None
-        and "application/json" in json_only.detail
-        and f.session.get_stream.answer != "yes"
-    ):
+    post = f.transports.get("streamable_http")
+    if post is not None and post.detail == "application/json":  # every POST answered JSON, never a stream
+        if f.session.get_stream.answer != "yes":
+            return Verdict(
+                "mid-call input (MRTR)",
+                NO,
+                "POSTs answer application/json and there is no GET stream: "
+                "a server request mid-call has no way back",
+            )
         return Verdict(
             "mid-call input (MRTR)",
-            NO,
-            "POSTs answer application/json and there is no GET stream: "
-            "a server request mid-call has no way back",
+            LIMITS,
+            "POSTs answer application/json: only server requests sent on the GET stream reach the client; "
+            "a tool that asks inline (related to its call) never gets its answer",
         )
     return Verdict(
         "mid-call input (MRTR)",
@@ -182,6 +188,8 @@ def upstream_block(f: Findings) -> dict[str, Any] | None:
         entry["command"] = f.command[0]
         if f.command[1:]:
             entry["args"] = list(f.command[1:])
+        if f.env:
+            entry["env"] = dict(f.env)
         if f.cwd is not None:
             entry["cwd"] = f.cwd
     else:

@@ -30,6 +30,7 @@ LIMIT_S = 60.0  # the probe bounds itself at 50 s; this only stops a hung test
 
 
 async def probe(*target: str, json_out: bool = True, extra: tuple[str, ...] = ()) -> peers.CompletedRun:
+    """The real CLI in a child process."""
     argv = [sys.executable, "-m", "proxy", "probe", *(["--json"] if json_out else []), *extra, *target]
     run = await peers.run_once(argv, limit_s=LIMIT_S, cwd=peers.REPO_ROOT)
     assert not run.timed_out, run.stderr
@@ -320,6 +321,23 @@ async def test_not_an_mcp_server(plain_http_url: str) -> None:
 
 
 async def test_a_command_that_is_no_server() -> None:
-    run = await probe("--", sys.executable, "-c", "import sys; sys.stderr.write('boom\\n'); sys.exit(3)")
+    """It exits at once; like the proxy's children it sees only a short list of our variables plus --env."""
+    script = (
+        "import os, sys; sys.stderr.write(os.environ.get('GREETING', '-') + os.environ.get('SECRET', ''))\n"
+        "sys.exit(3)"
+    )
+    argv = [
+        sys.executable,
+        "-m",
+        "proxy",
+        "probe",
+        "--env",
+        "GREETING=boom",
+        "--",
+        sys.executable,
+        "-c",
+        script,
+    ]
+    run = await peers.run_once(argv, limit_s=LIMIT_S, cwd=peers.REPO_ROOT, env={"SECRET": "leaked"})
     assert run.returncode == 1
     assert run.stderr == "mrtr-proxy probe: no MCP server on stdio: the server exited with code 3: boom\n"

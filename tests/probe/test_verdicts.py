@@ -93,9 +93,22 @@ def test_nothing_answered_cannot_be_fronted() -> None:
     assert cannot_front(f) and upstream_block(f) is None and config_yaml(f) is None
 
 
-def test_no_version_accepted_cannot_be_fronted() -> None:
-    f = streamable(versions=dict.fromkeys(mcp.LEGACY_VERSIONS, False))
+def test_a_version_the_proxy_does_not_speak_upstream_cannot_be_fronted() -> None:
+    f = streamable(versions=dict.fromkeys(mcp.LEGACY_VERSIONS, False), negotiated="2026-07-28")
     assert cannot_front(f)
+    assert by_feature(f)["fronting"][1].startswith("it answers initialize with protocol version 2026-07-28")
+
+
+def test_failed_version_checks_alone_do_not_stop_fronting() -> None:
+    f = streamable(versions=dict.fromkeys(mcp.LEGACY_VERSIONS))  # every extra attempt failed
+    assert not cannot_front(f)
+    assert "protocol_versions" not in (upstream_block(f) or {})
+
+
+def test_json_posts_with_a_get_stream_lose_inline_requests() -> None:
+    f = streamable(transports={"streamable_http": Check("yes", "application/json")})
+    status, reason = by_feature(f)["mid-call input (MRTR)"]
+    assert status == "works with limits" and "only server requests sent on the GET stream" in reason
 
 
 def test_oauth_without_a_token_is_frontable_with_limits() -> None:
@@ -143,11 +156,12 @@ def test_the_yaml_block_lists_only_accepted_versions_and_loads(tmp_path: Path) -
     assert config.upstreams[0].protocol_versions == ("2025-11-25", "2025-06-18", "2025-03-26")
 
 
-def test_the_stdio_block_carries_command_args_and_cwd() -> None:
-    f = streamable(transport="stdio", url=None, command=("python", "-m", "srv"), cwd="/srv")
+def test_the_stdio_block_carries_command_args_env_and_cwd() -> None:
+    f = streamable(transport="stdio", url=None, command=("python", "-m", "srv"), cwd="/srv", env={"A": "1"})
     assert upstream_block(f) == {
         "name": "my-server",
         "command": "python",
         "args": ["-m", "srv"],
+        "env": {"A": "1"},
         "cwd": "/srv",
     }

@@ -13,9 +13,9 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
-from proxy.probe import authinfo, steps
+from proxy.probe import oauth, steps
 from proxy.probe.channel import ProbeError, Recorder
-from proxy.probe.findings import Authorization, Check, Findings, Resumability, Session, Transport
+from proxy.probe.findings import Check, Findings, Resumability, Session, Transport
 from proxy.probe.sse import SseConversation
 from proxy.probe.stdio import StdioConversation
 from proxy.probe.streamable import StreamableConversation, Unauthorized
@@ -78,7 +78,7 @@ async def _probe_url(options: Options, base: Findings) -> Findings:
                 return replace(
                     base,
                     transport=transport,
-                    authorization=await _authorization(http, url, exc, options.step_s),
+                    authorization=await oauth.describe(http, url, exc, options.step_s),
                 )
             except aiohttp.ClientConnectorError as exc:
                 why = (
@@ -93,7 +93,9 @@ async def _probe_url(options: Options, base: Findings) -> Findings:
                 post = Check("yes", ", ".join(sorted(streamable.content_types)))
                 return await _streamable(
                     options,
-                    base=replace(base, authorization=await _required_authorization(http, options)),
+                    base=replace(
+                        base, authorization=await oauth.required(http, url, options.headers, options.step_s)
+                    ),
                     http=http,
                     conv=streamable,
                     result=result,
@@ -102,64 +104,6 @@ async def _probe_url(options: Options, base: Findings) -> Findings:
         finally:
             await streamable.close()
         return await _try_sse(options, base, http, post)
-
-
-async def _required_authorization(http: aiohttp.ClientSession, options: Options) -> Authorization | None:
-    """With a token given (`--header Authorization: …`), is one required? One initialize without it."""
-    assert options.url is not None
-    rest = {k: v for k, v in options.headers.items() if k.lower() != "authorization"}
-    if rest == dict(options.headers):
-        return None
-    bare = StreamableConversation(http, options.url, rest, Recorder())
-    try:
-        await steps.initialize(bare, mcp.LEGACY_VERSIONS[0], options.step_s)
-    except Unauthorized as exc:
-        return await _authorization(http, options.url, exc, options.step_s)
-    except (ProbeError, aiohttp.ClientError):
-        return None
-    else:
-        await bare.delete(options.step_s)
-        return None
-    finally:
-        await bare.close()
-
-
-async def _authorization(
-    http: aiohttp.ClientSession, url: str, exc: Unauthorized, timeout: float
-) -> Authorization:
-    params = authinfo.challenge_params(exc.www_authenticate)
-    scopes = tuple(params.get("scope", "").split())
-    tried: list[str] = []
-    for candidate in authinfo.metadata_urls(url, exc.www_authenticate):
-        try:
-            async with asyncio.timeout(timeout):
-                async with http.get(candidate, headers={"Accept": "application/json"}) as response:
-                    if response.status != 200:
-                        tried.append(f"{candidate}: HTTP {response.status}")
-                        continue
-                    metadata = await response.json(content_type=None)
-        except (TimeoutError, aiohttp.ClientError, ValueError) as err:
-            tried.append(f"{candidate}: {type(err).__name__}")
-            continue
-        if not isinstance(metadata, dict):
-            tried.append(f"{candidate}: not a JSON object")
-            continue
-        servers = metadata.get("authorization_servers")
-        supported = metadata.get("scopes_supported")
-        return Authorization(
-            status=exc.status,
-            www_authenticate=exc.www_authenticate,
-            metadata_url=candidate,
-            metadata=metadata,
-            authorization_servers=tuple(s for s in servers if isinstance(s, str))
-            if isinstance(servers, list)
-            else (),
-            scopes=scopes
-            or (tuple(s for s in supported if isinstance(s, str)) if isinstance(supported, list) else ()),
-        )
-    return Authorization(
-        exc.status, exc.www_authenticate, scopes=scopes, detail="no metadata: " + "; ".join(tried)
-    )
 
 
 async def _streamable(
@@ -218,7 +162,7 @@ async def _try_sse(options: Options, base: Findings, http: aiohttp.ClientSession
             return replace(
                 base,
                 transport="sse",
-                authorization=await _authorization(http, options.url, exc, options.step_s),
+                authorization=await oauth.describe(http, options.url, exc, options.step_s),
             )
         except ProbeError as exc:
             return replace(

@@ -181,7 +181,7 @@ async def test_fastmcp_streamable_http_with_event_store_resumes(fastmcp_resumabl
     assert verdict(out, "owner failover of a parked call")[0] == "works"
 
 
-async def test_fastmcp_http_sse(fastmcp_sse_url: str) -> None:
+async def test_fastmcp_http_sse(fastmcp_sse_url: str, tmp_path: Path) -> None:
     out = await report(fastmcp_sse_url)
     assert out["transport"] == "sse" and out["frontable"] is True
     assert out["transports"]["streamable_http"] == {
@@ -198,6 +198,8 @@ async def test_fastmcp_http_sse(fastmcp_sse_url: str) -> None:
     assert verdict(out, "owner failover of a parked call")[0] == "will not work"
     assert verdict(out, "legacy clients through the proxy")[0] == "works with limits"
     assert out["upstream"] == {"name": "legacy-fastmcp-fixture", "url": fastmcp_sse_url, "transport": "sse"}
+    done = await round_trip(out["config_yaml"], tmp_path)
+    assert done["ask"] == {"text": "accept:Alice", "is_error": False, "seen": ["elicit:form"]}
 
 
 async def test_fastmcp_stdio_with_call(tmp_path: Path) -> None:

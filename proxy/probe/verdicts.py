@@ -107,6 +107,13 @@ def _failover(f: Findings) -> Verdict:
         )
     if f.resumability.resumable == "yes":
         return Verdict(name, WORKS, f"the server resumes a dropped stream ({f.resumability.detail})")
+    if f.resumability.resumable == "unknown":
+        return Verdict(
+            name,
+            LIMITS,
+            f"not verified ({f.resumability.detail}): a parked call is taken over only if the server replays "
+            "its stream after Last-Event-ID, else it is answered 'call lost, not replayed'",
+        )
     return Verdict(
         name,
         NO,

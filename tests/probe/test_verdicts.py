@@ -51,6 +51,12 @@ def test_not_resumable_means_call_lost() -> None:
     assert status == "will not work" and reason.startswith("no ids: ") and "call lost, not replayed" in reason
 
 
+def test_unverified_resumability_is_a_limit() -> None:
+    f = streamable(resumability=Resumability("unknown", "no priming event"))
+    status, reason = by_feature(f)["owner failover of a parked call"]
+    assert status == "works with limits" and reason.startswith("not verified (no priming event)")
+
+
 def test_sse_and_stdio_cannot_fail_over_and_are_sticky_for_legacy_clients() -> None:
     for transport in ("sse", "stdio"):
         got = by_feature(streamable(transport=transport))

@@ -181,6 +181,20 @@ async def test_fastmcp_streamable_http_with_event_store_resumes(fastmcp_resumabl
     assert verdict(out, "owner failover of a parked call")[0] == "works"
 
 
+async def test_fastmcp_answering_json_loses_inline_requests() -> None:
+    """FastMCP's json_response=True: POSTs answer application/json, so an inline elicitation never arrives."""
+    async with peers.start_fastmcp(json_response=True) as url:
+        out = await report(url)
+    assert out["transports"]["streamable_http"] == {"answer": "yes", "detail": "application/json"}
+    assert out["transports"]["get_stream"]["answer"] == "yes"
+    assert out["resumability"] == {
+        "resumable": "no",
+        "detail": "a POST answers application/json: there is no stream to resume",
+    }
+    status, reason = verdict(out, "mid-call input (MRTR)")
+    assert status == "works with limits" and "only server requests sent on the GET stream" in reason
+
+
 async def test_fastmcp_http_sse(fastmcp_sse_url: str, tmp_path: Path) -> None:
     out = await report(fastmcp_sse_url)
     assert out["transport"] == "sse" and out["frontable"] is True

@@ -27,9 +27,8 @@ class Options:
     url: str | None = None
     command: tuple[str, ...] = ()
     headers: Mapping[str, str] = field(default_factory=dict)
-    env: Mapping[str, str] = field(
-        default_factory=dict
-    )  # stdio: over the minimal environment the proxy gives
+    # stdio: variables over the minimal environment the proxy gives its children
+    env: Mapping[str, str] = field(default_factory=dict)
     call: str | None = None
     call_arguments: Mapping[str, Any] = field(default_factory=dict)
     step_s: float = 10.0  # one request, one connection
@@ -51,6 +50,8 @@ async def probe(options: Options) -> Findings:
             return await _probe_stdio(options, base)
     except TimeoutError:
         return replace(base, error=f"the probe did not finish within {options.total_s:g}s")
+    except (ProbeError, aiohttp.ClientError, OSError) as exc:  # a step that has no better answer of its own
+        return replace(base, error=f"the probe failed: {exc}")
 
 
 # -- HTTP ---------------------------------------------------------------------------------------------------
@@ -164,7 +165,7 @@ async def _try_sse(options: Options, base: Findings, http: aiohttp.ClientSession
                 transport="sse",
                 authorization=await oauth.describe(http, options.url, exc, options.step_s),
             )
-        except ProbeError as exc:
+        except (ProbeError, aiohttp.ClientError) as exc:
             return replace(
                 base,
                 transports={"streamable_http": post, "http_sse": Check("no", str(exc))},
@@ -263,7 +264,7 @@ async def _over_channel(
         try:
             async with fresh() as other:
                 return await steps.offered_alone(other, version, options.step_s)
-        except ProbeError:
+        except (ProbeError, aiohttp.ClientError):
             return None
 
     results = await asyncio.gather(*(one(v) for v in mcp.LEGACY_VERSIONS))
@@ -289,8 +290,7 @@ async def _versions(make: Callable[[], StreamableConversation], timeout: float) 
         conv = make()
         try:
             accepted = await steps.offered_alone(conv, version, timeout)
-            if conv.session_id is not None:
-                conv.version = version
+            if conv.session_id is not None:  # no MCP-Protocol-Version on it: the server may have refused ours
                 await conv.delete(timeout)
             return accepted
         except (ProbeError, aiohttp.ClientError):

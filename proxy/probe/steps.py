@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal, Protocol
 
+import aiohttp
+
 from proxy.probe.channel import ProbeError, Recorder, initialize_params
 from proxy.probe.findings import CallProbe, Item, item_from
 from proxy.wire import jsonrpc, mcp
@@ -57,7 +59,11 @@ async def list_items(
             continue
         cursor: str | None = None
         for _ in range(MAX_PAGES):
-            reply = await conv.request(method, {"cursor": cursor} if cursor else {}, timeout)
+            try:
+                reply = await conv.request(method, {"cursor": cursor} if cursor else {}, timeout)
+            except (ProbeError, aiohttp.ClientError) as exc:
+                notes.append(f"{method} failed: {exc}")
+                break
             if isinstance(reply, jsonrpc.Error):
                 if reply.error.code != jsonrpc.METHOD_NOT_FOUND:
                     notes.append(f"{method} failed: {reply.error.code} {reply.error.message}")
@@ -82,7 +88,7 @@ async def call_tool(conv: Conversation, name: str, arguments: Mapping[str, Any],
     conv.recorder.in_call = True
     try:
         reply = await conv.request("tools/call", {"name": name, "arguments": dict(arguments)}, timeout)
-    except ProbeError as exc:
+    except (ProbeError, aiohttp.ClientError) as exc:
         outcome: Literal["error", "timeout"] = "timeout" if "no answer within" in str(exc) else "error"
         return CallProbe(name, tuple(conv.recorder.during_call), outcome, str(exc))
     finally:

@@ -17,6 +17,20 @@ def challenge_params(header: str) -> dict[str, str]:
     }
 
 
+def same_resource(url: str, resource: object) -> bool:
+    """Does the metadata's `resource` identify the URL probed (RFC 9728 section 3.3)? Scheme and host
+    compare case-insensitively, a trailing slash is ignored; the path must be the same."""
+    if not isinstance(resource, str):
+        return False
+    a, b = urlsplit(url), urlsplit(resource)
+    return (a.scheme.lower(), (a.hostname or "").lower(), a.port, a.path.rstrip("/")) == (
+        b.scheme.lower(),
+        (b.hostname or "").lower(),
+        b.port,
+        b.path.rstrip("/"),
+    )
+
+
 def metadata_urls(resource_url: str, header: str) -> list[str]:
     """Where to look, in order: the challenge's `resource_metadata`, then the path-suffixed well-known URL,
     then the root one (RFC 9728 section 3.1)."""

@@ -57,7 +57,12 @@ async def describe(http: aiohttp.ClientSession, url: str, exc: Unauthorized, tim
             continue
         servers = metadata.get("authorization_servers")
         supported = metadata.get("scopes_supported")
+        resource = metadata.get("resource")
         return Authorization(
+            detail=""
+            if authinfo.same_resource(url, resource)
+            else f"the metadata names resource {resource!r}, not {url}: RFC 9728 section 3.3 says clients "
+            "must not use it",
             status=exc.status,
             www_authenticate=exc.www_authenticate,
             metadata_url=candidate,

@@ -295,7 +295,7 @@ async def test_oauth_protected_fastmcp(protected_url: str) -> None:
         and f'resource_metadata="{metadata_url}"' in auth["www_authenticate"]
     )
     assert auth["metadata_url"] == metadata_url
-    assert auth["metadata"]["resource"] == protected_url
+    assert auth["metadata"]["resource"] == protected_url and auth["detail"] == ""  # RFC 9728 3.3: it matches
     assert auth["authorization_servers"] == ["https://auth.example.com/"]
     assert auth["scopes"] == ["mcp:tools", "mcp:read"]
     assert out["negotiated"] is None and out["frontable"] is True

@@ -4,6 +4,9 @@ for mutual TLS. Built once at start; a file that cannot be used stops the start 
 from __future__ import annotations
 
 import ssl
+from collections.abc import Mapping
+
+import aiohttp
 
 from proxy.config import TlsConfig
 
@@ -44,3 +47,16 @@ def _why(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.strerror:
         return exc.strerror
     return str(exc)
+
+
+def tls_sessions(
+    contexts: Mapping[str, ssl.SSLContext | None], timeout: aiohttp.ClientTimeout
+) -> dict[str, aiohttp.ClientSession]:
+    """An HTTP client of its own for each upstream with an SSL context (the others share the proxy's)."""
+    return {
+        name: aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=0, limit_per_host=0, ssl=ctx), timeout=timeout
+        )
+        for name, ctx in contexts.items()
+        if ctx is not None
+    }

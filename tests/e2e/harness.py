@@ -63,6 +63,7 @@ async def running_proxy(
     protocol_versions: tuple[str, ...] | None = None,
     extra: tuple[UpstreamConfig, ...] = (),
     tracing: Tracing | None = None,
+    public_url: str | None = None,
     **calls: Any,
 ) -> AsyncIterator[RunningProxy]:
     """The proxy on 127.0.0.1 (free port) in front of `upstream_url` (under each of `names`: the first is
@@ -70,7 +71,8 @@ async def running_proxy(
     configure the upstream (defaults: streamable-http, every legacy version). `upstream_url` may also be a
     whole `UpstreamConfig` (e.g. a stdio upstream): it is served under each of `names`, with `static_roots`
     when given; `transport` and `protocol_versions` are then ignored. `extra` upstreams are served too
-    (a gateway). `tracing`: e.g. `proxy.tracing.setup(config, exporter=InMemorySpanExporter())`."""
+    (a gateway). `tracing`: e.g. `proxy.tracing.setup(config, exporter=InMemorySpanExporter())`.
+    `public_url`: listen.public_url (the base of the routes' OAuth resource URLs)."""
     upstream: dict[str, Any] = {"url": upstream_url, "static_roots": static_roots, "transport": transport}
     if protocol_versions is not None:
         upstream["protocol_versions"] = protocol_versions
@@ -82,7 +84,7 @@ async def running_proxy(
             for n in names
         )
         + extra,
-        listen=ListenConfig(host="127.0.0.1", port=8080),
+        listen=ListenConfig(host="127.0.0.1", port=8080, public_url=public_url),
         front=front or FrontConfig(),
         keys=keys or KeysConfig(),
         principal=principal or PrincipalConfig(),

@@ -64,6 +64,7 @@ async def running_proxy(
     extra: tuple[UpstreamConfig, ...] = (),
     tracing: Tracing | None = None,
     public_url: str | None = None,
+    port: int | None = None,
     **calls: Any,
 ) -> AsyncIterator[RunningProxy]:
     """The proxy on 127.0.0.1 (free port) in front of `upstream_url` (under each of `names`: the first is
@@ -72,7 +73,8 @@ async def running_proxy(
     whole `UpstreamConfig` (e.g. a stdio upstream): it is served under each of `names`, with `static_roots`
     when given; `transport` and `protocol_versions` are then ignored. `extra` upstreams are served too
     (a gateway). `tracing`: e.g. `proxy.tracing.setup(config, exporter=InMemorySpanExporter())`.
-    `public_url`: listen.public_url (the base of the routes' OAuth resource URLs)."""
+    `public_url`: listen.public_url (the base of the routes' OAuth resource URLs). `port`: listen there
+    instead of on a free port (a peer started first must know the proxy's URL)."""
     upstream: dict[str, Any] = {"url": upstream_url, "static_roots": static_roots, "transport": transport}
     if protocol_versions is not None:
         upstream["protocol_versions"] = protocol_versions
@@ -91,7 +93,7 @@ async def running_proxy(
         calls=CallsConfig(**calls),
     )
     app = create_app(config, ring=ring if ring is not None or keys else KeyRing.ephemeral(), tracing=tracing)
-    server = TestServer(app, host="127.0.0.1")
+    server = TestServer(app, host="127.0.0.1", port=port)
     await server.start_server()
     try:
         yield RunningProxy(str(server.make_url("/mcp")), app, app[CODEC].ring)

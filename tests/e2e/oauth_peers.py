@@ -69,3 +69,18 @@ async def start_oauth_fastmcp(
 def write_jwks(path: Path, document: dict[str, Any]) -> Path:
     path.write_text(json.dumps(document))
     return path
+
+
+AS_FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "oidc_provider.mjs"
+
+
+@contextlib.asynccontextmanager
+async def start_oidc_provider() -> AsyncIterator[str]:
+    """`oidc-provider` (npm) on 127.0.0.1 (tests/fixtures/oidc_provider.mjs); yields its issuer URL."""
+    peers.require_peers({"node": peers.node_bin(), "oidc-provider": peers.node_modules() / "oidc-provider"})
+
+    def argv(port: int) -> list[str]:
+        return [str(peers.node_bin()), str(AS_FIXTURE), str(port)]
+
+    async with peers.run_peer("oidc-provider", argv) as peer:
+        yield f"http://{peers.LOOPBACK}:{peer.port}/oidc"

@@ -64,7 +64,6 @@ async def test_validate_mode_logs_no_token_key_or_claim(
     """Validate mode at debug level: good, refreshed, forged and misdirected tokens, a service credential
     and claim headers. No token (nor its signature), credential, key material or claim value is logged."""
 
-
     iss, resource = "https://as.example.test/Issuer-SECRET", "https://mcp.example.test/mcp"
     key = SigningKey("Kid-SECRET-1")
     (tmp_path / "svc").write_text("Service-SECRET-credential")

@@ -25,7 +25,7 @@ CLIENT = Path(__file__).parent / "clients" / "oauth_client.py"
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def dance() -> AsyncIterator[tuple[str, Recording]]:
+async def dance() -> AsyncIterator[tuple[str, Recording, str]]:
     port = peers.free_port()
     proxy_url = f"http://127.0.0.1:{port}/mcp"
     async with (
@@ -36,11 +36,11 @@ async def dance() -> AsyncIterator[tuple[str, Recording]]:
         recording_relay(upstream) as relay,
         running_proxy(relay.url, port=port),
     ):
-        yield proxy_url, relay
+        yield proxy_url, relay, issuer
 
 
-async def test_mcp_client_runs_the_whole_flow_through_the_proxy(dance: tuple[str, Recording]) -> None:
-    url, upstream = dance
+async def test_mcp_client_runs_the_whole_flow_through_the_proxy(dance: tuple[str, Recording, str]) -> None:
+    url, upstream, _ = dance
     run = await peers.run_once([str(peers.client_python()), str(CLIENT), url], limit_s=90)
     assert run.returncode == 0, run.stderr[-3000:]
     out = json.loads(run.stdout.strip().splitlines()[-1])
@@ -57,3 +57,26 @@ async def test_mcp_client_runs_the_whole_flow_through_the_proxy(dance: tuple[str
         s.method == "GET" and s.path == "/.well-known/oauth-protected-resource/mcp" for s in upstream.sent
     )
     assert all(s.headers.get("authorization", "").startswith("Bearer ") for s in upstream.posts("tools/call"))
+
+
+TS_CLIENT = Path(__file__).parent / "clients" / "ts_oauth_client.mjs"
+
+
+async def test_typescript_client_with_client_credentials(dance: tuple[str, Recording, str]) -> None:
+    """The TS SDK v2 client's ClientCredentialsProvider: no user, no redirect; the token is for the service
+    client, and the elicitation still goes through MRTR rounds."""
+    url, _, issuer = dance
+    run = await peers.run_once(
+        [str(peers.node_bin()), str(TS_CLIENT), url, issuer, "ts-service", "ts-service-secret"], limit_s=60
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    out = json.loads(run.stdout.strip().splitlines()[-1])
+    assert "error" not in out, out
+    assert out["whoami"] == "sub:ts-service"
+    assert out["ask_name"] == "accept:Alice"
+    statuses = [
+        (w["http"], w["url"].removeprefix(url.removesuffix("/mcp")), w["status"]) for w in out["wire"]
+    ]
+    assert statuses[0][2] == 401  # the first request, unauthenticated
+    assert ("GET", "/.well-known/oauth-protected-resource/mcp", 200) in statuses  # discovery at the proxy
+    assert any(w["url"] == f"{issuer}/token" and w["status"] == 200 for w in out["wire"])

@@ -135,3 +135,16 @@ async def test_a_legacy_client_is_challenged_the_same_way(setup: Setup) -> None:
         ) as resp:
             assert resp.status == 200
             assert "Mcp-Session-Id" in resp.headers
+
+
+async def test_server_discover_is_not_answered_from_the_cache_for_a_client_without_a_token(
+    setup: Setup,
+) -> None:
+    """The proxy caches the upstream's initialize result; a protected upstream still judges every client."""
+    async with aiohttp.ClientSession() as http:
+        good = await RawClient(setup.proxy.url, http, authorization=token()).request("server/discover")
+        assert good.status == 200
+        assert good.result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "oauth-fixture"
+        anonymous = await RawClient(setup.proxy.url, http).request("server/discover")
+        assert anonymous.status == 401
+        assert "resource_metadata=" in anonymous.headers["WWW-Authenticate"]

@@ -261,8 +261,13 @@ class ModernFront:
     async def _discover(
         self, upstream: str, msg: jsonrpc.Request, key: PoolKey, line: dict[str, Any]
     ) -> jsonrpc.Response:
+        pool = self._pools[upstream]
         try:
-            info = await self._pools[upstream].server_info(key)
+            if self._oauth is not None and self._oauth.protected(upstream):
+                # The cached initialize result must not answer a client the upstream has not accepted:
+                # a session of this client's own credentials (an idle one is reused) lets it judge them.
+                pool.release(key, await pool.acquire(key), reusable=True)
+            info = await pool.server_info(key)
         except UpstreamAuthChallenge:
             raise
         except (UpstreamError, TimeoutError) as exc:

@@ -51,7 +51,6 @@ class OAuthFront:
     ) -> None:
         self._gates = gates
         self._docs = upstream_docs
-        self._protected: set[str] = set()  # upstreams that answered 401/403 at least once
         self._by_host = by_host
         self._default = default
 
@@ -121,20 +120,20 @@ class OAuthFront:
             self._gates[upstream].challenge(rejected, resource),
         )
 
-    def protected(self, upstream: str) -> bool:
-        """Pass-through: the upstream has refused credentials before, so it checks them (validate mode:
-        the proxy already did)."""
-        return upstream in self._protected
+    def upstream_judges(self, upstream: str) -> bool:
+        """Pass-through to an HTTP upstream: only the upstream can tell whether a client's credentials are
+        good, so nothing cached from another client's session may answer it (validate mode: the proxy
+        already judged; stdio: no credentials at all)."""
+        gate = self._gates[upstream]
+        return not gate.validates and gate.upstream.url is not None
 
     def relayed(self, request: web.Request, upstream: str, exc: UpstreamAuthChallenge) -> AuthRefused:
         """The upstream refused the client's credentials: the client gets its status and challenge."""
-        self._protected.add(upstream)
         header = self.relayed_header(request, upstream, exc.www_authenticate)
         word = "Forbidden" if exc.status == 403 else "Unauthorized"
         return AuthRefused(exc.status, f"{word}: upstream {upstream!r} refused the credentials", header)
 
     def relayed_header(self, request: web.Request, upstream: str, raw: str | None) -> str:
-        self._protected.add(upstream)
         if (docs := self._docs.get(upstream)) is not None:
             docs.saw_challenge(raw)
         return AuthGate.relayed(raw, self.resource(request, upstream))

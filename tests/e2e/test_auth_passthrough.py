@@ -142,7 +142,7 @@ async def test_server_discover_is_not_answered_from_the_cache_for_a_client_witho
 ) -> None:
     """The proxy caches the upstream's initialize result; a protected upstream still judges every client."""
     async with aiohttp.ClientSession() as http:
-        good = await RawClient(setup.proxy.url, http, authorization=token()).request("server/discover")
+        good = await RawClient(setup.proxy.url, http, authorization=token(jti="d")).request("server/discover")
         assert good.status == 200
         assert good.result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "oauth-fixture"
         anonymous = await RawClient(setup.proxy.url, http).request("server/discover")

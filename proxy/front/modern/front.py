@@ -263,7 +263,7 @@ class ModernFront:
     ) -> jsonrpc.Response:
         pool = self._pools[upstream]
         try:
-            if self._oauth is not None and self._oauth.protected(upstream):
+            if self._oauth is not None and self._oauth.upstream_judges(upstream):
                 # The cached initialize result must not answer a client the upstream has not accepted:
                 # a session of this client's own credentials (an idle one is reused) lets it judge them.
                 pool.release(key, await pool.acquire(key), reusable=True)

@@ -15,6 +15,8 @@ import aiohttp
 import structlog
 from aiohttp import web
 
+from proxy.auth.metadata import WELL_KNOWN
+from proxy.auth.setup import Prepared, prepare
 from proxy.calls.outcomes import CallSettings
 from proxy.calls.registry import CallRegistry
 from proxy.calls.service import CallService
@@ -24,6 +26,7 @@ from proxy.front.legacy.bridge import BridgeSettings, LegacyBridge
 from proxy.front.legacy.relay import LegacyRelay
 from proxy.front.modern.front import ModernFront
 from proxy.front.modern.listen import ListenFront
+from proxy.front.oauth import OAUTH, OAuthFront, metadata_endpoint
 from proxy.front.peers import FORWARD_PREFIX, Peers
 from proxy.front.principal import resolver
 from proxy.front.request_ids import echo_request_id
@@ -37,6 +40,7 @@ from proxy.tracing import Tracing
 from proxy.tracing import setup as setup_tracing
 from proxy.upstream.base import ServerInfo, UpstreamSession
 from proxy.upstream.connect import adopt_upstream_session, open_upstream_session
+from proxy.upstream.tls import tls_sessions
 from proxy.wire import jsonrpc, mcp
 
 log = structlog.get_logger(__name__)
@@ -49,6 +53,7 @@ CALLS = web.AppKey("calls", CallService)
 TASKS = web.AppKey("tasks", TaskManager)
 TRACING = web.AppKey("tracing", Tracing)
 HTTP = web.AppKey("http", aiohttp.ClientSession)
+PREPARED = web.AppKey("prepared", Prepared)
 HOUSEKEEPING_INTERVAL = 1.0
 
 
@@ -181,9 +186,11 @@ def create_app(
     tracing: Tracing | None = None,
 ) -> web.Application:
     """The proxy as an aiohttp application. `handle_signals` installs SIGHUP (reload the key ring).
-    `tracing`: instead of the one `config.tracing` asks for (tests). Raises TracingUnavailable."""
+    `tracing`: instead of the one `config.tracing` asks for (tests). Raises TracingUnavailable, and
+    AuthSetupError when a static JWKS, a service credential or a TLS file cannot be used."""
     app = web.Application(client_max_size=config.front.max_body_bytes)
     app[CONFIG] = config
+    app[PREPARED] = prepare(config)
     app[STATE] = RuntimeState()
     app[CODEC] = HandleCodec(ring or key_ring(config))
     app[METRICS] = Metrics(u.name for u in config.upstreams)
@@ -204,6 +211,9 @@ def create_app(
     # Retries forwarded by another replica to the one that holds their parked call (see front/peers.py).
     app.router.add_route("POST", f"{FORWARD_PREFIX}/mcp", _mcp)
     app.router.add_route("POST", f"{FORWARD_PREFIX}/servers/{{upstream}}/mcp", _mcp)
+    # RFC 9728 protected-resource metadata: the root form and every route's path-suffixed form.
+    app.router.add_get(WELL_KNOWN, metadata_endpoint)
+    app.router.add_get(WELL_KNOWN + "/{tail:.*}", metadata_endpoint)
     app.router.add_get("/healthz", _healthz)
     app.router.add_get("/readyz", _readyz)
     app.router.add_get("/metrics", metrics_endpoint)
@@ -220,13 +230,15 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
         ),
     )
     app[HTTP] = http
+    tls_clients = tls_sessions(app[PREPARED].tls, http.timeout)  # private CA / client certificate
+    clients = {up.name: tls_clients.get(up.name, http) for up in config.upstreams}
     pools = {
         up.name: SessionPool(
             up.name,
-            session_factory(up, http),
+            session_factory(up, clients[up.name]),
             max_sessions=up.pool.max_sessions,
             idle_ttl=up.pool.idle_ttl_s,
-            adopter=session_adopter(up, http),
+            adopter=session_adopter(up, clients[up.name]),
             reuse=up.pool.reuse_sessions,
         )
         for up in config.upstreams
@@ -263,11 +275,12 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
     bridge = LegacyBridge(http, app[CODEC], by_name, no_call_answer, settings=settings, state=app[STATE])
     upstreams = {u.name: u for u in config.upstreams}
     principal = resolver(config.principal)
+    app[OAUTH] = OAuthFront.from_config(config, app[PREPARED], http, clients)
     app[FRONT] = Endpoint(
         front=config.front,
         upstreams=upstreams,
         principal=principal,
-        legacy=LegacyRelay(http, app[CODEC], by_name, bridge=bridge),
+        legacy=LegacyRelay(http, app[CODEC], by_name, bridge=bridge, clients=clients),
         modern=ModernFront(
             front=config.front,
             upstreams=upstreams,
@@ -278,8 +291,10 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
             state=app[STATE],
             tasks=tasks,
             listen=ListenFront(front=config.front, pools=pools, state=app[STATE], tasks=tasks),
+            oauth=app[OAUTH],
         ),
         tracing=app[TRACING],
+        oauth=app[OAUTH],
     )
     try:
         yield
@@ -288,6 +303,7 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
         await app[CALLS].close()
         await bridge.close()
         await asyncio.gather(*(p.close() for p in pools.values()), return_exceptions=True)
+        await asyncio.gather(*(c.close() for c in tls_clients.values()), return_exceptions=True)
         await http.close()
 
 

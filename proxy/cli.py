@@ -14,7 +14,8 @@ from aiohttp import web
 
 from proxy import logs
 from proxy.app import create_app, drain
-from proxy.config import Config, ConfigError, load_config
+from proxy.auth.setup import AuthSetupError, prepare
+from proxy.config import AuthConfig, Config, ConfigError, load_config
 from proxy.handle import KeyLoadError, generate_key_b64
 from proxy.probe import cli as probe_cli
 from proxy.tracing import TracingUnavailable
@@ -44,12 +45,19 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
 
 
+def _auth(auth: AuthConfig) -> str:
+    if auth.mode == "passthrough":
+        return "passthrough (the upstream checks tokens; the client's token goes to it)"
+    keys = auth.jwks_url or f"file {auth.jwks_file}"
+    return f"validate (keys {keys}; upstream credential {auth.upstream_credential.source})"
+
+
 def _describe(config: Config) -> str:
     lines = [f"listen {config.listen.host}:{config.listen.port} (replica {config.replica_address})"]
     for i, up in enumerate(config.upstreams):
         where = up.url if up.url else " ".join([up.command or "", *up.args])
         paths = f"/servers/{up.name}/mcp" + (" and /mcp" if i == 0 else "")
-        lines.append(f"upstream {up.name}: {up.transport} {where} -> {paths}")
+        lines.append(f"upstream {up.name}: {up.transport} {where} -> {paths}, auth {_auth(up.auth)}")
     return "\n".join(lines)
 
 
@@ -62,7 +70,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         if args.command == "check-config":
-            print(_describe(load_config(args.file)))
+            checked = load_config(args.file)
+            try:
+                prepare(checked)  # the TLS files, static JWKS and service credentials it names
+            except AuthSetupError as exc:
+                print(f"mrtr-proxy: invalid configuration in {args.file}:", file=sys.stderr)
+                print(str(exc), file=sys.stderr)
+                return 2
+            print(_describe(checked))
             return 0
         config = load_config(args.config, _overrides(args))
     except ConfigError as exc:
@@ -74,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     logs.configure(config.logging.level, config.logging.format)
     try:
         app = create_app(config, handle_signals=True)
-    except (KeyLoadError, TracingUnavailable) as exc:
+    except (KeyLoadError, TracingUnavailable, AuthSetupError) as exc:
         print(f"mrtr-proxy: {exc}", file=sys.stderr)
         return 2
     print(_describe(config), file=sys.stderr, flush=True)

@@ -135,9 +135,9 @@ class CallDriver:
                     case jsonrpc.Notification():
                         if notify is not None:
                             await notify(item)
-                    case TransportLost(reason=reason, delivered=delivered):
+                    case TransportLost(reason=reason, delivered=delivered, challenge=challenge):
                         self._finish(call, reusable=False)
-                        return Failed(upstream_failed(reason), undelivered=not delivered)
+                        return Failed(upstream_failed(reason), undelivered=not delivered, challenge=challenge)
         except UpstreamError as exc:
             await self._abandon(call, str(exc))
             return Failed(upstream_failed(str(exc)))

@@ -14,6 +14,7 @@ from proxy.calls.registry import LiveCall
 from proxy.pool import PoolKey
 from proxy.translate.exchange import Exchange
 from proxy.translate.validate import invalid_input_response
+from proxy.upstream.base import UpstreamAuthChallenge
 from proxy.wire import jsonrpc
 from proxy.wire.jsonrpc import ErrorObject
 
@@ -37,6 +38,7 @@ class NeedsInput:
 class Failed:
     error: ErrorObject
     undelivered: bool = False  # the upstream certainly never got the call: starting it again is safe
+    challenge: UpstreamAuthChallenge | None = None  # the upstream refused the credentials: relay it
 
 
 @dataclass(frozen=True, slots=True)

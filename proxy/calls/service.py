@@ -32,7 +32,7 @@ from proxy.calls.takeover import Takeover
 from proxy.handle import HandleError, target_digest
 from proxy.pool import PoolExhausted
 from proxy.translate.exchange import Exchange
-from proxy.upstream.base import UpstreamError
+from proxy.upstream.base import UpstreamAuthChallenge, UpstreamError
 from proxy.wire import jsonrpc
 from proxy.wire.jsonrpc import ErrorObject
 
@@ -66,7 +66,8 @@ class CallService(Takeover, Draining):
             return Failed(ErrorObject(jsonrpc.LIMIT_EXCEEDED, f"Too many calls: {exc}"))
         except UpstreamError as exc:
             return Failed(
-                ErrorObject(jsonrpc.UPSTREAM_FAILED, f"Upstream {req.upstream!r} unavailable: {exc}")
+                ErrorObject(jsonrpc.UPSTREAM_FAILED, f"Upstream {req.upstream!r} unavailable: {exc}"),
+                challenge=exc if isinstance(exc, UpstreamAuthChallenge) else None,
             )
         call = LiveCall(
             id=secrets.token_urlsafe(12),

@@ -8,9 +8,12 @@ environment variables; the app reads the key material itself.
 from .load import load_config
 from .model import (
     PROTOCOL_VERSIONS,
+    AuthConfig,
+    AuthMode,
     CallsConfig,
     Config,
     ConfigError,
+    CredentialSource,
     FrontConfig,
     KeysConfig,
     ListenConfig,
@@ -25,17 +28,22 @@ from .model import (
     TaskPolicy,
     TasksConfig,
     TimeoutsConfig,
+    TlsConfig,
     TracingConfig,
     Transport,
     UpstreamConfig,
+    UpstreamCredential,
 )
 from .schema import load_schema
 
 __all__ = [
     "PROTOCOL_VERSIONS",
+    "AuthConfig",
+    "AuthMode",
     "CallsConfig",
     "Config",
     "ConfigError",
+    "CredentialSource",
     "FrontConfig",
     "KeysConfig",
     "ListenConfig",
@@ -50,9 +58,11 @@ __all__ = [
     "TaskPolicy",
     "TasksConfig",
     "TimeoutsConfig",
+    "TlsConfig",
     "TracingConfig",
     "Transport",
     "UpstreamConfig",
+    "UpstreamCredential",
     "load_config",
     "load_schema",
 ]

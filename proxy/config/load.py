@@ -12,6 +12,7 @@ import yaml
 
 from .model import (
     PROTOCOL_VERSIONS,
+    AuthConfig,
     CallsConfig,
     Config,
     ConfigError,
@@ -25,8 +26,10 @@ from .model import (
     StaticRoot,
     TasksConfig,
     TimeoutsConfig,
+    TlsConfig,
     TracingConfig,
     UpstreamConfig,
+    UpstreamCredential,
 )
 from .schema import path_order, schema_problems, schema_type, semantic_problems
 
@@ -82,6 +85,20 @@ def _resolve_paths(raw: dict[str, Any], base: Path) -> None:
     for up in ups if isinstance(ups, list) else ():
         if isinstance(up, dict) and "cwd" in up:
             up["cwd"] = fix(up["cwd"])
+        if not isinstance(up, dict):
+            continue
+        tls, auth = up.get("tls"), up.get("auth")
+        sections: tuple[tuple[Any, tuple[str, ...]], ...] = (
+            (tls, ("ca_file", "cert_file", "key_file")),
+            (auth, ("jwks_file",)),
+        )
+        for section, names in sections:
+            for name in names if isinstance(section, dict) else ():
+                if name in section:
+                    section[name] = fix(section[name])
+        cred = auth.get("upstream_credential") if isinstance(auth, dict) else None
+        if isinstance(cred, dict) and "file" in cred:
+            cred["file"] = fix(cred["file"])
 
 
 def _set(raw: dict[str, Any], dotted: str, value: Any, problems: list[str], origin: str) -> None:
@@ -155,7 +172,22 @@ def _build_upstream(raw: dict[str, Any]) -> UpstreamConfig:
     up["pool"] = _section(PoolConfig, raw.get("pool"))
     up["timeouts"] = _section(TimeoutsConfig, raw.get("timeouts"))
     up["cwd"] = None if raw.get("cwd") is None else Path(raw["cwd"])
+    up["tls"] = TlsConfig(**{k: None if v is None else Path(v) for k, v in (raw.get("tls") or {}).items()})
+    up["auth"] = _auth(raw.get("auth"))
     return UpstreamConfig(**up)
+
+
+def _auth(raw: Any) -> AuthConfig:
+    auth = {k: _freeze(v) for k, v in (raw or {}).items()}
+    cred = dict((raw or {}).get("upstream_credential") or {})
+    if cred.get("file") is not None:
+        cred["file"] = Path(cred["file"])
+    auth["upstream_credential"] = UpstreamCredential(**cred)
+    if auth.get("jwks_file") is not None:
+        auth["jwks_file"] = Path(auth["jwks_file"])
+    if (raw or {}).get("metadata") is not None:
+        auth["metadata"] = MappingProxyType(dict(raw["metadata"]))  # served as JSON: kept as the file had it
+    return AuthConfig(**auth)
 
 
 def load_config(

@@ -32,6 +32,7 @@ def _empty() -> Mapping[str, str]:
 class ListenConfig:
     host: str = "127.0.0.1"
     port: int = 8080
+    public_url: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +131,59 @@ class TimeoutsConfig:
     initialize_s: float = 30
 
 
+AuthMode = Literal["passthrough", "validate"]
+CredentialSource = Literal["client_token", "file", "env", "none"]
+DEFAULT_ALGORITHMS = ("RS256", "ES256", "PS256", "EdDSA")
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamCredential:
+    """What goes upstream as credentials in auth.mode validate (read at start; never from the YAML)."""
+
+    source: CredentialSource = "client_token"
+    file: Path | None = None
+    env: str | None = None
+    header: str = "authorization"
+    scheme: str = "Bearer"
+
+
+@dataclass(frozen=True, slots=True)
+class AuthConfig:
+    """OAuth for one upstream's routes: the upstream is the resource server (passthrough) or the proxy is."""
+
+    mode: AuthMode = "passthrough"
+    public_url: str | None = None
+    metadata: Mapping[str, object] | None = None
+    authorization_servers: tuple[str, ...] = ()
+    issuer: tuple[str, ...] = ()
+    jwks_url: str | None = None
+    jwks_file: Path | None = None
+    audience: tuple[str, ...] = ()
+    required_scopes: tuple[str, ...] = ()
+    algorithms: tuple[str, ...] = DEFAULT_ALGORITHMS
+    leeway_s: float = 30
+    principal_claim: str = "sub"
+    jwks_cache_ttl_s: float = 300
+    jwks_min_refresh_s: float = 10
+    upstream_credential: UpstreamCredential = field(default_factory=UpstreamCredential)
+    claim_headers: Mapping[str, str] = field(default_factory=_empty)
+
+    @property
+    def issuers(self) -> tuple[str, ...]:
+        return self.issuer or self.authorization_servers
+
+
+@dataclass(frozen=True, slots=True)
+class TlsConfig:
+    ca_file: Path | None = None
+    cert_file: Path | None = None
+    key_file: Path | None = None
+
+    @property
+    def configured(self) -> bool:
+        return any((self.ca_file, self.cert_file, self.key_file))
+
+
 @dataclass(frozen=True, slots=True)
 class UpstreamConfig:
     name: str
@@ -146,6 +200,8 @@ class UpstreamConfig:
     static_roots: tuple[StaticRoot, ...] = ()
     pool: PoolConfig = field(default_factory=PoolConfig)
     timeouts: TimeoutsConfig = field(default_factory=TimeoutsConfig)
+    auth: AuthConfig = field(default_factory=AuthConfig)
+    tls: TlsConfig = field(default_factory=TlsConfig)
 
 
 @dataclass(frozen=True, slots=True)

@@ -101,9 +101,11 @@ def semantic_problems(raw: Mapping[str, Any]) -> Iterator[str]:
         yield "principal.header: required when principal.source is 'header'"
     ups = raw.get("upstreams")
     seen: dict[str, int] = {}
+    listen_url = listen.get("public_url") if isinstance(listen, dict) else None
     for i, up in enumerate(ups if isinstance(ups, list) else ()):
         if isinstance(up, dict):
             yield from _upstream_problems(f"upstreams.{i}", up, seen)
+            yield from _auth_problems(f"upstreams.{i}", up, listen_url)
             if isinstance(up.get("name"), str):
                 seen.setdefault(up["name"], i)
 
@@ -138,3 +140,57 @@ def _upstream_problems(p: str, up: dict[str, Any], seen: dict[str, int]) -> Iter
     for j, h in enumerate(forward if isinstance(forward, list) else ()):
         if h in MANAGED_HEADERS:
             yield f"{p}.forward_headers.{j}: {h!r} is set by the proxy and cannot be forwarded"
+
+
+def _auth_problems(p: str, up: dict[str, Any], listen_url: object) -> Iterator[str]:
+    """auth and tls: what validate mode needs, credentials never inline, TLS only where it applies."""
+    tls, auth, url = up.get("tls"), up.get("auth"), up.get("url")
+    if isinstance(tls, dict) and any(tls.get(k) for k in ("ca_file", "cert_file", "key_file")):
+        if not (isinstance(url, str) and url.startswith("https://")):
+            yield f"{p}.tls: only used with an https:// url"
+        if tls.get("key_file") and not tls.get("cert_file"):
+            yield f"{p}.tls.key_file: needs tls.cert_file (the certificate it belongs to)"
+    if not isinstance(auth, dict):
+        return
+    if auth.get("mode") == "validate":
+        if not auth.get("authorization_servers"):
+            yield f"{p}.auth.authorization_servers: validate mode needs at least one (clients discover it)"
+        jwks = [k for k in ("jwks_url", "jwks_file") if auth.get(k)]
+        if len(jwks) != 1:
+            yield f"{p}.auth: validate mode needs exactly one of jwks_url or jwks_file" + (
+                f" (got {' and '.join(jwks)})" if jwks else ""
+            )
+        if not auth.get("public_url") and not listen_url:
+            yield (
+                f"{p}.auth.public_url: validate mode needs the resource URL clients call (auth.public_url "
+                "or listen.public_url): the token audience is checked against it, never the Host header"
+            )
+        stdio = up.get("transport") == "stdio" or up.get("command") is not None
+        if stdio and _credential_source(auth) != "none":
+            yield f"{p}.auth.upstream_credential: a stdio child takes no credentials; use source: none"
+    elif any(auth.get(k) for k in VALIDATE_ONLY) or _credential_source(auth) != "client_token":
+        used = ", ".join(k for k in VALIDATE_ONLY if auth.get(k)) or "upstream_credential.source"
+        yield f"{p}.auth: {used} only used with mode: validate"
+    cred = auth.get("upstream_credential")
+    if isinstance(cred, dict):
+        source = cred.get("source", "client_token")
+        for k in ("file", "env"):
+            if source == k and not cred.get(k):
+                yield f"{p}.auth.upstream_credential.{k}: required when source is {k!r}"
+            elif source != k and cred.get(k):
+                yield f"{p}.auth.upstream_credential.{k}: only used when source is {k!r}"
+        header = cred.get("header", "authorization")
+        if isinstance(header, str) and header in MANAGED_HEADERS:
+            yield f"{p}.auth.upstream_credential.header: {header!r} is set by the proxy"
+    claims = auth.get("claim_headers")
+    for h in claims if isinstance(claims, dict) else ():
+        if isinstance(h, str) and (h in MANAGED_HEADERS or h in CREDENTIAL_HEADERS):
+            yield f"{p}.auth.claim_headers: {h!r} cannot carry a claim"
+
+
+VALIDATE_ONLY = ("issuer", "jwks_url", "jwks_file", "audience", "required_scopes", "claim_headers")
+
+
+def _credential_source(auth: dict[str, Any]) -> object:
+    cred = auth.get("upstream_credential")
+    return cred.get("source", "client_token") if isinstance(cred, dict) else "client_token"

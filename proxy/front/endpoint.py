@@ -24,7 +24,8 @@ from proxy.config import FrontConfig, UpstreamConfig
 from proxy.front.checks import Refusal, origin_allowed
 from proxy.front.legacy.relay import LegacyRelay, is_legacy
 from proxy.front.modern.front import ModernFront
-from proxy.front.principal import Resolver
+from proxy.front.oauth import AuthRefused, OAuthFront
+from proxy.front.principal import PrincipalRefused, Resolver
 from proxy.front.reply import json_response
 from proxy.front.request_ids import REQUEST_ID_HEADER, request_id
 from proxy.metrics import record_request
@@ -34,6 +35,7 @@ from proxy.wire import jsonrpc, mcp
 from proxy.wire.jsonrpc import ErrorObject
 
 log = structlog.get_logger("proxy.request")
+Identity = tuple[str, tuple[tuple[str, str], ...] | None]  # the principal, the headers for upstream
 
 
 class Endpoint:
@@ -46,7 +48,9 @@ class Endpoint:
         modern: ModernFront,
         legacy: LegacyRelay,
         tracing: Tracing | None = None,  # None: no tracing (proxy/tracing.py)
+        oauth: OAuthFront | None = None,  # OAuth (front/oauth.py); None: no validation, no challenges
     ) -> None:
+        self._oauth = oauth
         self._front = front
         self._upstreams = upstreams
         self._by_host = {h.lower(): name for name, up in upstreams.items() for h in up.hosts}
@@ -71,6 +75,9 @@ class Endpoint:
                 except Refusal as refusal:
                     line["outcome"] = f"refused:{refusal.error.code}"
                     response = json_response(jsonrpc.Error(line.get("id"), refusal.error), refusal.status)
+                except AuthRefused as refused:  # validate mode, or the upstream's 401/403 relayed
+                    line.setdefault("outcome", f"unauthorized:{refused.status}")
+                    response = refused.response(line.get("id"))
         except web.HTTPException as exc:  # aiohttp answers with it (404: no such upstream)
             exc.headers[REQUEST_ID_HEADER] = rid
             span.finish({**_joined(line, link), "status": exc.status}, first_round=link.first_span)
@@ -97,10 +104,9 @@ class Endpoint:
         line["upstream"] = upstream
         if not origin_allowed(request.headers.get("Origin"), request.host, self._origins):
             raise Refusal(403, ErrorObject(jsonrpc.INVALID_REQUEST, "Origin not allowed"))
+        who = await self._identify(request, upstream, line)  # validate mode: no token, no further step
         if request.method in ("GET", "DELETE") and mcp.SESSION_HEADER in request.headers:
-            return await self._legacy(
-                request, upstream, None, None, line
-            )  # a legacy client's stream or goodbye
+            return await self._legacy(request, upstream, None, None, line, who=who)  # a stream, or goodbye
         if request.method != "POST":
             line["outcome"] = "method_not_allowed"
             return web.Response(
@@ -114,14 +120,30 @@ class Endpoint:
             raise Refusal(400, ErrorObject(exc.code, str(exc))) from None
         if is_legacy(request, msg, _meta_version(msg)):
             line.update(method=getattr(msg, "method", "response"), id=getattr(msg, "id", None))
-            return await self._legacy(request, upstream, body, msg, line)
+            return await self._legacy(request, upstream, body, msg, line, who=who)
         if isinstance(msg, jsonrpc.Notification):
             line.update(method=msg.method, outcome="accepted")
             return web.Response(status=202)
         if not isinstance(msg, jsonrpc.Request):
             raise Refusal(400, ErrorObject(jsonrpc.INVALID_REQUEST, "Clients send requests, not responses"))
         line.update(id=msg.id, method=msg.method)
-        return await self._modern.handle(request, upstream, msg, body, line=line, link=link)
+        return await self._modern.handle(
+            request, upstream, msg, body, line=line, link=link, principal=who[0], upstream_headers=who[1]
+        )
+
+    async def _identify(self, request: web.Request, upstream: str, line: dict[str, Any]) -> Identity:
+        """The principal and, in validate mode, the headers that go upstream for it. In validate mode a
+        request without a valid token stops here (AuthRefused): no body read, no rate or call capacity
+        taken. `principal.source: jwt_claim` refuses a header that is not a JWT."""
+        admitted = await self._oauth.admit(request, upstream, line) if self._oauth is not None else None
+        if admitted is not None:
+            return admitted.principal, admitted.forwarded
+        try:
+            return self._principal(request.headers), None
+        except PrincipalRefused:
+            if self._oauth is None:
+                raise Refusal(401, ErrorObject(jsonrpc.INVALID_REQUEST, "Unauthorized")) from None
+            raise self._oauth.refused_principal(request, upstream, line) from None
 
     async def _legacy(
         self,
@@ -130,10 +152,18 @@ class Endpoint:
         body: bytes | None,
         msg: jsonrpc.Message | None,
         line: dict[str, Any],
+        *,
+        who: Identity,
     ) -> web.StreamResponse:
         line["era"] = "legacy"
-        principal = self._principal(request.headers)
-        response = await self._relay.relay(request, upstream, principal, body, msg)
+        oauth = self._oauth
+
+        def challenge(raw: str | None) -> str | None:
+            return oauth.relayed_header(request, upstream, raw) if oauth is not None else raw
+
+        response = await self._relay.relay(
+            request, upstream, who[0], body, msg, forwarded=who[1], challenge=challenge
+        )
         line["outcome"] = f"relayed:{response.status}"
         return response
 

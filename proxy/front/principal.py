@@ -1,34 +1,52 @@
 """Who a request comes from, as a short digest: what handles are bound to and per-principal limits count.
 
 Sources (config `principal.source`): the whole `Authorization` header; a claim of a bearer JWT that an
-ingress has already verified (the proxy only reads it); or a header a trusted ingress sets. Pure.
+ingress has already verified (the proxy only reads it, and refuses a header that is not a JWT at all); or a
+header a trusted ingress sets. Upstreams in `auth.mode: validate` use the verified claim instead
+(proxy/auth/gate.py). Pure.
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
 import json
+import re
 from collections.abc import Callable, Mapping
 
 from proxy.config import PrincipalConfig
 from proxy.handle import principal_digest
 
 Resolver = Callable[[Mapping[str, str]], str]
+_SEGMENT = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+class PrincipalRefused(Exception):
+    """`principal.source: jwt_claim` and an Authorization header that is not a `Bearer <JWT>` carrying the
+    claim: refused (401), never bound to some digest an attacker could choose."""
 
 
 def jwt_claim(authorization: str | None, claim: str) -> str | None:
-    """The string value of `claim` in a `Bearer <JWT>` header's payload, or None. Does NOT verify."""
+    """The string value of `claim` in a `Bearer <JWT>` header's payload, or None when the header is not a
+    compact JWS (three base64url segments, a JSON header with `alg`, a JSON object payload, a signature)
+    or lacks the claim. Does NOT verify the signature: that is the ingress's job (or validate mode's)."""
     if not authorization or authorization[:7].lower() != "bearer ":
         return None
     parts = authorization[7:].strip().split(".")
-    if len(parts) != 3:
+    if len(parts) != 3 or not all(_SEGMENT.match(p) for p in parts):
         return None
-    try:
-        payload = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
-    except ValueError:
+    header, payload = _b64json(parts[0]), _b64json(parts[1])
+    if not isinstance(header, dict) or not isinstance(header.get("alg"), str) or header["alg"] == "none":
         return None
     value = payload.get(claim) if isinstance(payload, dict) else None
     return value if isinstance(value, str) and value else None
+
+
+def _b64json(segment: str) -> object:
+    try:
+        return json.loads(base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4)))
+    except (ValueError, binascii.Error):
+        return None
 
 
 def resolver(config: PrincipalConfig) -> Resolver:
@@ -45,9 +63,12 @@ def resolver(config: PrincipalConfig) -> Resolver:
 
         def from_claim(headers: Mapping[str, str]) -> str:
             authorization = headers.get("Authorization")
+            if not authorization:
+                return principal_digest(None)  # anonymous, as with every source
             value = jwt_claim(authorization, claim)
-            # No readable claim: bind to the whole header instead, which is never looser.
-            return principal_digest(f"jwt:{claim}={value}" if value is not None else authorization)
+            if value is None:
+                raise PrincipalRefused("the Authorization header is not a bearer JWT with the claim")
+            return principal_digest(f"jwt\0{claim}\0{value}")
 
         return from_claim
     return lambda headers: principal_digest(headers.get("Authorization"))

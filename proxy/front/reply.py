@@ -32,6 +32,11 @@ class Replier:
         self._json, self._sse = wants(request)
         self._stream: web.StreamResponse | None = None
 
+    @property
+    def started(self) -> bool:
+        """An SSE stream was started: the status (200) is sent and can no longer change."""
+        return self._stream is not None
+
     async def notify(self, note: jsonrpc.Notification) -> None:
         if not self._sse:
             return  # a JSON-only client cannot receive notifications before the result

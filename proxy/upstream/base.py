@@ -17,6 +17,7 @@ class TransportLost:
 
     reason: str
     delivered: bool = True
+    challenge: UpstreamAuthChallenge | None = None  # the upstream refused the credentials (401/403)
 
 
 Incoming = jsonrpc.Message | TransportLost
@@ -27,6 +28,16 @@ SessionListener = Callable[[jsonrpc.Notification], None]
 
 class UpstreamError(Exception):
     """The upstream failed a session-level operation (connect, initialize, a plain request)."""
+
+
+class UpstreamAuthChallenge(UpstreamError):
+    """The upstream refused the forwarded credentials (HTTP 401 or 403): relayed to the client with the
+    upstream's `WWW-Authenticate` adapted (front/oauth.py), never retried with another protocol version."""
+
+    def __init__(self, status: int, www_authenticate: str | None) -> None:
+        super().__init__(f"upstream answered HTTP {status} (authorization required)")
+        self.status = status
+        self.www_authenticate = www_authenticate
 
 
 class NotDelivered(UpstreamError):

@@ -51,10 +51,31 @@ async def open_upstream_session(
         raise UpstreamError(f"upstream {upstream.name!r}: transport {upstream.transport!r} is misconfigured")
     try:
         await session.open()
+    except UpstreamError as exc:
+        await session.close()
+        raise _tls_hint(upstream, exc) from None
     except BaseException:
         await session.close()
         raise
     return session
+
+
+def _tls_hint(upstream: UpstreamConfig, exc: UpstreamError) -> UpstreamError:
+    """An https upstream that hangs up during the handshake without a reason most often wants a client
+    certificate (TLS 1.3 sends that alert after the handshake, which the client sees as a disconnect)."""
+    text = str(exc)
+    hangup = "ServerDisconnected" in text or "certificate required" in text.lower()
+    if (upstream.url or "").startswith("https://") and hangup and type(exc) is UpstreamError:
+        has = (
+            f"presents {upstream.tls.cert_file}"
+            if upstream.tls.cert_file
+            else "presents no client certificate"
+        )
+        return UpstreamError(
+            f"{text} (TLS: the upstream closed the connection; the proxy {has} — does it require "
+            "another one? see upstreams[].tls.cert_file)"
+        )
+    return exc
 
 
 async def adopt_upstream_session(

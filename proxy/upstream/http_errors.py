@@ -7,12 +7,12 @@ is called on the failure path only.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Final
 
 import aiohttp
 
-from proxy.upstream.base import NotDelivered, UpstreamError
+from proxy.upstream.base import NotDelivered, UpstreamAuthChallenge, UpstreamError
 
 SESSION_GONE: Final = "upstream no longer knows the session (HTTP 404)"
 
@@ -24,7 +24,10 @@ def session_gone(lose: Callable[[str], object]) -> NotDelivered:
 
 
 async def refused(resp: aiohttp.ClientResponse) -> UpstreamError:
-    """The upstream answered an HTTP error: its status and the start of its body."""
+    """The upstream answered an HTTP error: its status and the start of its body. 401 and 403 refuse the
+    forwarded credentials: UpstreamAuthChallenge, with the upstream's `WWW-Authenticate`."""
+    if resp.status in (401, 403):
+        return UpstreamAuthChallenge(resp.status, resp.headers.get("WWW-Authenticate"))
     body = (await resp.content.read(300)).decode(errors="replace")
     return UpstreamError(f"upstream answered HTTP {resp.status}: {body}")
 
@@ -38,4 +41,12 @@ def unreachable(exc: aiohttp.ClientError, lose: Callable[[str], object]) -> Upst
     return UpstreamError(f"could not reach upstream: {type(exc).__name__}: {exc}")
 
 
-__all__ = ["SESSION_GONE", "refused", "session_gone", "unreachable"]
+def rejected_status(status: int, headers: Mapping[str, str] | None) -> UpstreamError | None:
+    """A GET opened with `raise_for_status` that failed with `status`: the credentials refused (401/403),
+    else None (the caller words its own error)."""
+    if status in (401, 403):
+        return UpstreamAuthChallenge(status, headers.get("WWW-Authenticate") if headers else None)
+    return None
+
+
+__all__ = ["SESSION_GONE", "refused", "rejected_status", "session_gone", "unreachable"]

@@ -26,7 +26,7 @@ from aiohttp_sse_client.client import READY_STATE_CONNECTING, EventSource
 from yarl import URL
 
 from proxy.upstream.base import Inbox, NotDelivered, UpstreamError
-from proxy.upstream.http_errors import refused, session_gone, unreachable
+from proxy.upstream.http_errors import refused, rejected_status, session_gone, unreachable
 from proxy.upstream.propagation import detach_from_request, with_propagated
 from proxy.upstream.router import NoCallAnswer, negotiate
 from proxy.upstream.session_core import SessionCore
@@ -140,7 +140,8 @@ class HttpSseSession(SessionCore):
         except TimeoutError:
             raise UpstreamError(f"upstream sent no endpoint event within {timeout:g}s") from None
         except aiohttp.ClientResponseError as exc:
-            raise UpstreamError(f"GET {self._settings.url} answered HTTP {exc.status}") from None
+            challenge = rejected_status(exc.status, exc.headers)
+            raise challenge or UpstreamError(f"GET {self._settings.url} answered HTTP {exc.status}") from None
         except (aiohttp.ClientError, OSError) as exc:
             raise UpstreamError(f"could not open the SSE stream: {type(exc).__name__}: {exc}") from None
         except _StreamEnded:

@@ -19,6 +19,7 @@ from proxy.upstream.base import (
     ServerInfo,
     SessionListener,
     TransportLost,
+    UpstreamAuthChallenge,
     UpstreamError,
 )
 from proxy.wire import jsonrpc
@@ -103,6 +104,8 @@ class Router:
         """Deliver the receiving call's request (as a task); a failure reaches `inbox` as TransportLost."""
         try:
             await deliver(req)
+        except UpstreamAuthChallenge as exc:
+            inbox.put_nowait(TransportLost(str(exc), challenge=exc))
         except NotDelivered as exc:
             inbox.put_nowait(TransportLost(str(exc), delivered=False))
         except UpstreamError as exc:
@@ -155,6 +158,8 @@ async def negotiate(
         params = {"protocolVersion": version, "capabilities": dict(capabilities), "clientInfo": CLIENT_INFO}
         try:
             reply = await exchange("initialize", params, timeout)
+        except UpstreamAuthChallenge:
+            raise  # the credentials, not the version: another offer would only be refused again
         except UpstreamError as exc:
             problems.append(f"{version}: {exc}")
             continue

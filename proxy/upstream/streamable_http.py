@@ -20,7 +20,7 @@ import aiohttp
 import structlog
 
 from proxy.upstream.base import Inbox, ServerInfo, TransportLost, UpstreamError
-from proxy.upstream.http_errors import SESSION_GONE, refused, session_gone, unreachable
+from proxy.upstream.http_errors import SESSION_GONE, refused, rejected_status, session_gone, unreachable
 from proxy.upstream.propagation import detach_from_request, with_propagated
 from proxy.upstream.router import CLIENT_INFO, NoCallAnswer, negotiate
 from proxy.upstream.session_core import SessionCore
@@ -130,6 +130,8 @@ class StreamableHttpSession(SessionCore):
             ) as resp:
                 if resp.status == 404 and self._session_id is not None:
                     self._die(SESSION_GONE)
+                if (challenge := rejected_status(resp.status, resp.headers)) is not None:
+                    raise challenge
                 if resp.status >= 400:
                     raise UpstreamError(f"upstream answered HTTP {resp.status} to a {_kind(message)}")
         except aiohttp.ClientError as exc:

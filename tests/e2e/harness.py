@@ -63,6 +63,8 @@ async def running_proxy(
     protocol_versions: tuple[str, ...] | None = None,
     extra: tuple[UpstreamConfig, ...] = (),
     tracing: Tracing | None = None,
+    public_url: str | None = None,
+    port: int | None = None,
     **calls: Any,
 ) -> AsyncIterator[RunningProxy]:
     """The proxy on 127.0.0.1 (free port) in front of `upstream_url` (under each of `names`: the first is
@@ -70,7 +72,9 @@ async def running_proxy(
     configure the upstream (defaults: streamable-http, every legacy version). `upstream_url` may also be a
     whole `UpstreamConfig` (e.g. a stdio upstream): it is served under each of `names`, with `static_roots`
     when given; `transport` and `protocol_versions` are then ignored. `extra` upstreams are served too
-    (a gateway). `tracing`: e.g. `proxy.tracing.setup(config, exporter=InMemorySpanExporter())`."""
+    (a gateway). `tracing`: e.g. `proxy.tracing.setup(config, exporter=InMemorySpanExporter())`.
+    `public_url`: listen.public_url (the base of the routes' OAuth resource URLs). `port`: listen there
+    instead of on a free port (a peer started first must know the proxy's URL)."""
     upstream: dict[str, Any] = {"url": upstream_url, "static_roots": static_roots, "transport": transport}
     if protocol_versions is not None:
         upstream["protocol_versions"] = protocol_versions
@@ -82,14 +86,14 @@ async def running_proxy(
             for n in names
         )
         + extra,
-        listen=ListenConfig(host="127.0.0.1", port=8080),
+        listen=ListenConfig(host="127.0.0.1", port=8080, public_url=public_url),
         front=front or FrontConfig(),
         keys=keys or KeysConfig(),
         principal=principal or PrincipalConfig(),
         calls=CallsConfig(**calls),
     )
     app = create_app(config, ring=ring if ring is not None or keys else KeyRing.ephemeral(), tracing=tracing)
-    server = TestServer(app, host="127.0.0.1")
+    server = TestServer(app, host="127.0.0.1", port=port)
     await server.start_server()
     try:
         yield RunningProxy(str(server.make_url("/mcp")), app, app[CODEC].ring)

@@ -25,6 +25,7 @@ class Sent:
     method: str
     headers: Mapping[str, str]  # lower-case names
     message: Any  # the JSON-RPC body of a POST; None for GET/DELETE
+    path: str = ""  # the request's path on the relay (the same as on the target)
 
     @property
     def rpc(self) -> str:
@@ -54,7 +55,7 @@ async def recording_relay(target: str) -> AsyncIterator[Recording]:
             body = await request.read()
             message = json.loads(body) if body else None
             headers = {k.lower(): v for k, v in request.headers.items()}
-            recording.sent.append(Sent(request.method, headers, message))
+            recording.sent.append(Sent(request.method, headers, message, request.path))
             out_headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP}
             async with http.request(
                 request.method,

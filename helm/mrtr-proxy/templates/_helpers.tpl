@@ -82,7 +82,20 @@ Lists (upstreams, keys.dirs) in .Values.config replace the defaults; maps merge 
 {{- $url := printf "http://127.0.0.1:%d%s" (int .Values.sidecar.upstreamPort) .Values.sidecar.upstreamPath -}}
 {{- $_ := set $defaults "upstreams" (list (dict "name" "default" "url" $url)) -}}
 {{- end -}}
-{{- toYaml (mustMergeOverwrite $defaults (deepCopy (.Values.config | default dict))) -}}
+{{- $auth := .Values.auth | default dict -}}
+{{- if $auth.publicUrl -}}
+{{- $_ := set $defaults "listen" (merge (dict "public_url" $auth.publicUrl) $defaults.listen) -}}
+{{- end -}}
+{{- $config := mustMergeOverwrite $defaults (deepCopy (.Values.config | default dict)) -}}
+{{- if $auth.jwksUrl -}}
+{{- range $config.upstreams -}}
+{{- $up := . -}}
+{{- if and $up.auth (eq (toString $up.auth.mode) "validate") (not $up.auth.jwks_url) (not $up.auth.jwks_file) -}}
+{{- $_ := set $up.auth "jwks_url" $auth.jwksUrl -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml $config -}}
 {{- end -}}
 
 {{- define "mrtr-proxy.listenPort" -}}
@@ -194,6 +207,11 @@ volumeMounts:
     readOnly: true
   - name: mrtr-proxy-tmp
     mountPath: /tmp
+  {{- range (($root.Values.auth | default dict).secretMounts | default list) }}
+  - name: mrtr-proxy-secret-{{ .name }}
+    mountPath: /etc/mrtr-proxy/secrets/{{ .name }}
+    readOnly: true
+  {{- end }}
   {{- with $root.Values.extraVolumeMounts }}
   {{- toYaml . | nindent 2 }}
   {{- end }}
@@ -215,6 +233,16 @@ volumeMounts:
 - name: mrtr-proxy-tmp
   emptyDir:
     sizeLimit: 16Mi
+{{- range ((.Values.auth | default dict).secretMounts | default list) }}
+- name: mrtr-proxy-secret-{{ .name }}
+  secret:
+    secretName: {{ .secretName }}
+    defaultMode: 288  # 0440
+    {{- with .items }}
+    items:
+      {{- toYaml . | nindent 6 }}
+    {{- end }}
+{{- end }}
 {{- with .Values.extraVolumes }}
 {{ toYaml . }}
 {{- end }}

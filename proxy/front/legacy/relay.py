@@ -9,7 +9,7 @@ Request and response bodies, SSE streams included, pass through byte for byte.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 import aiohttp
 from aiohttp import web
@@ -42,8 +42,10 @@ class LegacyRelay:
         codec: HandleCodec,
         upstreams: Mapping[str, UpstreamConfig],
         bridge: LegacyBridge | None = None,
+        clients: Mapping[str, aiohttp.ClientSession] | None = None,  # per upstream (TLS); default `http`
     ):
         self._http = http
+        self._clients = clients or {}
         self._codec = codec
         self._upstreams = upstreams
         self._bridge = bridge  # serves the legacy clients of `sse` and `stdio` upstreams (bridge.py)
@@ -55,9 +57,14 @@ class LegacyRelay:
         principal: str,
         body: bytes | None,
         msg: jsonrpc.Message | None,
+        *,
+        forwarded: Sequence[tuple[str, str]] | None = None,
+        challenge: Callable[[str | None], str | None] | None = None,
     ) -> web.StreamResponse:
         """Relay a legacy client's request: `body` as it came, `msg` as the front already parsed it
-        (both None for a GET or DELETE)."""
+        (both None for a GET or DELETE). `forwarded`: the client headers that go upstream (validate mode
+        decides them), else the upstream's `forward_headers`. `challenge`: adapts the upstream's
+        `WWW-Authenticate` on a 401/403 (its `resource_metadata` becomes the proxy's)."""
         config = self._upstreams[upstream]
         if config.transport != "streamable-http" or config.url is None:
             if self._bridge is not None:
@@ -69,7 +76,9 @@ class LegacyRelay:
             )
         headers = {name: request.headers[name] for name in _PASS_REQUEST if name in request.headers}
         headers.update(config.headers)
-        headers.update({n: request.headers[n] for n in config.forward_headers if n in request.headers})
+        if forwarded is None:
+            forwarded = [(n, request.headers[n]) for n in config.forward_headers if n in request.headers]
+        headers.update(forwarded)
         headers = with_propagated(headers)
         if mcp.SESSION_HEADER in request.headers:
             try:
@@ -82,7 +91,7 @@ class LegacyRelay:
         elif not (isinstance(msg, jsonrpc.Request) and msg.method == "initialize"):
             return _error(400, "Missing Mcp-Session-Id (a legacy client starts with initialize)")
         try:
-            upstream_resp = await self._http.request(
+            upstream_resp = await self._clients.get(upstream, self._http).request(
                 request.method,
                 config.url,
                 data=body,
@@ -93,6 +102,10 @@ class LegacyRelay:
             return _error(502, f"Upstream {upstream!r} unavailable: {type(exc).__name__}")
         async with upstream_resp:
             out_headers = {n: upstream_resp.headers[n] for n in _PASS_RESPONSE if n in upstream_resp.headers}
+            if upstream_resp.status in (401, 403) and challenge is not None:
+                relayed = challenge(upstream_resp.headers.get("WWW-Authenticate"))
+                if relayed:
+                    out_headers["WWW-Authenticate"] = relayed
             if mcp.SESSION_HEADER in upstream_resp.headers:
                 out_headers[mcp.SESSION_HEADER] = seal_session(
                     self._codec, LegacySession(upstream, upstream_resp.headers[mcp.SESSION_HEADER], principal)

@@ -29,6 +29,7 @@ from proxy.calls.service import CallService
 from proxy.config import FrontConfig, UpstreamConfig
 from proxy.front.checks import InputLimits, Refusal, check_modern
 from proxy.front.modern.listen import ListenFront
+from proxy.front.oauth import OAuthFront
 from proxy.front.peers import FORWARD_PREFIX, Peers, PeerUnreachable
 from proxy.front.principal import Resolver
 from proxy.front.ratelimit import RateLimiter
@@ -36,7 +37,7 @@ from proxy.front.reply import Replier
 from proxy.pool import PoolKey, SessionPool
 from proxy.tasks.front import TaskCreated, TaskFront
 from proxy.translate.request import ModernRequest
-from proxy.upstream.base import UpstreamError
+from proxy.upstream.base import UpstreamAuthChallenge, UpstreamError
 from proxy.wire import jsonrpc, mcp
 from proxy.wire.jsonrpc import ErrorObject
 
@@ -69,7 +70,9 @@ class ModernFront:
         state: RuntimeStateView,
         tasks: TaskFront | None = None,  # the Tasks extension (proxy/tasks); None: no tasks
         listen: ListenFront | None = None,  # subscriptions/listen (listen.py); None: not served
+        oauth: OAuthFront | None = None,  # OAuth (front/oauth.py); None: upstream 401s are plain errors
     ) -> None:
+        self._oauth = oauth
         self._state = state
         self._tasks = tasks
         self._listen = listen
@@ -91,10 +94,15 @@ class ModernFront:
         *,
         line: dict[str, Any],
         link: CallLink,
+        principal: str | None = None,
+        upstream_headers: tuple[tuple[str, str], ...] | None = None,
     ) -> web.StreamResponse:
-        """A modern request the endpoint (front/endpoint.py) parsed: `body` as it came, `msg` parsed."""
+        """A modern request the endpoint (front/endpoint.py) parsed: `body` as it came, `msg` parsed.
+        `principal` (else resolved here) and `upstream_headers` (validate mode: the client headers and
+        credentials that go upstream; else the upstream's `forward_headers`) are the endpoint's."""
         req = check_modern(msg, request.headers, limits=self._limits)
-        principal = self._principal(request.headers)
+        if principal is None:
+            principal = self._principal(request.headers)
         forwarded = request.path.startswith(FORWARD_PREFIX)
         if forwarded:
             line["forwarded_by"] = request.headers.get("X-Mrtr-Forwarded-By", "?")
@@ -110,7 +118,7 @@ class ModernFront:
                     f"for this client (front.rate_limit_per_s); retry in {wait:.1f}s",
                 ),
             )
-        key = self._pool_key(upstream, req, request, principal)
+        key = self._pool_key(upstream, req, request, principal, upstream_headers)
         if self._state.draining and msg.method in mcp.MRTR_METHODS and req.request_state is None:
             raise Refusal(
                 503,
@@ -137,7 +145,10 @@ class ModernFront:
                 local_only=local_only,
                 link=link,
             )
-            return await self._with_keepalive(replier, work)
+            try:
+                return await self._with_keepalive(replier, work)
+            except UpstreamAuthChallenge as exc:  # the upstream refused the client's credentials
+                return self._challenged(request, upstream, msg.id, exc, replier=replier, line=line)
 
         answer = await dispatch(local_only=forwarded)
         if isinstance(answer, Forward):
@@ -235,6 +246,8 @@ class ModernFront:
                         "requestState": state,
                     },
                 )
+            case Failed(challenge=UpstreamAuthChallenge() as challenge):
+                raise challenge  # relayed with its status (handled where the request's route is known)
             case Failed(error=error):
                 line["outcome"] = f"failed:{error.code}"
                 return jsonrpc.Error(msg.id, error)
@@ -248,8 +261,15 @@ class ModernFront:
     async def _discover(
         self, upstream: str, msg: jsonrpc.Request, key: PoolKey, line: dict[str, Any]
     ) -> jsonrpc.Response:
+        pool = self._pools[upstream]
         try:
-            info = await self._pools[upstream].server_info(key)
+            if self._oauth is not None and self._oauth.upstream_judges(upstream):
+                # The cached initialize result must not answer a client the upstream has not accepted:
+                # a session of this client's own credentials (an idle one is reused) lets it judge them.
+                pool.release(key, await pool.acquire(key), reusable=True)
+            info = await pool.server_info(key)
+        except UpstreamAuthChallenge:
+            raise
         except (UpstreamError, TimeoutError) as exc:
             line["outcome"] = "upstream_failed"
             return jsonrpc.error(msg.id, jsonrpc.UPSTREAM_FAILED, f"Upstream {upstream!r} unavailable: {exc}")
@@ -270,6 +290,8 @@ class ModernFront:
         msg = req.request
         try:
             reply = await self._pools[upstream].request(key, msg.method, req.upstream_params, PLAIN_TIMEOUT)
+        except UpstreamAuthChallenge:
+            raise
         except UpstreamError as exc:
             line["outcome"] = "upstream_failed"
             return jsonrpc.error(msg.id, jsonrpc.UPSTREAM_FAILED, f"Upstream {upstream!r} failed: {exc}")
@@ -279,10 +301,36 @@ class ModernFront:
         line["outcome"] = "complete"
         return jsonrpc.Result(msg.id, complete(msg.method, reply.result))
 
-    def _pool_key(self, upstream: str, req: ModernRequest, request: web.Request, principal: str) -> PoolKey:
-        names = self._upstreams[upstream].forward_headers
-        forwarded = tuple((n, request.headers[n]) for n in names if n in request.headers)
+    def _pool_key(
+        self,
+        upstream: str,
+        req: ModernRequest,
+        request: web.Request,
+        principal: str,
+        forwarded: tuple[tuple[str, str], ...] | None,
+    ) -> PoolKey:
+        """Sessions per capability set, forwarded headers (validate mode: the gate's) and principal."""
+        if forwarded is None:
+            names = self._upstreams[upstream].forward_headers
+            forwarded = tuple((n, request.headers[n]) for n in names if n in request.headers)
         return PoolKey(req.capabilities, forwarded, principal)
+
+    def _challenged(
+        self,
+        request: web.Request,
+        upstream: str,
+        rid: jsonrpc.RequestId,
+        exc: UpstreamAuthChallenge,
+        *,
+        replier: Replier,
+        line: dict[str, Any],
+    ) -> jsonrpc.Response:
+        """Raise the upstream's 401/403 as the client's answer (AuthRefused), unless a 200 SSE stream has
+        already begun: then it can only be a JSON-RPC error in it."""
+        line["outcome"] = f"upstream_unauthorized:{exc.status}"
+        if replier.started or self._oauth is None:
+            return jsonrpc.error(rid, jsonrpc.UPSTREAM_FAILED, f"Upstream {upstream!r}: {exc}")
+        raise self._oauth.relayed(request, upstream, exc)
 
 
 def complete(method: str, result: Mapping[str, Any]) -> dict[str, Any]:

@@ -7,7 +7,7 @@ import contextlib
 import os
 import shutil
 import signal
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -32,16 +32,13 @@ from proxy.front.principal import resolver
 from proxy.front.request_ids import echo_request_id
 from proxy.handle import HandleCodec, Key, KeyLoadError, KeyRing, load_keys
 from proxy.metrics import METRICS, Metrics, metrics_endpoint
-from proxy.pool import PoolKey, SessionAdopter, SessionFactory, SessionPool
+from proxy.pool import SessionPool, no_call_answer, session_adopter, session_factory
 from proxy.tasks.front import TaskFront
 from proxy.tasks.manager import TaskManager, TaskSettings
 from proxy.tasks.policy import TaskPolicy
 from proxy.tracing import Tracing
 from proxy.tracing import setup as setup_tracing
-from proxy.upstream.base import ServerInfo, UpstreamSession
-from proxy.upstream.connect import adopt_upstream_session, open_upstream_session
 from proxy.upstream.tls import tls_sessions
-from proxy.wire import jsonrpc, mcp
 
 log = structlog.get_logger(__name__)
 
@@ -118,64 +115,6 @@ def reload_keys(app: web.Application) -> bool:
     app[CODEC].replace_ring(ring)
     log.info("keys.reloaded", key_ids=list(ring.kids), sealing_key=ring.kids[0])
     return True
-
-
-def no_call_answer(upstream: UpstreamConfig) -> Callable[[jsonrpc.Request], jsonrpc.Response]:
-    roots = [{"uri": r.uri, **({"name": r.name} if r.name else {})} for r in upstream.static_roots]
-
-    def answer(req: jsonrpc.Request) -> jsonrpc.Response:
-        """A server request with no call in flight (SEP-2260): only ping and static roots are answered."""
-        if req.method == mcp.PING:
-            return jsonrpc.Result(req.id, {})
-        if req.method == mcp.ROOTS and roots:
-            return jsonrpc.Result(req.id, {"roots": roots})
-        return jsonrpc.error(
-            req.id,
-            jsonrpc.INVALID_PARAMS,
-            f"{req.method} is only answered during a client request (no call is in flight)",
-        )
-
-    return answer
-
-
-def session_factory(upstream: UpstreamConfig, http: aiohttp.ClientSession) -> SessionFactory:
-    """Sessions for a pool: declaring what the pool key's client declared, carrying its forwarded headers.
-    On stdio the forwarded headers cannot reach the child; as part of the pool key they still keep the
-    children of different principals apart."""
-    answer = no_call_answer(upstream)
-
-    async def open_for(key: PoolKey) -> UpstreamSession:
-        return await open_upstream_session(
-            http,
-            upstream,
-            versions=upstream.protocol_versions,
-            capabilities=key.capabilities.legacy(upstream.protocol_versions[0]),
-            headers=dict(key.forwarded),
-            no_call=answer,
-        )
-
-    return open_for
-
-
-def session_adopter(upstream: UpstreamConfig, http: aiohttp.ClientSession) -> SessionAdopter | None:
-    """How to attach to another replica's legacy session (takeover), where the transport allows it: only
-    Streamable HTTP sessions outlive the connection that opened them and can be resumed by id."""
-    if upstream.transport != "streamable-http" or upstream.url is None:
-        return None
-    answer = no_call_answer(upstream)
-
-    async def adopt(key: PoolKey, session_id: str, info: ServerInfo) -> UpstreamSession:
-        return await adopt_upstream_session(
-            http,
-            upstream,
-            session_id=session_id,
-            info=info,
-            capabilities=key.capabilities.legacy(info.protocol_version),
-            headers=dict(key.forwarded),
-            no_call=answer,
-        )
-
-    return adopt
 
 
 def create_app(

@@ -19,6 +19,7 @@ import peers
 import pytest
 import pytest_asyncio
 
+from e2e.recording import recording_relay
 from proxy.wire import mcp
 
 pytestmark = [pytest.mark.peers, pytest.mark.asyncio(loop_scope="session")]
@@ -154,6 +155,17 @@ async def test_fastmcp_streamable_http_without_event_store(fastmcp_url: str, tmp
     done = await round_trip(out["config_yaml"], tmp_path)
     assert f"upstream legacy-fastmcp-fixture: streamable-http {fastmcp_url}" in done["checked"]
     assert done["ask"] == {"text": "accept:Alice", "is_error": False, "seen": ["elicit:form"]}
+
+
+async def test_no_tool_prompt_or_resource_is_run_without_call(fastmcp_url: str) -> None:
+    """Everything the probe sent, as the server received it (a recording relay in between)."""
+    async with recording_relay(fastmcp_url) as relay:
+        out = await report(relay.url)
+    assert out["transport"] == "streamable-http"
+    methods = {sent.rpc for sent in relay.sent}
+    assert not methods & {"tools/call", "prompts/get", "resources/read", "completion/complete"}
+    assert methods >= {"initialize", "notifications/initialized", "tools/list", "prompts/list", "ping"}
+    assert [s.method for s in relay.sent if s.rpc == "initialize"] == ["POST"] * 5  # 1 + one per version
 
 
 async def test_fastmcp_sends_roots_list_on_the_get_stream_during_a_call(fastmcp_url: str) -> None:

@@ -187,6 +187,11 @@ def test_prometheus_rule_alerts() -> None:
         assert set(r["annotations"]) == {"summary", "description"}
         assert r.get("for", "5m") == "5m"
         assert r["expr"].count("mrtr_proxy_") == r["expr"].count(selector), r["alert"]  # every series scoped
+        kept = {
+            label.strip() for group in re.findall(r"by \(([^)]*)\)", r["expr"]) for label in group.split(",")
+        }
+        for used in re.findall(r"\$labels\.(\w+)", " ".join(r["annotations"].values())):
+            assert not kept or used in kept, (r["alert"], used)  # an aggregated-away label renders empty
     exprs = rule_exprs()
     assert "/ max by (namespace, pod) (mrtr_proxy_max_calls{" in exprs["MrtrProxyCallsNearLimit"]
     assert exprs["MrtrProxyCallsNearLimit"].endswith("> 0.8")

@@ -116,6 +116,10 @@ def test_helm3_renders_the_same_observability_objects() -> None:
 def test_sidecar_mode_refuses_a_service_monitor() -> None:
     error = fails(CHART / "ci" / "sidecar-values.yaml", sets=("metrics.serviceMonitor.enabled=true",))
     assert "metrics.serviceMonitor: needs mode gateway" in error
+    sets = ("metrics.prometheusRule.enabled=true", "metrics.dashboard.enabled=true")
+    sidecar = template(CHART / "ci" / "sidecar-values.yaml", sets=sets)  # the other two work there
+    assert [o["kind"] for o in sidecar.objects if o["kind"] in KINDS] == ["PrometheusRule"]
+    assert f"{FULLNAME}-dashboard" in [o["metadata"]["name"] for o in sidecar.all("ConfigMap")]
 
 
 @pytest.mark.parametrize(

@@ -48,8 +48,11 @@ def _fronting(f: Findings) -> Verdict:
         where = ", ".join(auth.authorization_servers) or "an authorization server it does not name"
         scopes = f" with scopes {' '.join(auth.scopes)}" if auth.scopes else ""
         why = (
-            f"needs OAuth (HTTP {auth.status}): clients bring a token from {where}{scopes}; the proxy "
-            "forwards Authorization (upstreams[].forward_headers) and never shares a session between tokens"
+            f"needs OAuth (HTTP {auth.status}): clients bring a token from {where}{scopes}; auth.mode "
+            "passthrough relays it and the server's challenges and serves its metadata with `resource` set "
+            "to "
+            "the proxy's URL, so the server must accept tokens for that audience (else auth.mode validate "
+            "with a service credential upstream; README 'Authorization')"
         )
         if f.negotiated is None:
             why += "; run probe again with --header 'Authorization: Bearer …' to see the rest"
@@ -205,6 +208,10 @@ def upstream_block(f: Findings) -> dict[str, Any] | None:
     accepted = f.accepted_versions
     if accepted and accepted != mcp.LEGACY_VERSIONS:
         entry["protocol_versions"] = list(accepted)
+    if f.authorization is not None:
+        entry["auth"] = {
+            "mode": "passthrough"
+        }  # the default, spelled out: the upstream is the resource server
     return entry
 
 

@@ -9,16 +9,19 @@ The probe runs as the real CLI in a child process (exit status, stdout, stderr),
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import peers
 import pytest
 import pytest_asyncio
 
+from e2e.harness import RawClient, accept_name
 from e2e.recording import recording_relay
 from proxy.wire import mcp
 
@@ -58,15 +61,16 @@ def fastmcp_stdio() -> tuple[str, ...]:
     return (str(peers.legacy_python()), str(peers.legacy_fastmcp_script()), "--transport", "stdio")
 
 
-async def round_trip(config_yaml: str, tmp: Path, tool: str = "ask_name") -> dict[str, Any]:
-    """check-config the probe's YAML, serve it, and run one elicitation through it with the 2026 client."""
+@contextlib.asynccontextmanager
+async def served(config_yaml: str, tmp: Path) -> AsyncIterator[tuple[str, str]]:
+    """check-config the probe's YAML, then `serve` it; yields (check-config's output, the /mcp URL)."""
     path = tmp / "probe.yaml"
     path.write_text(config_yaml)
     checked = await peers.run_once([sys.executable, "-m", "proxy", "check-config", str(path)], limit_s=30)
     assert checked.returncode == 0, checked.stderr
-    async with peers.run_peer(
-        "proxy",
-        lambda port: [
+
+    def argv(port: int) -> list[str]:
+        return [
             sys.executable,
             "-m",
             "proxy",
@@ -75,18 +79,23 @@ async def round_trip(config_yaml: str, tmp: Path, tool: str = "ask_name") -> dic
             str(path),
             "--listen",
             f"127.0.0.1:{port}",
-        ],
-        cwd=peers.REPO_ROOT,
-    ) as proxy:
+        ]
+
+    async with peers.run_peer("proxy", argv, cwd=peers.REPO_ROOT) as proxy:
+        yield checked.stdout, f"http://127.0.0.1:{proxy.port}/mcp"
+
+
+async def round_trip(config_yaml: str, tmp: Path, tool: str = "ask_name") -> dict[str, Any]:
+    """Serve the probe's YAML and run one elicitation through it with the mcp 2.3.0 client."""
+    async with served(config_yaml, tmp) as (checked, url):
         plan = [{"id": "ask", "kind": "tool", "name": tool, "elicit": "accept"}]
-        url = f"http://127.0.0.1:{proxy.port}/mcp"
         run = await peers.run_once(
             [str(peers.client_python()), str(DRIVER), url, json.dumps(plan)], limit_s=60
         )
     assert run.returncode == 0 and not run.timed_out, run.stderr[-3000:]
     results: dict[str, Any] = json.loads(run.stdout)
     assert results.pop("_protocol_version") == "2026-07-28"
-    return {"checked": checked.stdout, **results}
+    return {"checked": checked, **results}
 
 
 # -- peers of this module only (the FastMCP ones and server-everything's streamableHttp come from conftest) --
@@ -317,13 +326,27 @@ async def test_oauth_protected_fastmcp(protected_url: str) -> None:
     assert [v["feature"] for v in out["verdicts"]] == ["fronting"]
 
 
-async def test_oauth_protected_fastmcp_with_a_token(protected_url: str) -> None:
+async def test_oauth_protected_fastmcp_with_a_token(protected_url: str, tmp_path: Path) -> None:
     out = await report(protected_url, extra=("--header", "Authorization: Bearer probe-token"))
     assert out["negotiated"] == "2025-11-25" and out["server_info"]["name"] == "protected-fixture"
     assert names(out, "tools") == ["echo", "ask_name"]
     assert out["authorization"]["scopes"] == ["mcp:tools", "mcp:read"]  # seen by a request without the token
     status, reason = verdict(out, "fronting")
     assert status == "works with limits" and "--header" not in reason
+    assert out["upstream"]["auth"] == {"mode": "passthrough"}
+    # Served as printed: the upstream's 401 reaches a client without a token, with the proxy's metadata URL;
+    # with the token an elicitation goes through MRTR rounds.
+    async with served(out["config_yaml"], tmp_path) as (_, url), aiohttp.ClientSession() as http:
+        anonymous = await RawClient(url, http).call("echo", {"text": "x"})
+        assert anonymous.status == 401
+        proxy_metadata = url.replace("/mcp", "/.well-known/oauth-protected-resource/mcp")
+        assert f'resource_metadata="{proxy_metadata}"' in anonymous.headers["WWW-Authenticate"]
+        client = RawClient(url, http, authorization="Bearer probe-token")
+        first = await client.call("ask_name")
+        assert first.result["resultType"] == "input_required", first.body
+        (key,) = first.result["inputRequests"]
+        done = await client.retry(first, {key: accept_name("Alice")}, "ask_name")
+        assert done.result["content"][0]["text"] == "accept:Alice"
 
 
 # -- nothing to front ------------------------------------------------------------------------------------

@@ -211,7 +211,9 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
     by_name = {u.name: u for u in config.upstreams}
     # Legacy clients of sse/stdio upstreams: a session of their own each (front/legacy/bridge.py).
     settings = BridgeSettings.from_config(config)
-    bridge = LegacyBridge(http, app[CODEC], by_name, no_call_answer, settings=settings, state=app[STATE])
+    bridge = LegacyBridge(
+        http, app[CODEC], by_name, no_call_answer, settings=settings, state=app[STATE], clients=clients
+    )
     upstreams = {u.name: u for u in config.upstreams}
     principal = resolver(config.principal)
     app[OAUTH] = OAuthFront.from_config(config, app[PREPARED], http, clients)

@@ -11,6 +11,7 @@ import pytest
 from oauth_keys import SigningKey, jwks
 
 from proxy.auth.setup import AuthSetupError, prepare
+from proxy.cli import main
 from proxy.config import AuthConfig, ConfigError, TlsConfig, UpstreamCredential, load_config, load_schema
 
 VALIDATE = """
@@ -149,3 +150,21 @@ def test_startup_reads_static_keys_and_a_service_credential(tmp_path: Path) -> N
     ready = prepare(cfg)
     assert ready.credentials["a"] == "Bearer svc-secret"
     assert "a" in ready.static_keys
+
+
+def test_check_config_names_unusable_files_and_describes_auth(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("upstreams: [{name: a, url: 'https://x/mcp', tls: {ca_file: nowhere.pem}}]\n")
+    assert main(["check-config", str(bad)]) == 2
+    assert (
+        f"upstreams.0.tls.ca_file: cannot load CA bundle {tmp_path / 'nowhere.pem'}"
+        in capsys.readouterr().err
+    )
+    good = tmp_path / "good.yaml"
+    good.write_text(textwrap.dedent(VALIDATE))
+    assert main(["check-config", str(good)]) == 0
+    out = capsys.readouterr().out
+    assert "auth validate (keys https://as.example.com/jwks; upstream credential client_token)" in out

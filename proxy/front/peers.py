@@ -18,7 +18,7 @@ _SKIP_REQUEST = frozenset(
     {"host", "content-length", "connection", "keep-alive", "proxy-connection", "te", "trailer",
      "transfer-encoding", "upgrade", FORWARDED_BY.lower()}
 )  # fmt: skip
-_KEEP_RESPONSE = ("Content-Type", "Cache-Control", "X-Accel-Buffering", "Retry-After")
+_KEEP_RESPONSE = ("Content-Type", "Cache-Control", "X-Accel-Buffering", "Retry-After", "WWW-Authenticate")
 
 
 class PeerUnreachable(Exception):

@@ -52,6 +52,7 @@ async def start_oauth_fastmcp(
     jwks_file: Path | None = None,
     jwks_url: str | None = None,
     required_scope: str | None = None,
+    transport: str = "streamable-http",
 ) -> AsyncIterator[peers.PeerUrl]:
     """The FastMCP 1.30 resource server on 127.0.0.1: ``http://127.0.0.1:PORT/mcp``; always stopped."""
     peers.require_peers({"legacy python (mcp 1.30)": peers.legacy_python()})
@@ -60,10 +61,12 @@ async def start_oauth_fastmcp(
         args = [str(peers.legacy_python()), str(FIXTURE), "--port", str(port)]
         args += ["--issuer", issuer, "--audience", audience]
         args += ["--jwks-file", str(jwks_file)] if jwks_file else ["--jwks-url", str(jwks_url)]
+        args += ["--transport", transport]
         return args + (["--required-scope", required_scope] if required_scope else [])
 
+    path = "/mcp" if transport == "streamable-http" else "/sse"
     async with peers.run_peer("oauth-fastmcp", argv, env={"PYTHONUNBUFFERED": "1"}) as peer:
-        yield peers.PeerUrl(f"http://{peers.LOOPBACK}:{peer.port}/mcp", peer)
+        yield peers.PeerUrl(f"http://{peers.LOOPBACK}:{peer.port}{path}", peer)
 
 
 def write_jwks(path: Path, document: dict[str, Any]) -> Path:

@@ -148,3 +148,24 @@ async def test_server_discover_is_not_answered_from_the_cache_for_a_client_witho
         anonymous = await RawClient(setup.proxy.url, http).request("server/discover")
         assert anonymous.status == 401
         assert "resource_metadata=" in anonymous.headers["WWW-Authenticate"]
+
+
+async def test_a_legacy_client_of_a_protected_sse_upstream_is_challenged(tmp_path: Path) -> None:
+    """The bridge (sse upstream, its own session per legacy client) relays the upstream's 401 with the
+    proxy's resource_metadata instead of a 502, and works with a good token."""
+    keys = write_jwks(tmp_path / "jwks.json", jwks(KEY))
+    async with (
+        start_oauth_fastmcp(issuer=ISS, audience=f"{PUBLIC}/mcp", jwks_file=keys, transport="sse") as sse,
+        running_proxy(sse, transport="sse", public_url=PUBLIC) as proxy,
+        aiohttp.ClientSession() as http,
+    ):
+        headers = {"Accept": "application/json, text/event-stream"}
+        async with http.post(proxy.url, json=LEGACY_INIT, headers=headers) as resp:
+            assert resp.status == 401
+            params = challenge.parse(resp.headers["WWW-Authenticate"])[0].params
+        assert params["resource_metadata"] == f"{PUBLIC}/.well-known/oauth-protected-resource/mcp"
+        async with http.post(
+            proxy.url, json=LEGACY_INIT, headers={**headers, "Authorization": token()}
+        ) as resp:
+            assert resp.status == 200
+            assert "Mcp-Session-Id" in resp.headers

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -195,3 +196,43 @@ async def test_parked_call_survives_a_token_refresh_and_refuses_another_user(set
         alice.authorization = f"Bearer {refreshed}"
         final = await alice.retry(first, {"elicit-1": accept_name("Alice")}, "ask_name")
     assert final.result["content"][0]["text"] == "accept:Alice"
+
+
+async def test_a_bridged_legacy_client_sends_the_service_credential_not_its_token(
+    fastmcp_sse_url: str, setup: Setup, tmp_path: Path
+) -> None:
+    """Validate mode in front of an sse upstream: the legacy client's own session (the bridge) carries the
+    service credential upstream, like the relay and the modern front do; the client's token stays here."""
+    secret = tmp_path / "token"
+    secret.write_text(SERVICE_TOKEN)
+    async with recording_relay(fastmcp_sse_url) as relay:
+        auth = AuthConfig(
+            mode="validate",
+            public_url=RESOURCE,
+            authorization_servers=(ISS,),
+            jwks_url=setup.jwks.url,
+            upstream_credential=UpstreamCredential(source="file", file=secret),
+        )
+        up = UpstreamConfig(name="default", url=relay.url, transport="sse", auth=auth)
+        client_token = good(jti="bridged")
+        async with running_proxy(up) as proxy, aiohttp.ClientSession() as http:
+            init = {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2024-11-05",
+                    "capabilities": {},
+                    "clientInfo": {"name": "t", "version": "1"},
+                },
+            }
+            headers = {
+                "Accept": "application/json, text/event-stream",
+                "Authorization": f"Bearer {client_token}",
+            }
+            async with http.post(proxy.url, json=init, headers=headers) as resp:
+                assert resp.status == 200
+                assert "Mcp-Session-Id" in resp.headers
+    sent = [s.headers.get("authorization") for s in relay.sent]
+    assert sent and all(value == f"Bearer {SERVICE_TOKEN}" for value in sent)
+    assert not any(client_token in str(s.headers) for s in relay.sent)

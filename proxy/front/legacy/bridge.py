@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import aiohttp
@@ -52,7 +52,7 @@ from proxy.front.legacy.bridge_streams import BridgeReply, error_response, serve
 from proxy.front.legacy.bridge_wire import declared_capabilities, initialize_result, offered_versions
 from proxy.handle import HandleCodec, HandleError
 from proxy.handle.session_ids import LegacySession, open_session, seal_session
-from proxy.upstream.base import UpstreamError, UpstreamSession
+from proxy.upstream.base import UpstreamAuthChallenge, UpstreamError, UpstreamSession
 from proxy.upstream.connect import open_upstream_session
 from proxy.upstream.propagation import detach_from_request
 from proxy.upstream.router import NoCallAnswer
@@ -90,8 +90,10 @@ class LegacyBridge:
         *,
         settings: BridgeSettings | None = None,
         state: RuntimeStateView | None = None,
+        clients: Mapping[str, aiohttp.ClientSession] | None = None,  # per upstream (TLS); default `http`
     ) -> None:
         self._http, self._codec, self._upstreams = http, codec, upstreams
+        self._clients = clients or {}
         self._no_call = no_call
         self._settings = settings or BridgeSettings()
         self._calls = BridgeCalls(self._settings)
@@ -104,11 +106,24 @@ class LegacyBridge:
         return len(self._sessions)
 
     async def handle(
-        self, request: web.Request, upstream: str, principal: str, msg: jsonrpc.Message | None
+        self,
+        request: web.Request,
+        upstream: str,
+        principal: str,
+        msg: jsonrpc.Message | None,
+        *,
+        forwarded: Sequence[tuple[str, str]] | None = None,
+        challenge: Callable[[str | None], str | None] | None = None,
     ) -> web.StreamResponse:
-        """A legacy client's request, as the front parsed it (None for a GET or DELETE)."""
+        """A legacy client's request, as the front parsed it (None for a GET or DELETE). `forwarded` and
+        `challenge`: as for the relay (front/legacy/relay.py)."""
         if isinstance(msg, jsonrpc.Request) and msg.method == "initialize":
-            return await self._initialize(request, self._upstreams[upstream], principal, msg)
+            config = self._upstreams[upstream]
+            if forwarded is None:
+                forwarded = [(n, request.headers[n]) for n in config.forward_headers if n in request.headers]
+            return await self._initialize(
+                request, config, principal, msg, headers=dict(forwarded), challenge=challenge
+            )
         if mcp.SESSION_HEADER not in request.headers:
             return error_response(400, "Missing Mcp-Session-Id (a legacy client starts with initialize)")
         bridged = self._find(request.headers[mcp.SESSION_HEADER], upstream, principal)
@@ -152,7 +167,14 @@ class LegacyBridge:
     # -- initialize ---------------------------------------------------------------------------------------
 
     async def _initialize(
-        self, request: web.Request, config: UpstreamConfig, principal: str, msg: jsonrpc.Request
+        self,
+        request: web.Request,
+        config: UpstreamConfig,
+        principal: str,
+        msg: jsonrpc.Request,
+        *,
+        headers: Mapping[str, str],
+        challenge: Callable[[str | None], str | None] | None,
     ) -> web.StreamResponse:
         if self._state is not None and self._state.draining:
             return error_response(
@@ -164,13 +186,19 @@ class LegacyBridge:
         bridged = BridgedSession(config, principal, self._settings, self._no_call(config))
         try:
             bridged.session = await open_dedicated(
-                self._http,
+                self._clients.get(config.name, self._http),
                 config,
                 versions=offered_versions(msg.params.get("protocolVersion"), config.protocol_versions),
                 capabilities=declared_capabilities(msg.params),
-                headers={n: request.headers[n] for n in config.forward_headers if n in request.headers},
+                headers=headers,
                 no_call=bridged.no_call,
             )
+        except UpstreamAuthChallenge as exc:  # the upstream refused the credentials: the client is told so
+            response = error_response(exc.status, "Unauthorized" if exc.status == 401 else "Forbidden")
+            relayed = challenge(exc.www_authenticate) if challenge is not None else exc.www_authenticate
+            if relayed:
+                response.headers["WWW-Authenticate"] = relayed
+            return response
         except UpstreamError as exc:
             log.warning("legacy_bridge.open_failed", upstream=config.name, error=str(exc))
             return error_response(502, f"Upstream {config.name!r} unavailable")

@@ -68,7 +68,9 @@ class LegacyRelay:
         config = self._upstreams[upstream]
         if config.transport != "streamable-http" or config.url is None:
             if self._bridge is not None:
-                return await self._bridge.handle(request, upstream, principal, msg)
+                return await self._bridge.handle(
+                    request, upstream, principal, msg, forwarded=forwarded, challenge=challenge
+                )
             return _error(
                 400,
                 f"Legacy clients are relayed to Streamable HTTP upstreams only; {upstream!r} is "

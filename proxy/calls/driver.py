@@ -30,6 +30,7 @@ from proxy.calls.outcomes import (
     upstream_failed,
 )
 from proxy.calls.registry import CallRegistry, LiveCall
+from proxy.calls.scope import SessionLevels
 from proxy.handle import Claims, HandleCodec
 from proxy.pool import SessionPool
 from proxy.upstream.base import TransportLost, UpstreamError
@@ -56,6 +57,7 @@ class CallDriver:
         self._settings = settings
         self._clock = clock
         self._observer = observer or NoObserver()
+        self._levels = SessionLevels()  # the log level set on each upstream session (calls/scope.py)
 
     @property
     def registry(self) -> CallRegistry:

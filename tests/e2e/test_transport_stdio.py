@@ -275,8 +275,9 @@ async def test_everything_roots(everything: RawClient) -> None:
     assert request["method"] == "roots/list"
     final = await everything.retry(first, {key: ROOTS}, "get-roots-list")
     assert "URI: file:///work/project" in text_of(final.result)
-    # Its "Roots updated" log arrives while the call owns the child: relayed on the call's stream.
-    assert [n["method"] for n in final.notifications] == ["notifications/message"]
+    # Its "Roots updated" log arrives while the call owns the child, but this request did not opt in to
+    # logging (no io.modelcontextprotocol/logLevel in its _meta): the proxy must not relay it.
+    assert [n["method"] for n in final.notifications] == []
 
 
 async def test_everything_prompt_and_resource(everything: RawClient) -> None:

@@ -28,6 +28,7 @@ from proxy.calls.outcomes import (
     invalid_responses,
 )
 from proxy.calls.registry import CallBusy, LimitExceeded, LiveCall
+from proxy.calls.roots import ask_first
 from proxy.calls.scope import scoped_sink
 from proxy.calls.takeover import Takeover
 from proxy.handle import HandleError, target_digest
@@ -91,6 +92,9 @@ class CallService(Takeover, Draining):
         req.link.joined(call.id, 1, call.first_span)
         await self._levels.ensure(session, req.log_level)
         params = with_progress_token(req.params, call_progress_token(call.id))
+        if ask_first(call, self._session_roots(call)):
+            call.unsent = (req.method, params)  # sent by the retry that answers (roots.deliver_input)
+            return self._park(call)
         call.upstream_id = await session.call(req.method, params, call.inbox)
         sink = scoped_sink(notify, req.params, req.log_level, call.id)
         return await self._drive(call, sink, yield_after=yield_after)

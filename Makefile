@@ -39,4 +39,4 @@ interop-docs: interop-peers
 
 interop-peers:
 	scripts/setup-venv.sh
-	scripts/setup-peers.sh legacy client node
+	scripts/setup-peers.sh legacy client fastmcp2 servers node

@@ -14,23 +14,16 @@ from collections.abc import AsyncIterator
 import pytest
 import pytest_asyncio
 
-from interop.matrix import CLIENTS, SERVERS, MatrixRun, expected_failure, run_matrix
+from interop.matrix import MatrixRun, all_cells, expected_failure, run_matrix
 
 pytestmark = [pytest.mark.peers, pytest.mark.asyncio(loop_scope="session"), pytest.mark.timeout(400)]
 
-RUNNABLE = [c for c in CLIENTS if c.pending is None]
-CELLS = [
-    (client.id, server.id, transport, flow)
-    for client in RUNNABLE
-    for server in SERVERS
-    for transport in server.transports
-    for flow in server.flows
-]
+CELLS = all_cells(ci_slice=True)
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def matrix() -> AsyncIterator[MatrixRun]:
-    yield await run_matrix(jobs=3)
+    yield await run_matrix(jobs=3, ci_slice=True)
 
 
 @pytest.mark.parametrize(("client", "server", "transport", "flow"), CELLS, ids=["/".join(c) for c in CELLS])

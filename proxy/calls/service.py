@@ -90,12 +90,16 @@ class CallService(Takeover, Draining):
             pool.release(req.key, session, reusable=True)
             return Failed(ErrorObject(jsonrpc.LIMIT_EXCEEDED, f"Too many calls: {exc}"))
         req.link.joined(call.id, 1, call.first_span)
-        await self._levels.ensure(session, req.log_level)
-        params = with_progress_token(req.params, call_progress_token(call.id))
+        call.unsent = (req.method, with_progress_token(req.params, call_progress_token(call.id)))
+        try:
+            await self._levels.ensure(session, req.log_level)
+        except BaseException:  # the client went away before the call was sent: end it, tell nobody
+            await asyncio.shield(self._abandon(call, "the client went away"))
+            raise
         if ask_first(call, self._session_roots(call)):
-            call.unsent = (req.method, params)  # sent by the retry that answers (roots.deliver_input)
-            return self._park(call)
-        call.upstream_id = await session.call(req.method, params, call.inbox)
+            return self._park(call)  # sent by the retry that answers (roots.deliver_input)
+        (method, params), call.unsent = call.unsent, None
+        call.upstream_id = await session.call(method, params, call.inbox)
         sink = scoped_sink(notify, req.params, req.log_level, call.id)
         return await self._drive(call, sink, yield_after=yield_after)
 

@@ -24,9 +24,11 @@ $(BENCH_STAMP): pyproject.toml
 	touch $@
 
 # Interop matrix (tests/interop/matrix.py, docs/interop.md): the 2026-07-28 clients (mcp 2.3.0, the TS SDK v2
-# client, the Inspector CLI) x legacy servers (FastMCP 1.30, server-everything, a TS SDK v1 server) x upstream
-# transports, through the proxy. Prints the table; exit 1 unless green. `make interop-docs` also rewrites the
-# table in docs/interop.md. Extra arguments: INTEROP_ARGS='--client ts-* --transport stdio -v'.
+# client, the Inspector CLI) x legacy servers (FastMCP 1.30, server-everything, a TS SDK v1 server, and from the
+# wild FastMCP 2.x, server-filesystem, server-memory, mcp-server-git, mcp-server-time) x upstream transports,
+# through the proxy: all 336 cells (CI runs the quicker `--slice ci` through tests/interop/test_matrix.py).
+# Prints the table; exit 1 unless green. `make interop-docs` also rewrites the table in docs/interop.md.
+# Extra arguments: INTEROP_ARGS='--client ts-* --transport stdio -v'.
 INTEROP_ARGS ?=
 
 .PHONY: interop interop-docs interop-peers
@@ -39,4 +41,4 @@ interop-docs: interop-peers
 
 interop-peers:
 	scripts/setup-venv.sh
-	scripts/setup-peers.sh legacy client node
+	scripts/setup-peers.sh legacy client fastmcp2 servers node

@@ -19,6 +19,7 @@ from proxy.auth.metadata import WELL_KNOWN
 from proxy.auth.setup import Prepared, prepare
 from proxy.calls.outcomes import CallSettings
 from proxy.calls.registry import CallRegistry
+from proxy.calls.roots import RootsBook
 from proxy.calls.service import CallService
 from proxy.config import Config, UpstreamConfig
 from proxy.front.endpoint import Endpoint
@@ -171,10 +172,11 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
     app[HTTP] = http
     tls_clients = tls_sessions(app[PREPARED].tls, http.timeout)  # private CA / client certificate
     clients = {up.name: tls_clients.get(up.name, http) for up in config.upstreams}
+    roots = RootsBook()  # what each pooled session's server asked of roots before any call (calls/roots.py)
     pools = {
         up.name: SessionPool(
             up.name,
-            session_factory(up, clients[up.name]),
+            session_factory(up, clients[up.name], roots),
             max_sessions=up.pool.max_sessions,
             idle_ttl=up.pool.idle_ttl_s,
             adopter=session_adopter(up, clients[up.name]),
@@ -195,6 +197,7 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
             owner=config.replica_address,
         ),
         observer=app[METRICS],
+        roots=roots,
     )
     app[METRICS].watch(app[CALLS].registry, pools)
     app[TASKS] = TaskManager(

@@ -19,6 +19,7 @@ from proxy.config import UpstreamConfig
 from proxy.translate.capabilities import ClientCapabilities
 from proxy.upstream.base import NotDelivered, ServerInfo, UpstreamError, UpstreamSession
 from proxy.upstream.connect import adopt_upstream_session, open_upstream_session
+from proxy.upstream.session_roots import RootsBook, SessionRoots
 from proxy.wire import jsonrpc, mcp
 
 log = structlog.get_logger(__name__)
@@ -237,21 +238,28 @@ def no_call_answer(upstream: UpstreamConfig) -> Callable[[jsonrpc.Request], json
     return answer
 
 
-def session_factory(upstream: UpstreamConfig, http: aiohttp.ClientSession) -> SessionFactory:
+def session_factory(
+    upstream: UpstreamConfig, http: aiohttp.ClientSession, roots: RootsBook | None = None
+) -> SessionFactory:
     """Sessions for a pool: declaring what the pool key's client declared, carrying its forwarded headers.
     On stdio the forwarded headers cannot reach the child; as part of the pool key they still keep the
-    children of different principals apart."""
+    children of different principals apart. With `roots`, each session holds the roots/list its server
+    sends before any call, for the first call to ask its client (calls/roots.py)."""
     answer = no_call_answer(upstream)
 
     async def open_for(key: PoolKey) -> UpstreamSession:
-        return await open_upstream_session(
+        state = SessionRoots(answer, hold=key.capabilities.roots and not upstream.static_roots)
+        session = await open_upstream_session(
             http,
             upstream,
             versions=upstream.protocol_versions,
             capabilities=key.capabilities.legacy(upstream.protocol_versions[0]),
             headers=dict(key.forwarded),
-            no_call=answer,
+            no_call=state.answer if roots is not None else answer,
         )
+        if roots is not None:
+            roots.add(session, state)
+        return session
 
     return open_for
 

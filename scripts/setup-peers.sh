@@ -2,32 +2,47 @@
 # Installs the third-party MCP peers the tests talk to, into .peers/ (git-ignored):
 #   .peers/legacy  python venv with mcp==1.30.0 (FastMCP 1.x legacy servers)
 #   .peers/client  python venv with mcp==2.3.0  (2026-07-28 client)
-#   .peers/node    npm peers: server-everything, the TS client v2, the conformance suite, Node 22, and the
-#                  Prometheus Operator CRD schemas (@kubernetes-models/prometheus-operator) and the PromQL
-#                  grammar (@prometheus-io/lezer-promql) the chart tests check the observability objects with
+#   .peers/fastmcp2     python venv with fastmcp==2.14.7 (the newest 2.x; on mcp==1.30.0)
+#   .peers/servers-sdk1 python venv with mcp-server-git + mcp-server-time 2026.10.10 (the newest on mcp 1.x)
+#   .peers/servers-sdk2 python venv with mcp-server-git + mcp-server-time 2026.10.19 (on mcp 2.3.0)
+#   .peers/node    npm peers: server-everything, server-filesystem, server-memory, the TS client v2, the
+#                  conformance suite, Node 22, and the Prometheus Operator CRD schemas
+#                  (@kubernetes-models/prometheus-operator) and the PromQL grammar (@prometheus-io/lezer-promql)
+#                  the chart tests check the observability objects with
 # Idempotent: a peer already at the pinned version is left alone.
 #   nginx          the round-robin load balancer for the multi-replica tests (Debian's nginx-light)
-# Usage: scripts/setup-peers.sh [legacy] [client] [node] [nginx]   (no argument: all four)
+# Usage: scripts/setup-peers.sh [legacy] [client] [fastmcp2] [servers] [node] [nginx]   (no argument: all)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 peers="$root/.peers"
 mkdir -p "$peers"
 py="${PYTHON:-python3}"
 
-venv_with() {  # venv_with DIR REQUIREMENT
-  local dir="$1" req="$2"
-  if [ -x "$dir/bin/python" ] && "$dir/bin/python" -m pip show -q "${req%%==*}" 2>/dev/null \
-      | grep -q "^Version: ${req##*==}$"; then
-    return 0
+venv_with() {  # venv_with DIR REQUIREMENT... (each NAME==VERSION; the first one must be importable as MODULE)
+  local dir="$1" module="$2"
+  shift 2
+  local req ok=1
+  if [ -x "$dir/bin/python" ]; then
+    for req in "$@"; do
+      "$dir/bin/python" -m pip show -q "${req%%==*}" 2>/dev/null | grep -q "^Version: ${req##*==}$" || ok=0
+    done
+    [ "$ok" = 1 ] && return 0
   fi
   "$py" -m venv "$dir"
-  "$dir/bin/python" -m pip install -q --disable-pip-version-check "$req" 2>&1 | grep -v "is ignored" || true
-  "$dir/bin/python" -c "import mcp" # fail loudly if the install did not work
+  "$dir/bin/python" -m pip install -q --disable-pip-version-check "$@" 2>&1 | grep -v "is ignored" || true
+  "$dir/bin/python" -c "import $module" # fail loudly if the install did not work
 }
 
-wanted=" ${*:-legacy client node nginx} "
-case "$wanted" in *" legacy "*) venv_with "$peers/legacy" "mcp==1.30.0" & ;; esac
-case "$wanted" in *" client "*) venv_with "$peers/client" "mcp==2.3.0" & ;; esac
+wanted=" ${*:-legacy client fastmcp2 servers node nginx} "
+case "$wanted" in *" legacy "*) venv_with "$peers/legacy" mcp "mcp==1.30.0" & ;; esac
+case "$wanted" in *" client "*) venv_with "$peers/client" mcp "mcp==2.3.0" & ;; esac
+case "$wanted" in *" fastmcp2 "*) venv_with "$peers/fastmcp2" fastmcp "fastmcp==2.14.7" "mcp==1.30.0" & ;; esac
+case "$wanted" in *" servers "*)
+  venv_with "$peers/servers-sdk1" mcp_server_git \
+    "mcp-server-git==2026.10.10" "mcp-server-time==2026.10.10" "mcp==1.30.0" &
+  venv_with "$peers/servers-sdk2" mcp_server_git \
+    "mcp-server-git==2026.10.19" "mcp-server-time==2026.10.19" "mcp==2.3.0" &
+  ;; esac
 case "$wanted" in *" node "*) (
   mkdir -p "$peers/node"
   cp "$root/tests/fixtures/npm/package.json" "$peers/node/package.json"

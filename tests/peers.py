@@ -89,6 +89,29 @@ def legacy_fastmcp_script() -> Path:
     return FIXTURES_DIR / "legacy_fastmcp_server.py"
 
 
+def fastmcp2_python() -> Path:
+    """Python of the venv with ``fastmcp==2.14.7`` (on ``mcp==1.30.0``)."""
+    return peers_dir() / "fastmcp2" / "bin" / "python"
+
+
+def fastmcp2_script() -> Path:
+    return FIXTURES_DIR / "fastmcp2_server.py"
+
+
+def servers_python(sdk: Literal[1, 2]) -> Path:
+    """Python of the venv with mcp-server-git and mcp-server-time: the build on mcp 1.x (``sdk=1``,
+    2026.10.10 on mcp 1.30.0) or the current one (``sdk=2``, 2026.10.19 on mcp 2.3.0)."""
+    return peers_dir() / f"servers-sdk{sdk}" / "bin" / "python"
+
+
+def server_filesystem_entry() -> Path:
+    return node_modules() / "@modelcontextprotocol" / "server-filesystem" / "dist" / "index.js"
+
+
+def server_memory_entry() -> Path:
+    return node_modules() / "@modelcontextprotocol" / "server-memory" / "dist" / "index.js"
+
+
 def bind_loopback_preload() -> Path:
     return FIXTURES_DIR / "bind_loopback.cjs"
 
@@ -332,6 +355,32 @@ async def start_fastmcp(
         ready_timeout=ready_timeout,
         stop_timeout=stop_timeout,
         port=port,
+    ) as peer:
+        yield PeerUrl(f"http://{LOOPBACK}:{peer.port}{path}", peer)
+
+
+@contextlib.asynccontextmanager
+async def start_fastmcp2(
+    transport: Literal["http", "sse"] = "http",
+    *,
+    ready_timeout: float = DEFAULT_READY_TIMEOUT,
+    stop_timeout: float = DEFAULT_STOP_TIMEOUT,
+) -> AsyncIterator[PeerUrl]:
+    """Run ``tests/fixtures/fastmcp2_server.py`` (FastMCP 2.14.7) on 127.0.0.1.
+
+    Yields ``http://127.0.0.1:PORT/mcp`` (http: streamable HTTP) or ``http://127.0.0.1:PORT/sse`` (sse)."""
+    require_peers({"fastmcp 2.x": fastmcp2_python()})
+
+    def argv(port: int) -> list[str]:
+        return [str(fastmcp2_python()), str(fastmcp2_script()), "--transport", transport, "--port", str(port)]
+
+    path = "/mcp" if transport == "http" else "/sse"
+    async with run_peer(
+        "fastmcp2",
+        argv,
+        env={"PYTHONUNBUFFERED": "1"},
+        ready_timeout=ready_timeout,
+        stop_timeout=stop_timeout,
     ) as peer:
         yield PeerUrl(f"http://{LOOPBACK}:{peer.port}{path}", peer)
 

@@ -30,6 +30,8 @@ from proxy.calls.outcomes import (
     upstream_failed,
 )
 from proxy.calls.registry import CallRegistry, LiveCall
+from proxy.calls.roots import RootsBook, SessionRoots, deliver_input, settle_unasked
+from proxy.calls.scope import SessionLevels
 from proxy.handle import Claims, HandleCodec
 from proxy.pool import SessionPool
 from proxy.upstream.base import TransportLost, UpstreamError
@@ -49,6 +51,7 @@ class CallDriver:
         clock: Callable[[], float] = time.time,
         *,
         observer: CallObserver | None = None,
+        roots: RootsBook | None = None,  # the sessions' roots state (calls/roots.py); None: none kept
     ) -> None:
         self._pools = pools
         self._codec = codec
@@ -56,15 +59,22 @@ class CallDriver:
         self._settings = settings
         self._clock = clock
         self._observer = observer or NoObserver()
+        self._levels = SessionLevels()  # the log level set on each upstream session (calls/scope.py)
+        self._roots = roots
 
     @property
     def registry(self) -> CallRegistry:
         return self._registry
 
+    def _session_roots(self, call: LiveCall) -> SessionRoots | None:
+        """The roots state of the call's session, when its client declared roots (calls/roots.py)."""
+        if self._roots is None or not call.key.capabilities.roots:
+            return None
+        return self._roots.of(call.session)
+
     async def _deliver(self, call: LiveCall, responses: Mapping[str, Any]) -> Failed | None:
         try:
-            for reply in call.exchange.accept(responses):
-                await call.session.send(reply.message())
+            await deliver_input(call, responses, self._session_roots(call))
         except UpstreamError as exc:
             await self._abandon(call, "could not deliver the client's input")
             return Failed(upstream_failed(f"could not deliver the input: {exc}"))
@@ -124,6 +134,7 @@ class CallDriver:
                     )
                 match item:
                     case jsonrpc.Result() | jsonrpc.Error():
+                        await settle_unasked(call, self._session_roots(call))
                         self._finish(call, reusable=True)
                         return Completed(item)
                     case jsonrpc.Request():
@@ -161,7 +172,7 @@ class CallDriver:
             issued_at=now,
             expires_at=now + int(ttl),
             last_event=call.session.last_event_id,
-            request=call.upstream_id,
+            request=None if call.unsent is not None else call.upstream_id,
             trace=call.first_span,
         )
         self._registry.park(call, ttl)
@@ -181,8 +192,9 @@ class CallDriver:
             async with asyncio.timeout(5):
                 for reply in call.exchange.cancel_all(f"Cancelled by mrtr-proxy: {reason}"):
                     await call.session.send(reply.message())
-                await call.session.send(
-                    jsonrpc.Notification(mcp.CANCELLED, {"requestId": call.upstream_id, "reason": reason})
-                )
+                if call.unsent is None:  # else the upstream never got the call
+                    await call.session.send(
+                        jsonrpc.Notification(mcp.CANCELLED, {"requestId": call.upstream_id, "reason": reason})
+                    )
         call.session.end_call()
         self._pools[call.upstream].release(call.key, call.session, reusable=False)

@@ -119,6 +119,7 @@ class CallRequest:
     key: PoolKey
     principal: str
     link: CallLink = field(default_factory=CallLink, compare=False)  # filled in by the service
+    log_level: str | None = None  # the request's `io.modelcontextprotocol/logLevel` opt-in, if any
 
 
 def upstream_failed(reason: str) -> ErrorObject:

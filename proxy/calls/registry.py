@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from proxy.pool import PoolKey
 from proxy.translate.exchange import Exchange
@@ -43,6 +44,9 @@ class LiveCall:
     parked_at: float = 0.0  # when it was last parked (monotonic)
     task: str | None = None  # the Tasks-extension task that owns the call (proxy/tasks), if any
     first_span: str | None = None  # the span of the call's first round, when tracing (sealed into handles)
+    # Not sent upstream yet (method, params): its first round asks the client what the session's server
+    # asked before any call (calls/roots.py); the retry that answers sends it.
+    unsent: tuple[str, Mapping[str, Any]] | None = None
 
     @property
     def parked(self) -> bool:

@@ -28,10 +28,13 @@ from proxy.calls.outcomes import (
     invalid_responses,
 )
 from proxy.calls.registry import CallBusy, LimitExceeded, LiveCall
+from proxy.calls.roots import ask_first
+from proxy.calls.scope import scoped_sink
 from proxy.calls.takeover import Takeover
 from proxy.handle import HandleError, target_digest
 from proxy.pool import PoolExhausted
 from proxy.translate.exchange import Exchange
+from proxy.translate.notes import call_progress_token, with_progress_token
 from proxy.upstream.base import UpstreamAuthChallenge, UpstreamError
 from proxy.wire import jsonrpc
 from proxy.wire.jsonrpc import ErrorObject
@@ -87,8 +90,18 @@ class CallService(Takeover, Draining):
             pool.release(req.key, session, reusable=True)
             return Failed(ErrorObject(jsonrpc.LIMIT_EXCEEDED, f"Too many calls: {exc}"))
         req.link.joined(call.id, 1, call.first_span)
-        call.upstream_id = await session.call(req.method, req.params, call.inbox)
-        return await self._drive(call, notify, yield_after=yield_after)
+        call.unsent = (req.method, with_progress_token(req.params, call_progress_token(call.id)))
+        try:
+            await self._levels.ensure(session, req.log_level)
+        except BaseException:  # the client went away before the call was sent: end it, tell nobody
+            await asyncio.shield(self._abandon(call, "the client went away"))
+            raise
+        if ask_first(call, self._session_roots(call)):
+            return self._park(call)  # sent by the retry that answers (roots.deliver_input)
+        (method, params), call.unsent = call.unsent, None
+        call.upstream_id = await session.call(method, params, call.inbox)
+        sink = scoped_sink(notify, req.params, req.log_level, call.id)
+        return await self._drive(call, sink, yield_after=yield_after)
 
     async def resume(
         self,
@@ -134,13 +147,15 @@ class CallService(Takeover, Draining):
             raise InvalidRequestState("round_in_progress") from None
         self._observer.resumed(call.upstream, parked_for)
         try:
+            await self._levels.ensure(call.session, req.log_level)
             failed = await self._deliver(call, responses)
         except BaseException:  # the client went away mid-delivery: the call is no longer parked, end it
             await asyncio.shield(self._abandon(call, "the client went away"))
             raise
         if failed is not None:
             return failed
-        return await self._drive(call, notify, yield_after=yield_after)
+        sink = scoped_sink(notify, req.params, req.log_level, call.id)
+        return await self._drive(call, sink, yield_after=yield_after)
 
     # -- driving a call detached from the request that started it (tasks, proxy/tasks) -------------------
 

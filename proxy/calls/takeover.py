@@ -22,6 +22,7 @@ from proxy.calls.outcomes import (
     lost,
 )
 from proxy.calls.registry import LimitExceeded, LiveCall
+from proxy.calls.scope import scoped_sink
 from proxy.handle import Claims
 from proxy.pool import PoolExhausted
 from proxy.translate.exchange import Exchange
@@ -94,4 +95,5 @@ class Takeover(CallDriver):
             await asyncio.shield(self._abandon(call, "the client went away"))
             raise
         self._observer.taken_over(req.upstream, ok=True)
-        return await self._drive(call, notify, yield_after=yield_after)
+        sink = scoped_sink(notify, req.params, req.log_level, call.id)
+        return await self._drive(call, sink, yield_after=yield_after)

@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from proxy.translate.capabilities import ClientCapabilities
+from proxy.translate.notes import log_level_problem
 from proxy.translate.request import ModernRequest
 from proxy.wire import jsonrpc, mcp
 from proxy.wire.jsonrpc import ErrorObject, Request
@@ -121,6 +122,9 @@ def check_modern(req: Request, headers: Mapping[str, str], *, limits: InputLimit
                 req.id, f"Mcp-Name header value {decoded!r} does not match body value {body_name!r}"
             )
     state, responses = _mrtr_params(req, limits)
+    level = meta.get(mcp.META_LOG_LEVEL)
+    if level is not None and (problem := log_level_problem(level)) is not None:
+        raise Refusal(200, ErrorObject(jsonrpc.INVALID_PARAMS, problem))
     info = meta.get(mcp.META_CLIENT_INFO)
     upstream_meta = {k: v for k, v in meta.items() if not k.startswith("io.modelcontextprotocol/")}
     # `task` on tools/call is the 2025-11-25 tasks opt-in, removed in SEP-2663: ignored, never sent upstream
@@ -136,6 +140,7 @@ def check_modern(req: Request, headers: Mapping[str, str], *, limits: InputLimit
         client_info=info if isinstance(info, dict) else {},
         request_state=state,
         input_responses=responses,
+        log_level=level,
     )
 
 

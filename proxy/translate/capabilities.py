@@ -79,7 +79,7 @@ class ClientCapabilities:
                     sampling["context"] = {}
             out["sampling"] = sampling
         if self.roots:
-            out["roots"] = {"listChanged": False}
+            out["roots"] = {"listChanged": True}  # the proxy tells roots changes (calls/roots.py)
         return out
 
     def describe(self) -> str:

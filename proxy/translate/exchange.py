@@ -17,6 +17,9 @@ from proxy.wire import jsonrpc, mcp
 from proxy.wire.jsonrpc import ErrorObject, Request, RequestId
 
 _KEY_PREFIX = {mcp.ELICIT: "elicit", mcp.SAMPLE: "sample", mcp.ROOTS: "roots"}
+# The legacy id of an input request the proxy asks on its own (roots for a session whose server asked for
+# them before any call, calls/roots.py): its answer goes nowhere upstream.
+PROXY_ASKED = "mrtr-proxy/asked"
 _PREFIX_METHOD = {prefix: method for method, prefix in _KEY_PREFIX.items()}
 
 
@@ -44,6 +47,11 @@ class Reply:
     legacy_id: RequestId
     result: Mapping[str, Any] | None = None
     error: ErrorObject | None = None
+
+    @property
+    def for_upstream(self) -> bool:
+        """Does the upstream wait for this reply (False: the proxy asked the request itself)?"""
+        return self.legacy_id != PROXY_ASKED
 
     def message(self) -> jsonrpc.Response:
         if self.error is not None:
@@ -108,6 +116,13 @@ class Exchange:
         self._pending[key] = PendingInput(key, req.id, req.method, req.params)
         return None
 
+    def ask(self, method: str) -> str:
+        """Queue an input request the proxy asks itself (not from the upstream); returns its key."""
+        self._seq += 1
+        key = f"{_KEY_PREFIX[method]}-{self._seq}"
+        self._pending[key] = PendingInput(key, PROXY_ASKED, method, {})
+        return key
+
     def open_round(self) -> InputRound:
         """Everything still unanswered, as the next round's input requests."""
         if not self._pending:
@@ -129,14 +144,20 @@ class Exchange:
 
     def cancel_all(self, reason: str) -> list[Reply]:
         """Answer every pending request as the client never will: elicitations `cancel`, others an error."""
-        replies = [
-            Reply(p.legacy_id, result={"action": "cancel"})
-            if p.method == mcp.ELICIT
-            else Reply(p.legacy_id, error=ErrorObject(jsonrpc.INTERNAL_ERROR, reason))
-            for p in self._pending.values()
-        ]
+        return [cancel_reply(p, reason) for p in self.take_pending() if p.legacy_id != PROXY_ASKED]
+
+    def take_pending(self) -> list[PendingInput]:
+        """Every pending request, now no longer pending (for the caller to settle)."""
+        pending = list(self._pending.values())
         self._pending.clear()
-        return replies
+        return pending
+
+
+def cancel_reply(pending: PendingInput, reason: str) -> Reply:
+    """The answer to a request the client will never answer: elicitation `cancel`, others an error."""
+    if pending.method == mcp.ELICIT:
+        return Reply(pending.legacy_id, result={"action": "cancel"})
+    return Reply(pending.legacy_id, error=ErrorObject(jsonrpc.INTERNAL_ERROR, reason))
 
 
 def _unsupported(req: Request) -> str:

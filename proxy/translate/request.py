@@ -23,3 +23,4 @@ class ModernRequest:
     client_info: Mapping[str, Any]
     request_state: str | None
     input_responses: Mapping[str, Any]
+    log_level: str | None = None  # `io.modelcontextprotocol/logLevel`: the request's logging opt-in

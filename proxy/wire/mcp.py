@@ -12,6 +12,9 @@ META_PROTOCOL_VERSION: Final = "io.modelcontextprotocol/protocolVersion"
 META_CLIENT_INFO: Final = "io.modelcontextprotocol/clientInfo"
 META_CLIENT_CAPABILITIES: Final = "io.modelcontextprotocol/clientCapabilities"
 META_SERVER_INFO: Final = "io.modelcontextprotocol/serverInfo"
+# The per-request logging opt-in (2026-07-28, SEP-2575): no notifications/message for a request without it.
+META_LOG_LEVEL: Final = "io.modelcontextprotocol/logLevel"
+LOG_LEVELS: Final = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 
 # The legacy (Streamable HTTP) session header: the relay seals it, the bridge issues it, the endpoint
 # looks for it.
@@ -75,4 +78,8 @@ PING: Final = "ping"
 INPUT_REQUEST_METHODS: Final = frozenset({ELICIT, SAMPLE, ROOTS})
 
 CANCELLED: Final = "notifications/cancelled"
+PROGRESS: Final = "notifications/progress"
+LOG_MESSAGE: Final = "notifications/message"
+SET_LOG_LEVEL: Final = "logging/setLevel"
+ROOTS_LIST_CHANGED: Final = "notifications/roots/list_changed"
 INITIALIZED: Final = "notifications/initialized"

@@ -31,6 +31,9 @@ from proxy.wire import mcp
 from proxy.wire.sse import SSEDecoder
 
 ALL_CAPS: dict[str, Any] = {"elicitation": {"form": {}, "url": {}}, "sampling": {}, "roots": {}}
+# Without roots: a server that asks for roots before any call (server-everything) then never does, so each
+# call's first round is the tool's own (with roots declared, the proxy asks those first: calls/roots.py).
+NO_ROOTS_CAPS: dict[str, Any] = {"elicitation": {"form": {}, "url": {}}, "sampling": {}}
 VERSION = "2026-07-28"
 
 

@@ -23,7 +23,16 @@ import pytest_asyncio
 
 from e2e import flows
 from e2e.flows import text_of
-from e2e.harness import ROOTS, SAMPLED, RawClient, Reply, RunningProxy, accept_name, running_proxy
+from e2e.harness import (
+    NO_ROOTS_CAPS,
+    ROOTS,
+    SAMPLED,
+    RawClient,
+    Reply,
+    RunningProxy,
+    accept_name,
+    running_proxy,
+)
 from proxy.upstream.base import UpstreamError
 from proxy.upstream.http_sse import HttpSseSession
 from proxy.upstream.streamable_http import SessionSettings
@@ -210,7 +219,7 @@ async def everything_proxy(everything_sse_url: str) -> AsyncIterator[RunningProx
 
 @pytest_asyncio.fixture(loop_scope="session")
 async def everything(everything_proxy: RunningProxy, http: aiohttp.ClientSession) -> RawClient:
-    return RawClient(everything_proxy.url, http)
+    return RawClient(everything_proxy.url, http, capabilities=dict(NO_ROOTS_CAPS))
 
 
 async def test_everything_plain_tool_and_lists(everything: RawClient) -> None:
@@ -218,7 +227,8 @@ async def test_everything_plain_tool_and_lists(everything: RawClient) -> None:
     assert text_of(reply.result) == "Echo: hi"
     assert reply.result["resultType"] == "complete"
     tools = {tool["name"] for tool in (await everything.request("tools/list")).result["tools"]}
-    assert {"trigger-elicitation-request", "trigger-sampling-request", "get-roots-list"} <= tools
+    assert {"trigger-elicitation-request", "trigger-sampling-request"} <= tools
+    assert "get-roots-list" not in tools  # registered only for a client that declared roots
 
 
 async def ask_and_answer(
@@ -274,8 +284,9 @@ async def test_everything_sampling(everything: RawClient) -> None:
 
 
 async def test_everything_roots(everything_sse_url: str, http: aiohttp.ClientSession) -> None:
-    """Once its start-up roots/list has come and gone with no call in flight (refused: no static roots),
-    get-roots-list asks again, within the call. (Its answer is cached per session: a fresh proxy.)"""
+    """Its start-up roots/list comes with no call in flight: the session holds it, and the first call asks
+    the client in its first round, before the call is sent (calls/roots.py); get-roots-list then shows the
+    answer the server cached. (Cached per session: a fresh proxy.)"""
     async with running_proxy(everything_sse_url, transport="sse") as proxy:
         client = RawClient(proxy.url, http)
         assert (await client.request("tools/list")).result["tools"]  # opens the session

@@ -22,7 +22,7 @@ import pytest_asyncio
 
 from e2e import flows
 from e2e.flows import text_of
-from e2e.harness import ROOTS, SAMPLED, RawClient, RunningProxy, accept_name, running_proxy
+from e2e.harness import NO_ROOTS_CAPS, ROOTS, SAMPLED, RawClient, RunningProxy, accept_name, running_proxy
 from proxy.config import PoolConfig, UpstreamConfig
 from proxy.wire import jsonrpc
 
@@ -220,10 +220,10 @@ async def everything_proxy() -> AsyncIterator[RunningProxy]:
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def everything_warm(everything_proxy: RunningProxy) -> AsyncIterator[str]:
-    """One idle child, past its startup `roots/list` (refused: no call in flight), for the calls to reuse —
-    so that request cannot land inside an unrelated call."""
+    """One idle child for the calls to reuse. Its clients declare no roots, so it never sends its startup
+    `roots/list` (test_everything_roots has a client and a child of its own)."""
     async with aiohttp.ClientSession() as http:
-        client = RawClient(everything_proxy.url, http)
+        client = RawClient(everything_proxy.url, http, capabilities=dict(NO_ROOTS_CAPS))
         info = (await client.request("server/discover")).result
         await asyncio.sleep(1.0)
     yield info["_meta"]["io.modelcontextprotocol/serverInfo"]["name"]
@@ -234,7 +234,7 @@ async def everything(
     everything_proxy: RunningProxy, everything_warm: str, http: aiohttp.ClientSession
 ) -> RawClient:
     assert everything_warm == "mcp-servers/everything"
-    return RawClient(everything_proxy.url, http)
+    return RawClient(everything_proxy.url, http, capabilities=dict(NO_ROOTS_CAPS))
 
 
 async def test_everything_plain_tool(everything: RawClient) -> None:
@@ -269,14 +269,18 @@ async def test_everything_sampling(everything: RawClient) -> None:
     assert '"text": "Paris"' in text
 
 
-async def test_everything_roots(everything: RawClient) -> None:
-    first = await everything.call("get-roots-list")
-    ((key, request),) = first.result["inputRequests"].items()
-    assert request["method"] == "roots/list"
-    final = await everything.retry(first, {key: ROOTS}, "get-roots-list")
+async def test_everything_roots(everything_proxy: RunningProxy, http: aiohttp.ClientSession) -> None:
+    """A client that declares roots gets a child of its own; the child's startup `roots/list` (held by the
+    session, or arriving within the call) and the tool's own come in the call's round, all answered."""
+    client = RawClient(everything_proxy.url, http)
+    first = await client.call("get-roots-list")
+    requests = first.result["inputRequests"]
+    assert {r["method"] for r in requests.values()} == {"roots/list"}
+    final = await client.retry(first, dict.fromkeys(requests, ROOTS), "get-roots-list")
     assert "URI: file:///work/project" in text_of(final.result)
-    # Its "Roots updated" log arrives while the call owns the child: relayed on the call's stream.
-    assert [n["method"] for n in final.notifications] == ["notifications/message"]
+    # Its "Roots updated" log arrives while the call owns the child, but this request did not opt in to
+    # logging (no io.modelcontextprotocol/logLevel in its _meta): the proxy must not relay it.
+    assert [n["method"] for n in final.notifications] == []
 
 
 async def test_everything_prompt_and_resource(everything: RawClient) -> None:

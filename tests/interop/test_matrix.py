@@ -1,10 +1,12 @@
-"""Issue 9's interop matrix (tests/interop/matrix.py), run once for the module and checked cell by cell.
+"""The interop matrix (tests/interop/matrix.py): its CI slice, run once for the module, checked cell by cell.
 
-Every runnable cell — a client (mcp 2.3.0 pinned/auto/legacy, the TS SDK v2 client pinned/auto/legacy, the
-Inspector CLI modern/legacy) x a legacy server (FastMCP 1.30, server-everything, our TS SDK v1 server) x an
-upstream transport (streamable HTTP, HTTP+SSE, stdio) x a flow (elicitation, sampling, roots) — must pass, or
-be one of the documented expected failures (matrix.EXPECTED_FAILURES) failing in exactly the documented way.
-Clients marked pending (none today) are skipped. The whole matrix takes 60-100 s on 2 cores.
+Every cell of the slice — a client (mcp 2.3.0 pinned/auto/legacy, the TS SDK v2 client pinned/auto/legacy, the
+Inspector CLI modern/legacy) x a server (FastMCP 1.30, server-everything, our TS SDK v1 server, FastMCP 2.x,
+server-filesystem, server-memory, mcp-server-git and mcp-server-time on mcp 1.x and 2.x) x one of the server's
+upstream transports x each of its flows — must pass, or be one of the documented expected failures
+(matrix.EXPECTED_FAILURES) failing in exactly the documented way. The slice (matrix.in_ci_slice) runs each
+client over one transport per server; `make interop` runs the whole matrix. Clients marked pending (none
+today) are skipped.
 """
 
 from __future__ import annotations
@@ -14,23 +16,16 @@ from collections.abc import AsyncIterator
 import pytest
 import pytest_asyncio
 
-from interop.matrix import CLIENTS, SERVERS, MatrixRun, expected_failure, run_matrix
+from interop.matrix import MatrixRun, all_cells, expected_failure, run_matrix
 
 pytestmark = [pytest.mark.peers, pytest.mark.asyncio(loop_scope="session"), pytest.mark.timeout(400)]
 
-RUNNABLE = [c for c in CLIENTS if c.pending is None]
-CELLS = [
-    (client.id, server.id, transport, flow)
-    for client in RUNNABLE
-    for server in SERVERS
-    for transport in server.transports
-    for flow in server.flows
-]
+CELLS = all_cells(ci_slice=True)
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def matrix() -> AsyncIterator[MatrixRun]:
-    yield await run_matrix(jobs=3)
+    yield await run_matrix(jobs=3, ci_slice=True)
 
 
 @pytest.mark.parametrize(("client", "server", "transport", "flow"), CELLS, ids=["/".join(c) for c in CELLS])

@@ -95,7 +95,7 @@ def test_allows(caps: Caps, method: str, params: dict[str, Any], allowed: bool) 
     assert caps.allows(method, params) is allowed
 
 
-ROOTS = {"roots": {"listChanged": False}}
+ROOTS = {"roots": {"listChanged": True}}
 
 
 @pytest.mark.parametrize(

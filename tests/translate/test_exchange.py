@@ -310,3 +310,17 @@ def test_keys_not_reused_after_cancel_all() -> None:
     ex.cancel_all("x")
     ex.on_server_request(elicit(2))
     assert list(ex.pending) == ["elicit-2"]
+
+
+def test_the_proxys_own_input_request_gets_no_upstream_reply() -> None:
+    from proxy.translate.capabilities import ClientCapabilities
+    from proxy.translate.exchange import PROXY_ASKED, Exchange
+
+    exchange = Exchange(ClientCapabilities(roots=True))
+    key = exchange.ask("roots/list")
+    assert key == "roots-1"
+    assert exchange.open_round().input_requests == {key: {"method": "roots/list", "params": {}}}
+    (reply,) = exchange.accept({key: {"roots": []}})
+    assert reply.legacy_id == PROXY_ASKED and not reply.for_upstream
+    exchange.ask("roots/list")
+    assert exchange.cancel_all("gone") == []  # nothing to tell the upstream

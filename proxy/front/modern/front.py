@@ -216,7 +216,15 @@ class ModernFront:
         if msg.method not in mcp.MRTR_METHODS:
             line["outcome"] = "unknown_method"
             return jsonrpc.error(msg.id, jsonrpc.METHOD_NOT_FOUND, f"Method not found: {msg.method}")
-        call = CallRequest(upstream, msg.method, req.upstream_params, key, principal, link or CallLink())
+        call = CallRequest(
+            upstream,
+            msg.method,
+            req.upstream_params,
+            key,
+            principal,
+            link or CallLink(),
+            log_level=req.log_level,
+        )
         try:
             if self._tasks is not None and self._tasks.applies(req):  # may become a task (proxy/tasks)
                 outcome = await self._tasks.call(call, req, replier.notify, local_only=local_only)

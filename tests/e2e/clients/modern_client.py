@@ -25,6 +25,13 @@ from mcp import Client, types
 ROOT_URI = os.environ.get("MRTR_ROOT_URI", "file:///work/project")  # the one root roots/list returns
 BEHAVIOUR: dict[str, Any] = {"elicit": "accept"}
 SEEN: list[str] = []
+LOGS: list[dict[str, Any]] = []  # notifications/message of the current step ({level, data})
+LOG_LEVEL_META = "io.modelcontextprotocol/logLevel"
+UNTIL_TRIES = 100  # a step with "until" repeats its call at most this often (a server applying roots)
+
+
+async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+    LOGS.append({"level": params.level, "data": params.data})
 
 
 async def on_elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
@@ -88,8 +95,7 @@ async def run_step(client: Client, step: dict[str, Any]) -> dict[str, Any]:
     BEHAVIOUR["elicit"] = step.get("elicit", "accept")
     kind, name, args = step["kind"], step["name"], step.get("args") or {}
     if kind == "tool":
-        result = await client.call_tool(name, args)
-        return {"text": _text(result.content), "is_error": bool(result.is_error)}
+        return await _call_tool(client, step, name, args)
     if kind == "prompt":
         prompt = await client.get_prompt(name, args)
         return {"text": _text(prompt.messages), "is_error": False}
@@ -102,6 +108,34 @@ async def run_step(client: Client, step: dict[str, Any]) -> dict[str, Any]:
     raise ValueError(kind)
 
 
+async def _call_tool(client: Client, step: dict[str, Any], name: str, args: dict[str, Any]) -> dict[str, Any]:
+    """One tools/call; with "progress", the progress it reported ([progress, total, message] each); with
+    "log_level", opted in to that level (its messages in "logs"); with "until", repeated (bounded, 50 ms
+    apart) until the text contains that fragment."""
+    progress: list[list[Any]] = []
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append([value, total, message])
+
+    meta = {LOG_LEVEL_META: step["log_level"]} if step.get("log_level") else None
+    LOGS.clear()
+    for _ in range(UNTIL_TRIES if step.get("until") else 1):
+        progress.clear()
+        result = await client.call_tool(
+            name, args, progress_callback=on_progress if step.get("progress") else None, meta=meta
+        )
+        text = _text(result.content)
+        if not step.get("until") or step["until"] in text:
+            break
+        await asyncio.sleep(0.05)
+    out: dict[str, Any] = {"text": text, "is_error": bool(result.is_error)}
+    if step.get("progress"):
+        out["progress"] = progress
+    if step.get("log_level"):
+        out["logs"] = list(LOGS)
+    return out
+
+
 async def main(url: str, plan: list[dict[str, Any]], mode: str = "2026-07-28") -> None:
     out: dict[str, Any] = {}
     async with Client(
@@ -110,6 +144,7 @@ async def main(url: str, plan: list[dict[str, Any]], mode: str = "2026-07-28") -
         elicitation_callback=on_elicit,
         sampling_callback=on_sample,
         list_roots_callback=on_roots,
+        logging_callback=on_log,
         read_timeout_seconds=30,
     ) as client:
         for step in plan:

@@ -30,7 +30,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 # One driver for mcp 2.3.0: the callbacks, the plan format and run_step live in the e2e client.
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "e2e" / "clients"))
-from modern_client import SEEN, on_elicit, on_roots, on_sample, run_step
+from modern_client import SEEN, on_elicit, on_log, on_roots, on_sample, run_step
 
 MODES = {"pinned": "2026-07-28", "auto": "auto", "legacy": "legacy"}
 WIRE: list[dict[str, Any]] = []
@@ -75,6 +75,7 @@ async def main(url: str, mode: str, plan: list[dict[str, Any]]) -> None:
                 elicitation_callback=on_elicit,
                 sampling_callback=on_sample,
                 list_roots_callback=on_roots,
+                logging_callback=on_log,
                 client_info=types.Implementation(name="mrtr-interop-py-client", version="1"),
                 read_timeout_seconds=30,
             ) as client,

@@ -33,6 +33,10 @@ const ROOT_URI = process.env.MRTR_ROOT_URI || 'file:///work/project'; // what ro
 const behaviour = { elicit: 'accept' };
 const seen = [];
 const wire = [];
+const logs = []; // notifications/message of the current step
+const errors = []; // what the client reported through onerror during the current step
+const LOG_LEVEL_META = 'io.modelcontextprotocol/logLevel';
+const UNTIL_TRIES = 100; // a step with "until" repeats its call at most this often
 
 // Records each HTTP exchange: the JSON-RPC method sent, the status, and the resultType of a JSON-RPC result
 // (read from a clone of the body, so the SDK still gets the stream).
@@ -105,6 +109,11 @@ client.setRequestHandler('sampling/createMessage', async () => {
   return { role: 'assistant', content: { type: 'text', text: 'Paris' }, model: 'test-model', stopReason: 'endTurn' };
 });
 
+client.setNotificationHandler('notifications/message', notification => {
+  logs.push({ level: notification.params.level, data: notification.params.data });
+});
+client.onerror = err => errors.push(String(err?.message ?? err));
+
 client.setRequestHandler('roots/list', async () => {
   seen.push('roots');
   return { roots: [{ uri: ROOT_URI, name: 'project' }] };
@@ -122,8 +131,31 @@ async function runStep(step) {
   const opts = { timeout: 30_000 };
   switch (step.kind) {
     case 'tool': {
-      const result = await client.callTool({ name: step.name, arguments: args }, opts);
-      return { text: textOf(result.content ?? []), is_error: Boolean(result.isError) };
+      // "progress": report what onprogress saw; "log_level": opt in (its messages in "logs"); "until":
+      // repeat (bounded, 50 ms apart) until the text contains that fragment.
+      const progress = [];
+      const params = { name: step.name, arguments: args };
+      if (step.log_level) params._meta = { [LOG_LEVEL_META]: step.log_level };
+      // The client reports its own MRTR rounds through onprogress too ("Fulfilling input required by
+      // 'tools/call' (round N)", no total): those are not the server's, so they are left out.
+      const onprogress = p => {
+        if (!/^Fulfilling input required by /.test(p.message ?? '')) progress.push([p.progress, p.total, p.message]);
+      };
+      const callOpts = step.progress ? { ...opts, onprogress } : opts;
+      logs.length = 0;
+      errors.length = 0;
+      let result;
+      for (let i = 0; i < (step.until ? UNTIL_TRIES : 1); i++) {
+        progress.length = 0;
+        result = await client.callTool(params, callOpts);
+        if (!step.until || textOf(result.content ?? []).includes(step.until)) break;
+        await new Promise(resolve => setTimeout(resolve, 50));
+      }
+      const out = { text: textOf(result.content ?? []), is_error: Boolean(result.isError) };
+      if (step.progress) out.progress = progress;
+      if (step.log_level) out.logs = [...logs];
+      if (errors.length) out.client_errors = [...errors];
+      return out;
     }
     case 'prompt': {
       const result = await client.getPrompt({ name: step.name, arguments: args }, opts);

@@ -27,6 +27,7 @@ from proxy.calls.outcomes import (
     NotificationSink,
     Outcome,
     Running,
+    shut_down,
     upstream_failed,
 )
 from proxy.calls.registry import CallRegistry, LiveCall
@@ -56,6 +57,7 @@ class CallDriver:
         self._settings = settings
         self._clock = clock
         self._observer = observer or NoObserver()
+        self._stopping = False  # drain's grace is over: a call cut now was cut by this replica shutting down
 
     @property
     def registry(self) -> CallRegistry:
@@ -136,10 +138,15 @@ class CallDriver:
                         if notify is not None:
                             await notify(item)
                     case TransportLost(reason=reason, delivered=delivered, challenge=challenge):
+                        if self._stopping:
+                            await self._abandon(call, "the proxy is shutting down")
+                            return Failed(shut_down("it was cancelled upstream"))
                         self._finish(call, reusable=False)
                         return Failed(upstream_failed(reason), undelivered=not delivered, challenge=challenge)
         except UpstreamError as exc:
             await self._abandon(call, str(exc))
+            if self._stopping:
+                return Failed(shut_down("it was cancelled upstream"))
             return Failed(upstream_failed(str(exc)))
         except BaseException:
             await asyncio.shield(self._abandon(call, "the client went away"))

@@ -131,11 +131,15 @@ async def test_rolling_rotation_loses_no_flow(fastmcp_url: str, procedure: str) 
         finally:
             stop.set()
             await asyncio.wait_for(asyncio.gather(*flows), 60)
-        texts = await resume_all(client, parked, "p")
-        print(f"rotation {procedure}: flows {dict(tally)}; parked {len(parked)}")
+        tag = f"{procedure}-p"  # the fixture's `outcomes` list is shared by the module's tests
+        texts = await resume_all(client, parked, tag)
+        ran = collections.Counter((await client.call("outcomes")).result["content"][0]["text"].split(","))
+        twice = sum(1 for i in range(len(parked)) if ran[f"accept:{tag}{i}"] > 1)
+        print(f"rotation {procedure}: flows {dict(tally)}; parked {len(parked)}; tools ran twice: {twice}")
+        assert twice == 0
         assert tally["failed"] == 0, dict(tally)
         assert tally["ok"] > 0
-        assert texts == [f"accept:p{i}" for i in range(len(parked))]  # every parked call resumed, once each
+        assert texts == [f"accept:{tag}{i}" for i in range(len(parked))]  # every parked call resumed
         rejected = [
             line for r in group.replicas for line in log_lines(r) if line.get("outcome") == "handle_rejected"
         ]

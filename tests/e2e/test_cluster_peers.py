@@ -14,8 +14,9 @@ import aiohttp
 import peers
 import pytest
 
-from e2e.harness import RawClient, Reply, accept_name
+from e2e.harness import RawClient, Reply, accept_name, running_proxy
 from e2e.replicas import cluster, log_lines, url_of
+from proxy.config import FrontConfig
 from proxy.handle import KeyRing, generate_key_b64, parse_key
 from proxy.handle.peer_auth import PEER_AUTH, sign
 
@@ -211,3 +212,33 @@ async def test_drain_cutting_running_rounds_says_the_replica_shut_down() -> None
         assert exit_code == 0
         events = [line.get("event") for line in log_lines(owner)]
         assert events.index("drain.finished") > events.index("drain.started")
+
+
+async def test_a_forwarded_retry_counts_against_the_clients_rate(fastmcp_url: str) -> None:
+    """The peer route is no way around `front.rate_limit_per_s`: the owner counts forwarded retries too."""
+    ring = ring_of(KEY)
+    async with (
+        running_proxy(
+            fastmcp_url, ring=ring, front=FrontConfig(rate_limit_per_s=0.01, rate_burst=1)
+        ) as proxy,
+        aiohttp.ClientSession() as http,
+    ):
+        client = RawClient(proxy.url, http)
+        body = client.body(
+            "tools/call",
+            {"name": "ask_name", "arguments": {}, "inputResponses": {}, "requestState": "A" * 64},
+        )
+        data = json.dumps(body).encode()
+        path = "/_mrtr/forward/mcp"
+        replies = []
+        for _ in range(2):
+            headers = {
+                **client.headers(body),
+                "X-Mrtr-Forwarded-By": "127.0.0.1:9",
+                PEER_AUTH: sign(
+                    ring, method="POST", path=path, body=data, forwarded_by="127.0.0.1:9", now=_now()
+                ),
+            }
+            async with http.post(proxy.url.replace("/mcp", path), data=data, headers=headers) as resp:
+                replies.append((resp.status, (await resp.json())["error"]["code"]))
+        assert replies == [(200, -32602), (429, -31003)]

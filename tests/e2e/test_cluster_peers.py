@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import signal
 import time
 from collections.abc import Mapping
@@ -155,9 +156,10 @@ async def test_owner_dies_after_taking_a_forwarded_retry(resumable: bool) -> Non
     ):
         owner, other = group.replicas
         survivor, retry = await park_and_forward(group, http, "Applied", after_s=4)
-        # The owner gets the forwarded input within milliseconds and answers the upstream, whose tool then
-        # works for 4 s: kill the owner in between.
-        await asyncio.sleep(1.0)
+        # The owner takes the forwarded retry (its metrics count the parked call resumed), answers the
+        # upstream with one POST, and the tool then works for 4 s: kill the owner in between.
+        await wait_for(_resumed_on(http, owner), "the owner to take the forwarded retry")
+        await asyncio.sleep(0.5)
         owner.process.send_signal(signal.SIGKILL)
         await asyncio.wait_for(owner.process.wait(), 10)
         reply = await asyncio.wait_for(retry, 60)
@@ -174,6 +176,15 @@ async def test_owner_dies_after_taking_a_forwarded_retry(resumable: bool) -> Non
         assert (await outcomes(survivor)).count("accept:Applied") == 1
         lost = [line for line in log_lines(other) if line.get("owner_lost")]
         assert len(lost) == 1
+
+
+def _resumed_on(http: aiohttp.ClientSession, replica: peers.PeerProcess) -> Any:
+    async def check() -> bool:
+        async with http.get(f"http://127.0.0.1:{replica.port}/metrics") as resp:
+            text = await resp.text()
+        return re.search(r'parked_call_age_seconds_count\{[^}]*end="resumed"[^}]*\} 1\.0', text) is not None
+
+    return check
 
 
 def _async_outcome(client: RawClient, outcome: str) -> Any:

@@ -5,23 +5,39 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import shutil
 import signal
+import time
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
-from urllib.parse import urlsplit
 
 import aiohttp
 import structlog
 from aiohttp import web
 
+from proxy import readiness
+from proxy.agreement import KEYS_PATH, PeerKeyCheck
+from proxy.appstate import (
+    CALLS,
+    CODEC,
+    CONFIG,
+    FRONT,
+    HTTP,
+    KEY_CHECK,
+    PEERS,
+    POOLS,
+    PREPARED,
+    ROTATION,
+    STATE,
+    TASKS,
+    TRACING,
+    RuntimeState,
+)
 from proxy.auth.metadata import WELL_KNOWN
-from proxy.auth.setup import Prepared, prepare
+from proxy.auth.setup import prepare
 from proxy.calls.outcomes import CallSettings
 from proxy.calls.registry import CallRegistry
 from proxy.calls.roots import RootsBook
 from proxy.calls.service import CallService
-from proxy.config import Config, UpstreamConfig
+from proxy.config import Config
 from proxy.front.endpoint import Endpoint
 from proxy.front.legacy.bridge import BridgeSettings, LegacyBridge
 from proxy.front.legacy.relay import LegacyRelay
@@ -32,6 +48,8 @@ from proxy.front.peers import FORWARD_PREFIX, Peers
 from proxy.front.principal import resolver
 from proxy.front.request_ids import echo_request_id
 from proxy.handle import HandleCodec, Key, KeyLoadError, KeyRing, load_keys
+from proxy.handle.rotation import Rotation
+from proxy.keys import configured_staged_keys, promote_due_key
 from proxy.metrics import METRICS, Metrics, metrics_endpoint
 from proxy.pool import SessionPool, no_call_answer, session_adopter, session_factory
 from proxy.tasks.front import TaskFront
@@ -43,26 +61,7 @@ from proxy.upstream.tls import tls_sessions
 
 log = structlog.get_logger(__name__)
 
-CONFIG = web.AppKey("config", Config)
-CODEC = web.AppKey("codec", HandleCodec)
-POOLS = web.AppKey("pools", Mapping[str, SessionPool])
-FRONT = web.AppKey("front", Endpoint)
-CALLS = web.AppKey("calls", CallService)
-TASKS = web.AppKey("tasks", TaskManager)
-TRACING = web.AppKey("tracing", Tracing)
-HTTP = web.AppKey("http", aiohttp.ClientSession)
-PREPARED = web.AppKey("prepared", Prepared)
 HOUSEKEEPING_INTERVAL = 1.0
-
-
-@dataclass(slots=True)
-class RuntimeState:
-    """What changes while the process runs: set once shutdown begins."""
-
-    draining: bool = False
-
-
-STATE = web.AppKey("state", RuntimeState)
 
 
 def configured_keys(config: Config, environ: Mapping[str, str] | None = None) -> list[Key]:
@@ -75,11 +74,14 @@ def configured_keys(config: Config, environ: Mapping[str, str] | None = None) ->
     )
 
 
-def key_ring(config: Config, environ: Mapping[str, str] | None = None) -> KeyRing:
+def key_ring(
+    config: Config, environ: Mapping[str, str] | None = None, rotation: Rotation | None = None
+) -> KeyRing:
     """The configured key ring; with no key configured, an ephemeral one (handles die with the process)."""
-    keys = configured_keys(config, environ)
+    keys = configured_staged_keys(config, environ)
     if keys:
-        return KeyRing(keys)
+        rotation = rotation or Rotation(config.keys.promote_after_s)
+        return rotation.ring(keys, time.monotonic())
     log.warning(
         "keys.ephemeral",
         hint="no key configured: parked calls cannot survive a restart or move "
@@ -108,13 +110,29 @@ def reload_keys(app: web.Application) -> bool:
     config = app[CONFIG]
     if not (config.keys.files or config.keys.dirs or config.keys.env):
         return False  # an ephemeral ring is never replaced: that would strand every parked call
+    rotation = app[ROTATION]
     try:
-        ring = KeyRing(configured_keys(config))
+        keys = configured_staged_keys(config)
+        if not keys:
+            raise ValueError("no key configured")
+        ring = rotation.ring(keys, time.monotonic())
     except (KeyLoadError, ValueError) as exc:  # ValueError: no key at all (an empty ring)
         log.error("keys.reload_failed", error=str(exc), hint="keeping the current key ring")
         return False
     app[CODEC].replace_ring(ring)
-    log.info("keys.reloaded", key_ids=list(ring.kids), sealing_key=ring.kids[0])
+    log.info(
+        "keys.reloaded",
+        key_ids=list(ring.kids),
+        sealing_key=ring.sealing_kid,
+        keys=rotation.describe(ring, time.monotonic()),
+    )
+    if rotation.retained is not None:
+        log.warning(
+            "keys.sealing_key_retained",
+            key_id=rotation.retained.key.kid,
+            hint="the sealing key is gone from the key files before any other key has been loadable for "
+            "keys.promote_after_s: it keeps sealing until one has (other replicas may not hold the new one)",
+        )
     return True
 
 
@@ -128,11 +146,17 @@ def create_app(
     """The proxy as an aiohttp application. `handle_signals` installs SIGHUP (reload the key ring).
     `tracing`: instead of the one `config.tracing` asks for (tests). Raises TracingUnavailable, and
     AuthSetupError when a static JWKS, a service credential or a TLS file cannot be used."""
-    app = web.Application(client_max_size=config.front.max_body_bytes)
+    app = web.Application(client_max_size=config.front.max_body_bytes, middlewares=[readiness.ports])
     app[CONFIG] = config
     app[PREPARED] = prepare(config)
     app[STATE] = RuntimeState()
-    app[CODEC] = HandleCodec(ring or key_ring(config))
+    app[ROTATION] = Rotation(config.keys.promote_after_s)
+    app[CODEC] = codec = HandleCodec(ring or key_ring(config, rotation=app[ROTATION]))
+    # Bounded: a forwarded retry runs at most one round (calls.call_timeout_s) on the owner.
+    app[PEERS] = Peers(
+        config.replica_address, lambda: codec.ring, answer_timeout=config.calls.call_timeout_s + 30
+    )
+    app[KEY_CHECK] = PeerKeyCheck(app[PEERS], config.replica_address, config.replica.peers)
     app[METRICS] = Metrics(u.name for u in config.upstreams)
     app[METRICS].limits(
         max_calls=config.calls.max_parked,
@@ -144,6 +168,7 @@ def create_app(
     app.on_cleanup.append(_stop_tracing)
     app.cleanup_ctx.append(_upstreams)
     app.cleanup_ctx.append(_housekeeping)
+    app.cleanup_ctx.append(readiness.peer_key_checks)
     if handle_signals:
         app.on_startup.append(_install_sighup)
     app.router.add_route("*", "/mcp", _mcp)
@@ -154,8 +179,9 @@ def create_app(
     # RFC 9728 protected-resource metadata: the root form and every route's path-suffixed form.
     app.router.add_get(WELL_KNOWN, metadata_endpoint)
     app.router.add_get(WELL_KNOWN + "/{tail:.*}", metadata_endpoint)
-    app.router.add_get("/healthz", _healthz)
-    app.router.add_get("/readyz", _readyz)
+    app.router.add_get(KEYS_PATH, readiness.peer_keys)
+    app.router.add_get("/healthz", readiness.healthz)
+    app.router.add_get("/readyz", readiness.readyz)
     app.router.add_get("/metrics", metrics_endpoint)
     return app
 
@@ -231,7 +257,7 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
             pools=pools,
             calls=app[CALLS],
             principal=principal,
-            peers=Peers(http, config.replica_address),
+            peers=app[PEERS],
             state=app[STATE],
             tasks=tasks,
             listen=ListenFront(front=config.front, pools=pools, state=app[STATE], tasks=tasks),
@@ -246,6 +272,7 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
         await app[TASKS].close()
         await app[CALLS].close()
         await bridge.close()
+        await app[PEERS].close()
         await asyncio.gather(*(p.close() for p in pools.values()), return_exceptions=True)
         await asyncio.gather(*(c.close() for c in tls_clients.values()), return_exceptions=True)
         await http.close()
@@ -277,6 +304,7 @@ async def _housekeeping(app: web.Application) -> AsyncIterator[None]:
                 if (current := key_sources_fingerprint(config)) != keys_seen:
                     keys_seen = current
                     reload_keys(app)
+                promote_due_key(app[ROTATION], app[CODEC])
             except Exception:
                 log.exception("housekeeping.failed")
 
@@ -293,46 +321,6 @@ async def _install_sighup(app: web.Application) -> None:
     asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, reload_keys, app)
 
 
-async def _healthz(_: web.Request) -> web.Response:
-    return web.json_response({"status": "ok"})
-
-
-async def upstream_reachable(upstream: UpstreamConfig, timeout: float = 1.0) -> bool:
-    """Can the upstream be reached at all: a TCP connect for URLs, the executable for a command."""
-    if upstream.command is not None:
-        return shutil.which(upstream.command) is not None
-    parts = urlsplit(upstream.url or "")
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    try:
-        async with asyncio.timeout(timeout):
-            _, writer = await asyncio.open_connection(parts.hostname, port)
-    except (OSError, TimeoutError):
-        return False
-    writer.close()
-    with contextlib.suppress(OSError):
-        await writer.wait_closed()
-    return True
-
-
-async def _readyz(request: web.Request) -> web.Response:
-    """Ready: keys loaded (always, once started), not draining, and at least one upstream reachable. One
-    upstream down does not take a gateway out of rotation for the others: the body says which is down."""
-    app = request.app
-    upstreams = app[CONFIG].upstreams
-    reachable = await asyncio.gather(*(upstream_reachable(up) for up in upstreams))
-    body = {
-        "parked_calls": app[CALLS].registry.parked_count,
-        "upstreams": {
-            up.name: "reachable" if ok else "unreachable" for up, ok in zip(upstreams, reachable, strict=True)
-        },
-    }
-    if app[STATE].draining:
-        return web.json_response({"status": "draining", **body}, status=503)
-    if not any(reachable):
-        return web.json_response({"status": "no upstream reachable", **body}, status=503)
-    return web.json_response({"status": "ready", **body})
-
-
 async def drain(app: web.Application) -> None:
     """SIGTERM: readiness goes false at once, new calls are refused (-31005, retry elsewhere), retries of
     parked calls are served for `calls.drain_grace_s`, then what is left is handed over or cancelled."""
@@ -343,5 +331,13 @@ async def drain(app: web.Application) -> None:
         parked_calls=app[CALLS].registry.parked_count,
         grace_s=app[CONFIG].calls.drain_grace_s,
     )
-    await app[CALLS].drain(app[CONFIG].calls.drain_grace_s)
+    loop = asyncio.get_running_loop()
+    grace = app[CONFIG].calls.drain_grace_s
+    deadline = loop.time() + grace
+    await app[CALLS].drain(grace)
+    # Retries relayed to their owner are not calls of this replica: wait for their answers too (each is
+    # bounded: its owner answers, is found gone, or the forward times out).
+    while app[STATE].forwarding and loop.time() < deadline + 5:  # noqa: ASYNC110
+        await asyncio.sleep(0.05)
+    app[STATE].stopped = True
     log.info("drain.finished")

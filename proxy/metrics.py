@@ -71,6 +71,7 @@ REJECTION_REASONS: Final = frozenset(
         "too_short", "too_long", "malformed", "unknown_version", "unknown_key", "auth_failed",
         "bad_claims", "expired", "not_yet_valid", "wrong_upstream", "wrong_principal", "wrong_target",
         "call_ended", "round_in_progress", "bad_pending_keys", "stale_round", "call_mismatch",
+        "not_owner",
     }
 )  # fmt: skip
 UPSTREAM_ERROR_KINDS: Final = ("error_response", "failed", "timeout")  # what upstream_error_kind answers
@@ -168,7 +169,7 @@ class Metrics:
             "mrtr_proxy_peer_forwards",
             "Retries sent on to the replica that owns their parked call, by result",
             ("result",),
-            start=[("ok",), ("unreachable",)],
+            start=[("ok",), ("unreachable",), ("lost",)],
         )
         self.takeovers = self._add(
             Counter,
@@ -233,12 +234,15 @@ class Metrics:
             self.duration.labels(method, upstream).observe(duration_ms / 1000)
         if outcome == "input_required":
             self.rounds.labels(upstream).inc()
-        elif outcome == "handle_rejected":
+        elif outcome == "handle_rejected" or line.get("reason") == "unknown_key":  # the latter: a 503
             self.rejections.labels(rejection_reason(line.get("reason"))).inc()
         if (kind := upstream_error_kind(outcome)) is not None:
             self.upstream_errors.labels(upstream, kind).inc()
         if "owner" in line:  # the retry was for a call parked on another replica
-            self.peer_forwards.labels("unreachable" if "owner_unreachable" in line else "ok").inc()
+            result = (
+                "unreachable" if "owner_unreachable" in line else "lost" if "owner_lost" in line else "ok"
+            )
+            self.peer_forwards.labels(result).inc()
 
     # -- the call service's observer ----------------------------------------------------------------------
 

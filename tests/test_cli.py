@@ -101,7 +101,6 @@ async def test_peer_port_serves_forwarded_retries(tmp_path: Path) -> None:
         out = peer.log_text()
         assert f"(replica 127.0.0.1:{peer_port})" in out
         async with aiohttp.ClientSession() as http:
-            # The peer route only takes retries: a request without requestState is refused, not served.
             body = {
                 "jsonrpc": "2.0",
                 "id": 1,
@@ -109,8 +108,20 @@ async def test_peer_port_serves_forwarded_retries(tmp_path: Path) -> None:
                 "params": {"name": "x", "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}},
             }
             headers = {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "x"}
+            # Unsigned: refused, whatever it carries (only replicas holding the key ring sign).
             async with http.post(
-                f"http://127.0.0.1:{peer_port}/_mrtr/forward/mcp", json=body, headers=headers
+                f"http://127.0.0.1:{peer_port}/_mrtr/forward/mcp",
+                json=body,
+                headers={**headers, "X-Mrtr-Forwarded-By": "127.0.0.1:9"},
             ) as r:
-                assert r.status == 400
-                assert (await r.json())["error"]["message"] == "The peer route only takes retries"
+                assert r.status == 401
+                assert (await r.json())["error"] == {
+                    "code": -32600,
+                    "message": "Peer authentication failed (the peer route is for replicas)",
+                }
+            # The peer route is served on the peer port only, and the peer port serves nothing else.
+            async with http.post(f"http://127.0.0.1:{peer.port}/_mrtr/forward/mcp", json=body) as r:
+                assert r.status == 404
+            async with http.post(f"http://127.0.0.1:{peer_port}/mcp", json=body, headers=headers) as r:
+                assert r.status == 404
+        assert '"peer.auth_failed"' in peer.log_text()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from proxy.calls.driver import CallDriver, log
+from proxy.upstream.base import TransportLost
 
 
 class Draining(CallDriver):
@@ -26,6 +27,7 @@ class Draining(CallDriver):
         deadline = loop.time() + grace
         while len(self._registry) and loop.time() < deadline:  # noqa: ASYNC110 - calls end in many places
             await asyncio.sleep(0.1)
+        self._stopping = True
         for call in self._registry:
             pool = self._pools[call.upstream]
             # A task's call cannot be taken over (its task lives here only): it is cancelled like the rest.
@@ -40,8 +42,15 @@ class Draining(CallDriver):
                 pool.forget(call.key, call.session)
                 await call.session.detach()
                 log.info("call.left_for_takeover", call=call.id, upstream=call.upstream)
+            elif not call.parked:  # a round is running: its driver answers its client (-31011) and ends it
+                call.inbox.put_nowait(TransportLost("the proxy replica shut down"))
             else:
                 await self._abandon(call, "the proxy is shutting down")
+        cut_until = loop.time() + 5.0  # bounded: the drivers just woke up
+        while any(not c.parked for c in self._registry) and loop.time() < cut_until:  # noqa: ASYNC110
+            await asyncio.sleep(0.05)
+        for call in self._registry:
+            await self._abandon(call, "the proxy is shutting down")
 
     async def close(self) -> None:
         for call in self._registry:

@@ -27,6 +27,7 @@ from proxy.calls.outcomes import (
     NotificationSink,
     Outcome,
     Running,
+    shut_down,
     upstream_failed,
 )
 from proxy.calls.registry import CallRegistry, LiveCall
@@ -61,6 +62,7 @@ class CallDriver:
         self._observer = observer or NoObserver()
         self._levels = SessionLevels()  # the log level set on each upstream session (calls/scope.py)
         self._roots = roots
+        self._stopping = False  # drain's grace is over: a call cut now was cut by this replica shutting down
 
     @property
     def registry(self) -> CallRegistry:
@@ -147,10 +149,15 @@ class CallDriver:
                         if notify is not None:
                             await notify(item)
                     case TransportLost(reason=reason, delivered=delivered, challenge=challenge):
+                        if self._stopping:
+                            await self._abandon(call, "the proxy is shutting down")
+                            return Failed(shut_down("it was cancelled upstream"))
                         self._finish(call, reusable=False)
                         return Failed(upstream_failed(reason), undelivered=not delivered, challenge=challenge)
         except UpstreamError as exc:
             await self._abandon(call, str(exc))
+            if self._stopping:
+                return Failed(shut_down("it was cancelled upstream"))
             return Failed(upstream_failed(str(exc)))
         except BaseException:
             await asyncio.shield(self._abandon(call, "the client went away"))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from proxy.calls.registry import LiveCall
 from proxy.pool import PoolKey
@@ -19,6 +19,9 @@ from proxy.wire import jsonrpc
 from proxy.wire.jsonrpc import ErrorObject
 
 NotificationSink = Callable[[jsonrpc.Notification], Awaitable[None]]
+# Why a retry for a call parked elsewhere is handled here: this replica itself found the owner unreachable
+# (nothing reached it), or the owner took the forwarded retry and went away (the outcome is unknown).
+OwnerGone = Literal["unreachable", "unknown"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +128,23 @@ class CallRequest:
 def upstream_failed(reason: str) -> ErrorObject:
     return ErrorObject(
         jsonrpc.UPSTREAM_FAILED, f"Upstream failed during the call ({reason}); it was not re-run"
+    )
+
+
+def outcome_unknown(why: str) -> ErrorObject:
+    return ErrorObject(
+        jsonrpc.OUTCOME_UNKNOWN,
+        f"The replica holding the call stopped after it took this request, and {why}: the upstream may "
+        "already have applied the input, and whether the call finished is unknown. It was not re-run; "
+        "check its effect before sending the request again.",
+    )
+
+
+def shut_down(what: str) -> ErrorObject:
+    return ErrorObject(
+        jsonrpc.REPLICA_SHUT_DOWN,
+        f"This proxy replica shut down while the call was running; {what}. It was not re-run: the "
+        "upstream may have done part of it.",
     )
 
 

@@ -25,6 +25,7 @@ from proxy.calls.outcomes import (
     InvalidRequestState,
     NotificationSink,
     Outcome,
+    OwnerGone,
     invalid_responses,
 )
 from proxy.calls.registry import CallBusy, LimitExceeded, LiveCall
@@ -111,12 +112,15 @@ class CallService(Takeover, Draining):
         notify: NotificationSink | None = None,
         *,
         local_only: bool = False,
+        owner_gone: OwnerGone | None = None,
         yield_after: float | None = None,
     ) -> Outcome:
         """Continue the parked call `request_state` names. Raises InvalidRequestState for a bad handle.
 
         A call parked on another replica gives `Forward(owner)`, unless `local_only` (the retry was forwarded
-        here, or its owner is unreachable): then a call unknown here is taken over, or reported lost.
+        here). A call unknown here is taken over (or reported lost) only when this replica is its owner (it
+        restarted) or itself found the owner gone (`owner_gone`): never because a caller said so, so one
+        handle sent at once to its owner and to another replica's peer route is driven by one only.
         `yield_after` as for `start`."""
         try:
             claims = self._codec.open(request_state)
@@ -133,9 +137,14 @@ class CallService(Takeover, Draining):
         if call is None:
             if self._registry.ended(claims.call):
                 raise InvalidRequestState("call_ended")
-            if claims.owner != self._settings.owner and not local_only:
-                return Forward(claims.owner)
-            return await self._take_over(req, claims, responses, notify, yield_after)
+            if claims.owner != self._settings.owner:
+                if owner_gone is None and not local_only:
+                    return Forward(claims.owner)
+                if owner_gone is None:  # forwarded here, but the handle names another owner
+                    raise InvalidRequestState("not_owner")
+            return await self._take_over(
+                req, claims, responses, notify, yield_after=yield_after, owner_gone=owner_gone
+            )
         self._check_current(call, claims)
         problem = invalid_responses(call.exchange, responses)
         if problem is not None:

@@ -18,8 +18,10 @@ from proxy.calls.outcomes import (
     InvalidRequestState,
     NotificationSink,
     Outcome,
+    OwnerGone,
     invalid_responses,
     lost,
+    outcome_unknown,
 )
 from proxy.calls.registry import LimitExceeded, LiveCall
 from proxy.calls.scope import scoped_sink
@@ -38,14 +40,20 @@ class Takeover(CallDriver):
         claims: Claims,
         responses: Mapping[str, Any],
         notify: NotificationSink | None,
+        *,
         yield_after: float | None = None,
+        owner_gone: OwnerGone | None = None,
     ) -> Outcome:
         """The replica that held the call is gone. If the upstream can resume the call's stream, attach to
         its legacy session, resume the stream from the handle's last event id, deliver the input, and drive
-        on as the new owner. Otherwise the call is lost — and never re-run."""
+        on as the new owner (an input the old owner delivered already is answered twice: the upstream
+        ignores a response to a request it has its answer to). Otherwise the call is lost — and never
+        re-run; if the old owner took this very input before it went away, its outcome is unknown."""
         pool = self._pools[req.upstream]
         if claims.last_event is None or claims.request is None or not claims.session or not pool.can_adopt:
             self._observer.taken_over(req.upstream, ok=False)
+            if owner_gone == "unknown":
+                return Failed(outcome_unknown("the upstream cannot resume the call's stream"))
             return Failed(lost("its replica is gone and the upstream cannot resume the call's stream"))
         try:
             exchange = Exchange.resumed(req.key.capabilities, claims.round, claims.pending)

@@ -39,6 +39,9 @@ class ListenConfig:
 class ReplicaConfig:
     address: str | None = None
     peer_port: int | None = None
+    peers: tuple[str, ...] = ()
+    peer_check_s: float = 10
+    key_mismatch: Literal["unready", "warn"] = "unready"
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +51,7 @@ class KeysConfig:
     files: tuple[Path, ...] = ()
     dirs: tuple[Path, ...] = ()
     env: tuple[str, ...] = ()
+    promote_after_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,6 +24,7 @@ from proxy.wire.jsonrpc import ErrorObject, Request
 class Refusal(Exception):
     status: int
     error: ErrorObject
+    headers: tuple[tuple[str, str], ...] = ()  # e.g. Retry-After
 
 
 LOOPBACK_NAMES = frozenset({"localhost", "::1"})

@@ -25,6 +25,7 @@ from proxy.front.checks import Refusal, origin_allowed
 from proxy.front.legacy.relay import LegacyRelay, is_legacy
 from proxy.front.modern.front import ModernFront
 from proxy.front.oauth import AuthRefused, OAuthFront
+from proxy.front.peers import FORWARD_PREFIX
 from proxy.front.principal import PrincipalRefused, Resolver
 from proxy.front.reply import json_response
 from proxy.front.request_ids import REQUEST_ID_HEADER, request_id
@@ -75,6 +76,7 @@ class Endpoint:
                 except Refusal as refusal:
                     line["outcome"] = f"refused:{refusal.error.code}"
                     response = json_response(jsonrpc.Error(line.get("id"), refusal.error), refusal.status)
+                    response.headers.update(refusal.headers)
                 except AuthRefused as refused:  # validate mode, or the upstream's 401/403 relayed
                     line.setdefault("outcome", f"unauthorized:{refused.status}")
                     response = refused.response(line.get("id"))
@@ -113,12 +115,17 @@ class Endpoint:
                 status=405, headers={"Allow": "POST"}, text="2026-07-28 clients use POST only"
             )
         body = await read_body(request, self._front.max_body_bytes)
+        forwarded = request.path.startswith(FORWARD_PREFIX)
+        if forwarded:  # the peer route: signed by a replica, or nothing is looked at
+            self._modern.check_peer(request, body, line)
         try:
             msg = jsonrpc.decode(body)
         except jsonrpc.InvalidMessage as exc:
             line["id"] = exc.request_id
             raise Refusal(400, ErrorObject(exc.code, str(exc))) from None
-        if is_legacy(request, msg, _meta_version(msg)):
+        if forwarded and not isinstance(msg, jsonrpc.Request):
+            raise Refusal(400, ErrorObject(jsonrpc.INVALID_REQUEST, "The peer route only takes retries"))
+        if is_legacy(request, msg, _meta_version(msg)) and not forwarded:
             line.update(method=getattr(msg, "method", "response"), id=getattr(msg, "id", None))
             return await self._legacy(request, upstream, body, msg, line, who=who)
         if isinstance(msg, jsonrpc.Notification):

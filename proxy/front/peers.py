@@ -1,54 +1,151 @@
 """Forwarding a retry to the replica that holds its parked call, and relaying the answer unchanged.
 
-The forwarded request stays authenticated by its own handle: the owner unseals and checks it as for any
-retry, and never forwards again (its forward route is local-only), so a forwarding loop cannot happen.
+Every forwarded request is signed (`proxy/handle/peer_auth.py`: an HMAC keyed from the ring, over method,
+path, body, time and the forwarding replica) and the owner refuses one that is not; the owner also unseals
+and checks the handle as for any retry, and never forwards again (its forward route is local-only), so a
+forwarding loop cannot happen.
+
+What a failure means is kept apart, because it decides whether the retry may be handled elsewhere:
+- `PeerUnreachable`: nothing reached the owner (connection refused or not established, or the owner said
+  it did not process the request): taking the call over, or declaring it lost, is safe.
+- `PeerLost`: the owner took the request and then went away before answering (connection dropped, or the
+  answer cut off): the input may have reached the upstream; the outcome is unknown.
+Each forward opens its own connection, so a request is never written into a kept-alive connection the
+owner is already closing (which would make a refusal look like a loss).
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable, Mapping
+
 import aiohttp
 from aiohttp import web
 
+from proxy.handle import KeyRing
+from proxy.handle.peer_auth import PEER_AUTH, PeerAuthError, sign, verify
 from proxy.upstream.propagation import with_propagated
+from proxy.wire import jsonrpc
+from proxy.wire.sse import encode_event
 
 FORWARD_PREFIX = "/_mrtr/forward"
 FORWARDED_BY = "X-Mrtr-Forwarded-By"
+NOT_PROCESSED = "X-Mrtr-Not-Processed"  # on a 503 from an owner that is stopping: nothing was done
 # Not passed between replicas: connection-level, recomputed, or ours.
 _SKIP_REQUEST = frozenset(
     {"host", "content-length", "connection", "keep-alive", "proxy-connection", "te", "trailer",
-     "transfer-encoding", "upgrade", FORWARDED_BY.lower()}
+     "transfer-encoding", "upgrade", FORWARDED_BY.lower(), PEER_AUTH.lower()}
 )  # fmt: skip
 _KEEP_RESPONSE = ("Content-Type", "Cache-Control", "X-Accel-Buffering", "Retry-After", "WWW-Authenticate")
 
 
 class PeerUnreachable(Exception):
-    """The owner replica could not be reached: nothing was delivered to it."""
+    """Nothing was delivered to the owner replica."""
+
+
+class PeerLost(Exception):
+    """The owner accepted the retry and went away before answering: the outcome is unknown."""
 
 
 class Peers:
-    def __init__(self, http: aiohttp.ClientSession, self_address: str, connect_timeout: float = 2.0) -> None:
-        self._http = http
+    def __init__(
+        self,
+        self_address: str,
+        ring: Callable[[], KeyRing],
+        *,
+        connect_timeout: float = 2.0,
+        answer_timeout: float | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self._self = self_address
-        self._timeout = aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout)
+        self._ring = ring
+        self._clock = clock
+        self._timeout = aiohttp.ClientTimeout(total=answer_timeout, sock_connect=connect_timeout)
+        self._http: aiohttp.ClientSession | None = None
 
-    async def forward(self, owner: str, request: web.Request, body: bytes) -> web.StreamResponse:
-        """Send the retry to `owner` and stream its answer back. Raises PeerUnreachable if the owner
-        cannot be connected to (then nothing reached it, and the caller may take the call over)."""
-        url = f"http://{owner}{FORWARD_PREFIX}{request.path}"
+    async def close(self) -> None:
+        if self._http is not None:
+            await self._http.close()
+
+    def _client(self) -> aiohttp.ClientSession:
+        if self._http is None:  # a fresh connection per forward: see the module docstring
+            self._http = aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True, limit=0))
+        return self._http
+
+    def ring(self) -> KeyRing:
+        return self._ring()
+
+    def authenticate(self, method: str, path: str, body: bytes, headers: Mapping[str, str]) -> str:
+        """Check a peer's signature (raises PeerAuthError); returns the key id it signed with."""
+        forwarder = headers.get(FORWARDED_BY)
+        if not isinstance(forwarder, str):
+            raise PeerAuthError("missing")
+        return verify(
+            self._ring(),
+            headers.get(PEER_AUTH),
+            method=method,
+            path=path,
+            body=body,
+            forwarded_by=forwarder,
+            now=self._clock(),
+        )
+
+    def signed_headers(self, method: str, path: str, body: bytes) -> dict[str, str]:
+        return {
+            FORWARDED_BY: self._self,
+            PEER_AUTH: sign(
+                self._ring(), method=method, path=path, body=body, forwarded_by=self._self, now=self._clock()
+            ),
+        }
+
+    async def forward(
+        self, owner: str, request: web.Request, body: bytes, request_id: jsonrpc.RequestId | None = None
+    ) -> web.StreamResponse:
+        """Send the retry to `owner` and stream its answer back. Raises PeerUnreachable (nothing reached
+        the owner) or PeerLost (it took the retry, then went away before any answer reached the client)."""
+        path = f"{FORWARD_PREFIX}{request.path}"
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _SKIP_REQUEST}
         headers = with_propagated(headers)  # the owner logs (and traces) it under the same request id
-        headers[FORWARDED_BY] = self._self
+        headers.update(self.signed_headers("POST", path, body))
         try:
-            upstream = await self._http.post(url, data=body, headers=headers, timeout=self._timeout)
-        except (aiohttp.ClientConnectorError, aiohttp.ServerDisconnectedError, TimeoutError) as exc:
+            upstream = await self._client().post(
+                f"http://{owner}{path}", data=body, headers=headers, timeout=self._timeout
+            )
+        except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as exc:
             raise PeerUnreachable(f"{owner}: {type(exc).__name__}") from None
+        except (aiohttp.ClientError, TimeoutError) as exc:  # sent, and no answer came back
+            raise PeerLost(f"{owner}: {type(exc).__name__}") from None
         async with upstream:
+            if upstream.status == 503 and upstream.headers.get(NOT_PROCESSED) == "1":
+                raise PeerUnreachable(f"{owner}: stopping, not processed")
             out = web.StreamResponse(
                 status=upstream.status,
                 headers={k: upstream.headers[k] for k in _KEEP_RESPONSE if k in upstream.headers},
             )
+            sse = upstream.headers.get("Content-Type", "").startswith("text/event-stream")
+            try:
+                first = await upstream.content.readany()
+            except (aiohttp.ClientError, TimeoutError) as exc:
+                raise PeerLost(f"{owner}: {type(exc).__name__} before the answer") from None
             await out.prepare(request)
-            async for chunk in upstream.content.iter_any():
-                await out.write(chunk)
+            try:
+                chunk = first
+                while chunk:
+                    await out.write(chunk)
+                    chunk = await upstream.content.readany()
+            except (aiohttp.ClientError, TimeoutError) as exc:
+                # Cut off mid-answer: the status line is gone already. On an event stream the client still
+                # gets a last event saying what happened; a plain body can only end short.
+                if sse:
+                    error = jsonrpc.error(request_id, jsonrpc.OUTCOME_UNKNOWN, outcome_unknown(str(exc)))
+                    await out.write(encode_event(jsonrpc.dumps(error).decode()))
             await out.write_eof()
             return out
+
+
+def outcome_unknown(why: str) -> str:
+    return (
+        f"The replica holding the call stopped after it took this request ({why}): the upstream may "
+        "already have applied the input, and whether the call finished is unknown. It was not re-run; "
+        "check its effect before sending the request again."
+    )

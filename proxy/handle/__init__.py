@@ -11,7 +11,9 @@ from .keyring import (
     derive_kid,
     generate_key_b64,
     load_keys,
+    load_named_keys,
     parse_key,
+    token_kid,
 )
 
 __all__ = [
@@ -31,7 +33,9 @@ __all__ = [
     "encode_claims",
     "generate_key_b64",
     "load_keys",
+    "load_named_keys",
     "parse_key",
     "principal_digest",
     "target_digest",
+    "token_kid",
 ]

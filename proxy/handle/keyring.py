@@ -1,7 +1,8 @@
 """AES-256-GCM key ring that seals and unseals opaque tokens, and key loading.
 
 Token = base64url, no padding, of ``version (1) || kid (8 ascii) || nonce (12) || ciphertext+tag``;
-the associated data is ``version || kid``. The first key of a ring seals, every key unseals.
+the associated data is ``version || kid``. One key of a ring seals (the first, unless ``sealing`` names
+another: staged rotation, see ``proxy/handle/rotation.py``), every key unseals.
 """
 
 from __future__ import annotations
@@ -28,7 +29,9 @@ __all__ = [
     "derive_kid",
     "generate_key_b64",
     "load_keys",
+    "load_named_keys",
     "parse_key",
+    "token_kid",
 ]
 
 SECRET_LEN = 32
@@ -96,11 +99,12 @@ class Key:
 
 
 class KeyRing:
-    """Ordered keys: the first seals, all unseal. One AESGCM object per key, built once."""
+    """Ordered keys: one seals (the first, or the one `sealing` names), all unseal. One AESGCM object per
+    key, built once."""
 
     __slots__ = ("_aeads", "_keys", "_seal_aead", "_seal_kid")
 
-    def __init__(self, keys: Sequence[Key]) -> None:
+    def __init__(self, keys: Sequence[Key], *, sealing: str | None = None) -> None:
         if not keys:
             raise ValueError("a key ring needs at least one key")
         aeads: dict[bytes, AESGCM] = {}
@@ -111,7 +115,9 @@ class KeyRing:
             aeads[kid] = AESGCM(key.secret)
         self._keys = tuple(keys)
         self._aeads = aeads
-        self._seal_kid = keys[0].kid.encode("ascii")
+        self._seal_kid = (keys[0].kid if sealing is None else sealing).encode("ascii")
+        if self._seal_kid not in aeads:
+            raise ValueError(f"sealing key id {sealing!r} is not in the ring")
         self._seal_aead = aeads[self._seal_kid]
 
     @classmethod
@@ -123,8 +129,16 @@ class KeyRing:
     def kids(self) -> tuple[str, ...]:
         return tuple(k.kid for k in self._keys)
 
+    @property
+    def sealing_kid(self) -> str:
+        return self._seal_kid.decode("ascii")
+
+    @property
+    def keys(self) -> tuple[Key, ...]:
+        return self._keys
+
     def __repr__(self) -> str:
-        return f"KeyRing(kids={list(self.kids)!r})"
+        return f"KeyRing(kids={list(self.kids)!r}, sealing={self.sealing_kid!r})"
 
     def seal(self, plaintext: bytes, *, version: int) -> str:
         """Encrypt and authenticate ``plaintext``; raises ValueError if the token would be too long."""
@@ -159,6 +173,18 @@ class KeyRing:
         if plaintext is None:
             raise HandleError("auth_failed")
         return version, plaintext
+
+
+def token_kid(token: object) -> str | None:
+    """The key id in a token's clear header (public: it names the key, it is not the key), or None if the
+    token is not even well-formed."""
+    try:
+        raw = _b64url_decode(token)
+    except HandleError:
+        return None
+    if len(raw) < MIN_TOKEN_BYTES:
+        return None
+    return raw[1:HEADER_LEN].decode("ascii", "replace")
 
 
 def _b64url_decode(token: object) -> bytes:
@@ -254,17 +280,28 @@ def load_keys(
     Unset or empty env vars are skipped. The same key seen twice is kept once (first position).
     The result may be empty if nothing was configured; ``KeyRing`` rejects an empty list.
     """
+    return [key for _, key in load_named_keys(files, dirs, env, env_vars)]
+
+
+def load_named_keys(
+    files: Sequence[Path] = (),
+    dirs: Sequence[Path] = (),
+    env: Mapping[str, str] | None = None,
+    env_vars: Sequence[str] = (),
+) -> list[tuple[str, Key]]:
+    """As ``load_keys``, each key with the name it was found under (file name, or env var name): the
+    name says its role in a rotation (``proxy/handle/rotation.py``)."""
     environ: Mapping[str, str] = os.environ if env is None else env
-    found: list[Key] = []
+    found: list[tuple[str, Key]] = []
     for path in files:
-        found.append(_read_key_file(Path(path)))
+        found.append((Path(path).name, _read_key_file(Path(path))))
     for directory in dirs:
-        found.extend(_read_key_file(p) for p in _dir_key_files(Path(directory)))
+        found.extend((p.name, _read_key_file(p)) for p in _dir_key_files(Path(directory)))
     for name in env_vars:
         value = environ.get(name)
         if value and value.strip():
-            found.append(parse_key(value, f"env var {name}"))
-    unique: dict[str, Key] = {}
-    for key in found:
-        unique.setdefault(key.kid, key)
+            found.append((name, parse_key(value, f"env var {name}")))
+    unique: dict[str, tuple[str, Key]] = {}
+    for name, key in found:
+        unique.setdefault(key.kid, (name, key))
     return list(unique.values())

@@ -13,7 +13,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from proxy.calls.outcomes import CallRequest, Failed, Forward, NeedsInput, NotificationSink, Outcome, Running
+from proxy.calls.outcomes import (
+    CallRequest,
+    Failed,
+    Forward,
+    NeedsInput,
+    NotificationSink,
+    Outcome,
+    OwnerGone,
+    Running,
+)
 from proxy.handle import HandleCodec, HandleError
 from proxy.tasks.ids import TaskClaims, open_task_id
 from proxy.tasks.manager import TaskManager, TaskRecord
@@ -61,7 +70,13 @@ class TaskFront:
         return declares_tasks(req.request.params) and self._policy.plan(name) is not None
 
     async def call(
-        self, call: CallRequest, req: ModernRequest, notify: NotificationSink, *, local_only: bool
+        self,
+        call: CallRequest,
+        req: ModernRequest,
+        notify: NotificationSink,
+        *,
+        local_only: bool,
+        owner_gone: OwnerGone | None = None,
     ) -> Outcome | TaskCreated:
         """Run (or resume) the call; it becomes a task as the policy says. Raises InvalidRequestState."""
         name = call.params.get("name")
@@ -78,6 +93,7 @@ class TaskFront:
                 req.input_responses,
                 notify,
                 local_only=local_only,
+                owner_gone=owner_gone,
                 yield_after=plan.yield_after,
             )
         if isinstance(outcome, Running) or (isinstance(outcome, NeedsInput) and plan.task_on_input):

@@ -29,6 +29,9 @@ CALL_LOST: Final = -31002
 LIMIT_EXCEEDED: Final = -31003
 UPSTREAM_TIMEOUT: Final = -31004
 SHUTTING_DOWN: Final = -31005
+OUTCOME_UNKNOWN: Final = -31010  # the replica holding the call died after it took the input
+REPLICA_SHUT_DOWN: Final = -31011  # a running call was cut because its replica shut down
+KEY_NOT_HELD: Final = -31012  # requestState sealed with a key this replica does not hold (503: elsewhere)
 
 
 @dataclass(frozen=True, slots=True)

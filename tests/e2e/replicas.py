@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
+import os
+import shutil
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Sequence
+import uuid
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,48 +23,128 @@ from proxy.handle import generate_key_b64
 NGINX = Path("/usr/sbin/nginx")
 
 
+@dataclass
+class Cluster:
+    """Replicas with a key directory each (as each pod mounts its own copy of the key Secret)."""
+
+    replicas: list[peers.PeerProcess]
+    key_dirs: list[Path]
+    peer_ports: list[int | None]
+
+    def write_keys(self, i: int, keys: Mapping[str, str]) -> None:
+        """Replace replica `i`'s key files with `keys` (name -> base64) the way the kubelet updates a
+        mounted Secret: the files live in a timestamped directory, `..data` points at it and is swapped
+        atomically, and each visible name is a symlink through `..data`."""
+        write_secret_dir(self.key_dirs[i], keys)
+
+
+def write_secret_dir(directory: Path, keys: Mapping[str, str]) -> None:
+    """As the kubelet's atomic writer does for a Secret volume (see `Cluster.write_keys`)."""
+    version = directory / f"..{uuid.uuid4().hex}"
+    version.mkdir()
+    for name, value in keys.items():
+        (version / name).write_text(value)
+    old = os.readlink(directory / "..data") if (directory / "..data").is_symlink() else None
+    tmp = directory / "..data_tmp"
+    tmp.symlink_to(version.name)
+    tmp.replace(directory / "..data")  # the atomic swap
+    for name in keys:
+        link = directory / name
+        if not link.is_symlink():
+            link.symlink_to(f"..data/{name}")
+    for entry in directory.iterdir():
+        if not entry.name.startswith(".") and entry.name not in keys:
+            entry.unlink()
+    if old is not None:
+        shutil.rmtree(directory / old)
+
+
+@contextlib.asynccontextmanager
+async def cluster(
+    upstream_url: str,
+    count: int,
+    *,
+    calls: dict[str, Any] | None = None,
+    keys: Mapping[str, str] | Sequence[Mapping[str, str]] | None = None,
+    keys_config: dict[str, Any] | None = None,
+    peer_ports: bool = False,
+    replica: dict[str, Any] | None = None,
+    calls_per_replica: Sequence[dict[str, Any]] | None = None,
+) -> AsyncIterator[Cluster]:
+    """`count` replicas of `mrtr-proxy serve` on 127.0.0.1, each naming its own address as owner. `keys`:
+    the key files of every replica's key directory (or one mapping per replica; default one shared key).
+    `peer_ports`: each replica gets a peer port (its address, the peer route) and knows the others'
+    (`replica.peers`: key-ring comparison). `calls_per_replica`: `calls` settings of each replica, over
+    `calls`."""
+    with tempfile.TemporaryDirectory(prefix="mrtr-replicas-") as tmp:
+        per_replica = _keys_per_replica(keys, count)
+        ports: list[int | None] = [peers.free_port() if peer_ports else None for _ in range(count)]
+        key_dirs = []
+        configs = []
+        for i in range(count):
+            key_dir = Path(tmp) / f"keys{i}"
+            key_dir.mkdir()
+            write_secret_dir(key_dir, per_replica[i])
+            key_dirs.append(key_dir)
+            rep = {**(replica or {})}
+            if ports[i] is not None:
+                rep.update(peer_port=ports[i], peers=[f"127.0.0.1:{p}" for p in ports if p is not None])
+            config = Path(tmp) / f"proxy{i}.yaml"
+            config.write_text(
+                yaml.safe_dump(
+                    {
+                        "keys": {"dirs": [str(key_dir)], **(keys_config or {})},
+                        "calls": {**(calls or {}), **(calls_per_replica[i] if calls_per_replica else {})},
+                        "replica": rep,
+                        "upstreams": [{"name": "default", "url": str(upstream_url)}],
+                    }
+                )
+            )
+            configs.append(config)
+        async with contextlib.AsyncExitStack() as stack:
+            replicas = [
+                await stack.enter_async_context(
+                    peers.run_peer(f"replica{i}", functools.partial(_argv, configs[i], ports[i]))
+                )
+                for i in range(count)
+            ]
+            yield Cluster(replicas, key_dirs, ports)
+
+
+def _keys_per_replica(
+    keys: Mapping[str, str] | Sequence[Mapping[str, str]] | None, count: int
+) -> list[Mapping[str, str]]:
+    if keys is None:
+        keys = {"0-current": generate_key_b64()}
+    if isinstance(keys, Mapping):
+        return [keys] * count
+    return list(keys)
+
+
+def _argv(config: Path, peer_port: int | None, port: int) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "proxy",
+        "serve",
+        "--config",
+        str(config),
+        "--listen",
+        f"127.0.0.1:{port}",
+        "--replica-address",
+        f"127.0.0.1:{peer_port or port}",
+        "--log-format",
+        "json",
+    ]
+
+
 @contextlib.asynccontextmanager
 async def replica_set(
     upstream_url: str, count: int, *, calls: dict[str, Any] | None = None
 ) -> AsyncIterator[list[peers.PeerProcess]]:
-    """`count` replicas of `mrtr-proxy serve` on 127.0.0.1, each naming its own address as owner."""
-    with tempfile.TemporaryDirectory(prefix="mrtr-replicas-") as tmp:
-        key = Path(tmp) / "0-key"
-        key.write_text(generate_key_b64())
-        config = Path(tmp) / "proxy.yaml"
-        config.write_text(
-            yaml.safe_dump(
-                {
-                    "keys": {"files": [str(key)]},
-                    "calls": calls or {},
-                    "upstreams": [{"name": "default", "url": str(upstream_url)}],
-                }
-            )
-        )
-        async with contextlib.AsyncExitStack() as stack:
-            replicas = [
-                await stack.enter_async_context(
-                    peers.run_peer(
-                        f"replica{i}",
-                        lambda port: [
-                            sys.executable,
-                            "-m",
-                            "proxy",
-                            "serve",
-                            "--config",
-                            str(config),
-                            "--listen",
-                            f"127.0.0.1:{port}",
-                            "--replica-address",
-                            f"127.0.0.1:{port}",
-                            "--log-format",
-                            "json",
-                        ],
-                    )
-                )
-                for i in range(count)
-            ]
-            yield replicas
+    """`count` replicas sharing one key, without peer ports (see `cluster`)."""
+    async with cluster(upstream_url, count, calls=calls) as group:
+        yield group.replicas
 
 
 def url_of(replica: peers.PeerProcess) -> str:
@@ -77,12 +162,23 @@ def log_lines(replica: peers.PeerProcess) -> list[dict[str, Any]]:
 
 
 @contextlib.asynccontextmanager
-async def round_robin(replicas: Sequence[peers.PeerProcess]) -> AsyncIterator[str]:
-    """nginx on 127.0.0.1 balancing round robin over `replicas`; yields its /mcp URL."""
+async def round_robin(
+    replicas: Sequence[peers.PeerProcess], *, next_upstream: bool = False
+) -> AsyncIterator[str]:
+    """nginx on 127.0.0.1 balancing round robin over `replicas`; yields its /mcp URL. `next_upstream`: the
+    settings docs/scale-out.md recommends — a 503 (draining, key not held, not processed) or a refused
+    connection is sent on to the next replica, POSTs included, and counts against the replica (passive
+    health: out of rotation for `fail_timeout`)."""
     if not NGINX.exists():  # noqa: ASYNC240 - one stat, before anything starts
         raise peers.PeersMissingError(f"nginx is not installed: {peers.SETUP_HINT}")
     with tempfile.TemporaryDirectory(prefix="mrtr-nginx-") as tmp:
-        servers = "".join(f"server 127.0.0.1:{r.port};" for r in replicas)
+        health = " max_fails=1 fail_timeout=5s" if next_upstream else ""
+        servers = "".join(f"server 127.0.0.1:{r.port}{health};" for r in replicas)
+        retry = (
+            "proxy_next_upstream error timeout http_503 non_idempotent; proxy_next_upstream_tries 3;"
+            if next_upstream
+            else ""
+        )
 
         def argv(port: int) -> list[str]:
             conf = Path(tmp) / "nginx.conf"
@@ -105,6 +201,7 @@ http {{
       proxy_set_header Connection "";
       proxy_buffering off;
       proxy_read_timeout 120s;
+      {retry}
     }}
   }}
 }}

@@ -2,6 +2,8 @@
 
 Each case parks a real call on FastMCP 1.30, presents a bad handle, and checks: error -32602 with the one
 fixed message "Invalid requestState"; the parked call is still parked; the real owner can still resume it.
+The one exception is a handle whose (clear) key id names no key of this replica: 503 with -31012, so a
+balancer sends it to a replica that may hold the key (README, "Keys and rotation": why that reveals nothing).
 """
 
 from __future__ import annotations
@@ -19,6 +21,11 @@ from e2e.harness import RawClient, Reply, RunningProxy, accept_name, running_pro
 pytestmark = [pytest.mark.peers, pytest.mark.asyncio(loop_scope="session")]
 
 INVALID = {"code": -32602, "message": "Invalid requestState"}
+KEY_NOT_HELD = {
+    "code": -31012,
+    "message": "This proxy replica does not hold the key that sealed requestState; nothing was done. "
+    "Send the request again: another replica can take it.",
+}
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
@@ -47,11 +54,17 @@ async def assert_rejected_then_owner_resumes(
     *,
     tool: str = "ask_name",
     arguments: dict[str, object] | None = None,
+    key_not_held: bool = False,
 ) -> None:
     parked_before = proxy.parked
     rejected = await attempt()
-    assert rejected.status == 200
-    assert rejected.error == INVALID  # same code, same message, no data: nothing to learn from it
+    if key_not_held:
+        assert rejected.status == 503
+        assert rejected.error == KEY_NOT_HELD
+        assert rejected.headers["Retry-After"] == "1"
+    else:
+        assert rejected.status == 200
+        assert rejected.error == INVALID  # same code, same message, no data: nothing to learn from it
     assert proxy.parked == parked_before  # the parked call is untouched
     final = await owner.retry(first, {"elicit-1": accept_name("Owner")}, tool, arguments)
     assert final.result["resultType"] == "complete"
@@ -86,6 +99,7 @@ async def test_mangled_handle(proxy: RunningProxy, http: aiohttp.ClientSession, 
         owner,
         first,
         lambda: owner.call("ask_name", inputResponses={"elicit-1": accept_name("Mallory")}, requestState=bad),
+        key_not_held=variant == "key id flipped",
     )
 
 
@@ -103,6 +117,7 @@ async def test_handle_from_another_proxy_key(
             owner,
             first,
             lambda: owner.retry(foreign, {"elicit-1": accept_name("Mallory")}, "ask_name"),
+            key_not_held=True,
         )
         await foreign_client.retry(foreign, {"elicit-1": {"action": "cancel"}}, "ask_name")
 

@@ -87,6 +87,8 @@ def test_config_sections_in_values_schema_match_the_proxy_schema() -> None:
         (("peer.port=8080",), "peer.port"),
         (("keys.generate=false",), "keys.existingSecret"),
         (("config.keys.dirs[0]=/somewhere/else",), "config.keys.dirs"),
+        (("keys.rotation.next=k3",), "set keys.existingSecret too"),
+        (("keys.existingSecret=s", "keys.rotation.next=k3"), "set keys.rotation.current"),
     ],
 )
 def test_the_chart_refuses_values_that_cannot_work(sets: tuple[str, ...], message: str) -> None:
@@ -226,6 +228,26 @@ def test_existing_secret_items_order_the_key_files() -> None:
         {"key": "k-2026-11", "path": "0-current"},
         {"key": "k-2026-08", "path": "1-previous"},
     ]
+
+
+def test_staged_rotation_values_mount_the_roles_the_proxy_reads() -> None:
+    """keys.rotation names the Secret's keys per role; the file names carry the role (handle/rotation.py)."""
+    sets = ("keys.existingSecret=s", "keys.rotation.current=k2", "keys.rotation.previous=k1")
+    r = template(CI["gateway"], sets=(*sets, "keys.rotation.next=k3", "keys.promoteAfterSeconds=90"))
+    _, volume = _keys_volume(r)
+    assert volume["secret"]["items"] == [
+        {"key": "k2", "path": "0-current"},
+        {"key": "k1", "path": "1-previous"},
+        {"key": "k3", "path": "2-next"},
+    ]
+    assert r.config["keys"]["promote_after_s"] == 90
+    assert "promote_after_s" not in template(CI["gateway"], sets=sets).config["keys"]
+
+
+def test_gateway_replicas_compare_key_rings_through_the_headless_service() -> None:
+    config = template(CI["gateway"]).config
+    assert config["replica"]["peers"] == [f"{FULLNAME}-peers:8081"]
+    assert config["replica"]["peer_port"] == 8081
 
 
 @pytest.mark.parametrize("values", [CI["minimal"], CI["sidecar"]], ids=["minimal", "sidecar"])

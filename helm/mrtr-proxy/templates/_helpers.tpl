@@ -58,6 +58,23 @@ app.kubernetes.io/component: {{ .Values.mode }}
 {{- printf "%s-config" (include "mrtr-proxy.fullname" . | trunc 56 | trimSuffix "-") -}}
 {{- end -}}
 
+{{/*
+Which keys of your Secret are mounted, under which file names (YAML list, or empty: every key). The staged
+rotation values name Secret keys for the roles: current -> 0-current, previous -> 1-previous, next -> 2-next
+(the proxy reads the role from the file name: a `next` key unseals but does not seal).
+*/}}
+{{- define "mrtr-proxy.keyItems" -}}
+{{- $r := .Values.keys.rotation | default dict -}}
+{{- if and .Values.keys.existingSecret (or $r.current $r.next $r.previous) -}}
+{{- $items := list (dict "key" $r.current "path" "0-current") -}}
+{{- if $r.previous }}{{ $items = append $items (dict "key" $r.previous "path" "1-previous") }}{{ end -}}
+{{- if $r.next }}{{ $items = append $items (dict "key" $r.next "path" "2-next") }}{{ end -}}
+{{- toYaml $items -}}
+{{- else if and .Values.keys.existingSecret .Values.keys.existingSecretItems -}}
+{{- toYaml .Values.keys.existingSecretItems -}}
+{{- end -}}
+{{- end -}}
+
 {{/* The Secret that holds the key ring: yours (keys.existingSecret) or the generated one. */}}
 {{- define "mrtr-proxy.keysSecretName" -}}
 {{- if .Values.keys.existingSecret -}}
@@ -72,10 +89,19 @@ The proxy configuration: .Values.config merged over the chart's defaults, as YAM
 Lists (upstreams, keys.dirs) in .Values.config replace the defaults; maps merge key by key.
 */}}
 {{- define "mrtr-proxy.config" -}}
+{{- $replica := dict "peer_port" (int .Values.peer.port) -}}
+{{- if eq .Values.mode "gateway" -}}
+{{/* every pod's peer port, through the headless Service: key-ring agreement (/readyz) */}}
+{{- $_ := set $replica "peers" (list (printf "%s:%d" (include "mrtr-proxy.peersName" .) (int .Values.peer.port))) -}}
+{{- end -}}
+{{- $keys := dict "dirs" (list .Values.keys.mountPath) -}}
+{{- if not (kindIs "invalid" .Values.keys.promoteAfterSeconds) -}}
+{{- $_ := set $keys "promote_after_s" .Values.keys.promoteAfterSeconds -}}
+{{- end -}}
 {{- $defaults := dict
   "listen" (dict "host" "0.0.0.0" "port" 8080)
-  "replica" (dict "peer_port" (int .Values.peer.port))
-  "keys" (dict "dirs" (list .Values.keys.mountPath))
+  "replica" $replica
+  "keys" $keys
   "logging" (dict "format" "json")
   "calls" (dict "drain_grace_s" (int .Values.drain.graceSeconds)) -}}
 {{- if eq .Values.mode "sidecar" -}}
@@ -124,6 +150,16 @@ Lists (upstreams, keys.dirs) in .Values.config replace the defaults; maps merge 
 {{- if and (eq .Values.mode "sidecar") (eq $port (int .Values.sidecar.upstreamPort)) -}}
 {{- fail (printf "config.listen.port: %d is also sidecar.upstreamPort; the proxy and the legacy server share the pod's network" $port) -}}
 {{- end -}}
+{{- $rot := .Values.keys.rotation | default dict -}}
+{{- if and (or $rot.current $rot.next $rot.previous) (not .Values.keys.existingSecret) -}}
+{{- fail "keys.rotation names keys of keys.existingSecret: set keys.existingSecret too" -}}
+{{- end -}}
+{{- if and (or $rot.next $rot.previous) (not $rot.current) -}}
+{{- fail "keys.rotation: set keys.rotation.current (the key that seals) as well as next/previous" -}}
+{{- end -}}
+{{- if and $rot.current .Values.keys.existingSecretItems -}}
+{{- fail "keys.rotation and keys.existingSecretItems both say which keys to mount: use one" -}}
+{{- end -}}
 {{- if not (or .Values.keys.existingSecret .Values.keys.generate) -}}
 {{- fail "keys: set keys.existingSecret (recommended) or keys.generate=true; without a key ring parked calls could not move between replicas or survive a restart" -}}
 {{- end -}}
@@ -139,9 +175,9 @@ Lists (upstreams, keys.dirs) in .Values.config replace the defaults; maps merge 
 secretName: {{ include "mrtr-proxy.keysSecretName" . }}
 generated: {{ not .Values.keys.existingSecret }}
 mountPath: {{ .Values.keys.mountPath }}
-{{- if and .Values.keys.existingSecret .Values.keys.existingSecretItems }}
+{{- with include "mrtr-proxy.keyItems" . }}
 items:
-  {{- toYaml .Values.keys.existingSecretItems | nindent 2 }}
+  {{- . | nindent 2 }}
 {{- end }}
 {{- end -}}
 
@@ -226,9 +262,9 @@ volumeMounts:
   secret:
     secretName: {{ include "mrtr-proxy.keysSecretName" . }}
     defaultMode: 288  # 0440: the owner and the pod's fsGroup read
-    {{- if and .Values.keys.existingSecret .Values.keys.existingSecretItems }}
+    {{- with include "mrtr-proxy.keyItems" . }}
     items:
-      {{- toYaml .Values.keys.existingSecretItems | nindent 6 }}
+      {{- . | nindent 6 }}
     {{- end }}
 - name: mrtr-proxy-tmp
   emptyDir:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -24,13 +24,15 @@ from proxy.calls.outcomes import (
     Forward,
     InvalidRequestState,
     NeedsInput,
+    OwnerGone,
 )
 from proxy.calls.service import CallService
 from proxy.config import FrontConfig, UpstreamConfig
 from proxy.front.checks import InputLimits, Refusal, check_modern
 from proxy.front.modern.listen import ListenFront
+from proxy.front.modern.peer_route import check_peer_request, key_not_held
 from proxy.front.oauth import OAuthFront
-from proxy.front.peers import FORWARD_PREFIX, Peers, PeerUnreachable
+from proxy.front.peers import FORWARD_PREFIX, PeerLost, Peers, PeerUnreachable
 from proxy.front.principal import Resolver
 from proxy.front.ratelimit import RateLimiter
 from proxy.front.reply import Replier
@@ -45,6 +47,10 @@ from proxy.wire.jsonrpc import ErrorObject
 class RuntimeStateView(Protocol):
     @property
     def draining(self) -> bool: ...
+    @property
+    def stopped(self) -> bool: ...
+
+    forwarding: int
 
 
 INVALID_STATE_MESSAGE = "Invalid requestState"  # the one message for every handle rejection
@@ -85,6 +91,10 @@ class ModernFront:
         self._calls = calls
         self._limits = InputLimits(front.max_input_responses, front.max_input_response_bytes)
 
+    def check_peer(self, request: web.Request, body: bytes, line: dict[str, Any]) -> None:
+        """The peer route (/_mrtr/forward/…): signed by a replica, while this one serves. Raises Refusal."""
+        check_peer_request(self._peers, self._state.stopped, request, body, line)
+
     async def handle(
         self,
         request: web.Request,
@@ -103,12 +113,10 @@ class ModernFront:
         req = check_modern(msg, request.headers, limits=self._limits)
         if principal is None:
             principal = self._principal(request.headers)
-        forwarded = request.path.startswith(FORWARD_PREFIX)
-        if forwarded:
-            line["forwarded_by"] = request.headers.get("X-Mrtr-Forwarded-By", "?")
-            if req.request_state is None and msg.method not in mcp.TASK_METHODS:
-                raise Refusal(400, ErrorObject(jsonrpc.INVALID_REQUEST, "The peer route only takes retries"))
-        elif not self._rate.allow(principal):
+        forwarded = request.path.startswith(FORWARD_PREFIX)  # the endpoint checked its signature
+        if forwarded and req.request_state is None and msg.method not in mcp.TASK_METHODS:
+            raise Refusal(400, ErrorObject(jsonrpc.INVALID_REQUEST, "The peer route only takes retries"))
+        if not self._rate.allow(principal):  # a forwarded retry counts here too: this replica does its work
             wait = self._rate.retry_after(principal)
             raise Refusal(
                 429,
@@ -134,7 +142,9 @@ class ModernFront:
             )
         replier = Replier(request)
 
-        async def dispatch(local_only: bool) -> jsonrpc.Response | Forward:
+        async def dispatch(
+            local_only: bool, owner_gone: OwnerGone | None = None
+        ) -> jsonrpc.Response | Forward:
             work = self._dispatch(
                 upstream=upstream,
                 req=req,
@@ -143,6 +153,7 @@ class ModernFront:
                 replier=replier,
                 line=line,
                 local_only=local_only,
+                owner_gone=owner_gone,
                 link=link,
             )
             try:
@@ -152,17 +163,41 @@ class ModernFront:
 
         answer = await dispatch(local_only=forwarded)
         if isinstance(answer, Forward):
-            line["owner"] = answer.owner
+            return await self._forward_to_owner(
+                answer, request, body, msg.id, line=line, replier=replier, dispatch=dispatch
+            )
+        return await replier.finish(answer, 404 if _is_unknown_method(answer) else 200)
+
+    async def _forward_to_owner(
+        self,
+        answer: Forward,
+        request: web.Request,
+        body: bytes,
+        rid: jsonrpc.RequestId,
+        *,
+        line: dict[str, Any],
+        replier: Replier,
+        dispatch: Callable[..., Awaitable[jsonrpc.Response | Forward]],
+    ) -> web.StreamResponse:
+        """Send the retry to the call's owner; if it is gone, handle it here, saying what is known."""
+        line["owner"] = answer.owner
+        self._state.forwarding += 1  # the drain waits for it
+        try:
             try:
-                response = await self._peers.forward(answer.owner, request, body)
+                response = await self._peers.forward(answer.owner, request, body, rid)
             except PeerUnreachable as exc:  # nothing reached the owner: handle it here (takeover or lost)
                 line["owner_unreachable"] = str(exc)
-                answer = await dispatch(local_only=True)
+                local = await dispatch(local_only=True, owner_gone="unreachable")
+            except PeerLost as exc:  # it took the retry and went away: take over if the upstream can resume
+                line["owner_lost"] = str(exc)
+                local = await dispatch(local_only=True, owner_gone="unknown")
             else:
                 line["outcome"] = f"forwarded:{response.status}"
                 return response
-        assert not isinstance(answer, Forward)
-        return await replier.finish(answer, 404 if _is_unknown_method(answer) else 200)
+            assert not isinstance(local, Forward)
+            return await replier.finish(local, 404 if _is_unknown_method(local) else 200)
+        finally:
+            self._state.forwarding -= 1
 
     async def _with_keepalive(
         self, replier: Replier, work: Coroutine[Any, Any, jsonrpc.Response | Forward]
@@ -201,6 +236,7 @@ class ModernFront:
         replier: Replier,
         line: dict[str, Any],
         local_only: bool = False,
+        owner_gone: OwnerGone | None = None,
         link: CallLink | None = None,
     ) -> jsonrpc.Response | Forward:
         msg = req.request
@@ -227,15 +263,24 @@ class ModernFront:
         )
         try:
             if self._tasks is not None and self._tasks.applies(req):  # may become a task (proxy/tasks)
-                outcome = await self._tasks.call(call, req, replier.notify, local_only=local_only)
+                outcome = await self._tasks.call(
+                    call, req, replier.notify, local_only=local_only, owner_gone=owner_gone
+                )
             elif req.request_state is None:
                 outcome = await self._calls.start(call, replier.notify)
             else:
                 outcome = await self._calls.resume(
-                    call, req.request_state, req.input_responses, replier.notify, local_only=local_only
+                    call,
+                    req.request_state,
+                    req.input_responses,
+                    replier.notify,
+                    local_only=local_only,
+                    owner_gone=owner_gone,
                 )
         except InvalidRequestState as exc:
             line.update(outcome="handle_rejected", reason=exc.reason)
+            if exc.reason == "unknown_key":
+                raise key_not_held(req.request_state, self._peers.ring(), line) from None
             return jsonrpc.error(msg.id, jsonrpc.INVALID_PARAMS, INVALID_STATE_MESSAGE)
         match outcome:
             case Completed(response=jsonrpc.Result(result=result)):

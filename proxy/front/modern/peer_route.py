@@ -1,0 +1,78 @@
+"""What the peer route checks before it serves a forwarded retry, and the answer to a handle sealed with a
+key this replica does not hold. Refusals only; the forwarding itself is `peers.py`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+from aiohttp import web
+
+from proxy.front.checks import Refusal
+from proxy.front.peers import FORWARDED_BY, NOT_PROCESSED, Peers
+from proxy.handle import KeyRing, token_kid
+from proxy.handle.peer_auth import PeerAuthError
+from proxy.wire import jsonrpc
+from proxy.wire.jsonrpc import ErrorObject
+
+log = structlog.get_logger("proxy.peers")
+
+
+def check_peer_request(
+    peers: Peers, stopped: bool, request: web.Request, body: bytes, line: dict[str, Any]
+) -> None:
+    """A forwarded retry is served only if a peer signed it (the forwarder's address included), and only
+    while this replica still serves calls: once it stops, it says it did not process the retry, so the
+    forwarder may handle it itself. Raises Refusal."""
+    try:
+        peers.authenticate(request.method, request.path, body, request.headers)
+    except PeerAuthError as exc:
+        line.update(outcome="peer_auth_failed", reason=f"peer_{exc.reason}")
+        log.warning(
+            "peer.auth_failed",
+            reason=exc.reason,
+            remote=request.remote,
+            claimed_forwarder=request.headers.get(FORWARDED_BY),
+            hint="only replicas sharing this key ring may use the peer route"
+            if exc.reason != "unknown_key"
+            else "the forwarder signed with a key this replica does not hold: the key rings differ",
+        )
+        raise Refusal(
+            401,
+            ErrorObject(
+                jsonrpc.INVALID_REQUEST, "Peer authentication failed (the peer route is for replicas)"
+            ),
+        ) from None
+    line["forwarded_by"] = request.headers[FORWARDED_BY]  # verified: it is inside the MAC
+    if stopped:
+        line["outcome"] = "not_processed"
+        raise Refusal(
+            503,
+            ErrorObject(jsonrpc.SHUTTING_DOWN, "This proxy replica has stopped; the retry was not processed"),
+            ((NOT_PROCESSED, "1"), ("Retry-After", "0")),
+        )
+
+
+def key_not_held(request_state: str | None, ring: KeyRing, line: dict[str, Any]) -> Refusal:
+    """A handle sealed with a key not in this ring: not a forgery (its key id is in no ring of ours, or in
+    one another replica has and this one lacks: a rotation not yet here, or a replica with the wrong key).
+    A 503 sends it on to another replica behind a balancer that retries (nginx `proxy_next_upstream
+    http_503 non_idempotent`): nothing was done with it, so sending it again is safe."""
+    kid = token_kid(request_state)
+    line["key_id"] = kid
+    log.warning(
+        "handle.key_not_held",
+        key_id=kid,
+        key_ids=list(ring.kids),
+        hint="requestState was sealed with a key this replica does not hold: a key rotation that has not "
+        "reached it yet, or replicas with different keys (compare /readyz key_ring on each)",
+    )
+    return Refusal(
+        503,
+        ErrorObject(
+            jsonrpc.KEY_NOT_HELD,
+            "This proxy replica does not hold the key that sealed requestState; nothing was done. "
+            "Send the request again: another replica can take it.",
+        ),
+        (("Retry-After", "1"),),
+    )

@@ -620,3 +620,25 @@ def test_origin_not_configured(origin: str) -> None:
 
 def test_origin_dns_rebinding_is_refused() -> None:
     assert origin_allowed("http://attacker.example:8080", "attacker.example:8080", frozenset()) is False
+
+
+@pytest.mark.parametrize("method", ["tools/call", "tools/list", "server/discover"])
+def test_the_log_level_opt_in_is_read_and_kept_from_upstream(method: str) -> None:
+    meta = {PV: MODERN, mcp.META_LOG_LEVEL: "warning", "progressToken": 3}
+    req, headers = make(method, {**_default_params(method), "_meta": meta})
+    out = check_modern(req, headers, limits=LIMITS)
+    assert out.log_level == "warning"
+    assert out.upstream_params.get("_meta") == {"progressToken": 3}  # the opt-in itself never goes upstream
+    req, headers = make(method)
+    assert check_modern(req, headers, limits=LIMITS).log_level is None
+
+
+@pytest.mark.parametrize("level", ["verbose", "WARNING", "", 3, ["info"]])
+def test_an_unknown_log_level_is_invalid_params(level: Any) -> None:
+    req, headers = make(params={"name": "x", "_meta": {PV: MODERN, mcp.META_LOG_LEVEL: level}})
+    refusal = refused(req, headers)
+    assert (refusal.status, refusal.error.code) == (200, BAD_PARAMS)
+    assert refusal.error.message == (
+        "params._meta['io.modelcontextprotocol/logLevel'] must be one of "
+        "debug, info, notice, warning, error, critical, alert, emergency"
+    )

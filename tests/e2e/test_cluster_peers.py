@@ -17,6 +17,7 @@ import pytest
 
 from e2e.harness import RawClient, Reply, accept_name, running_proxy
 from e2e.replicas import cluster, log_lines, url_of
+from proxy.app import STATE
 from proxy.config import FrontConfig
 from proxy.handle import KeyRing, generate_key_b64, parse_key
 from proxy.handle.peer_auth import PEER_AUTH, sign
@@ -253,3 +254,36 @@ async def test_a_forwarded_retry_counts_against_the_clients_rate(fastmcp_url: st
             async with http.post(proxy.url.replace("/mcp", path), data=data, headers=headers) as resp:
                 replies.append((resp.status, (await resp.json())["error"]["code"]))
         assert replies == [(200, -32602), (429, -31003)]
+
+
+async def test_a_stopped_owner_says_it_did_not_process_a_forwarded_retry(fastmcp_url: str) -> None:
+    """After its drain a replica answers a forwarded retry 503 `X-Mrtr-Not-Processed: 1` at once — not
+    silence until it exits — so the forwarder knows nothing reached the call and handles it itself."""
+    ring = ring_of(KEY)
+    async with running_proxy(fastmcp_url, ring=ring) as proxy, aiohttp.ClientSession() as http:
+        client = RawClient(proxy.url, http)
+        first = await client.call("ask_name")
+        proxy.app[STATE].stopped = True
+        body = client.body(
+            "tools/call",
+            {
+                "name": "ask_name",
+                "arguments": {},
+                "inputResponses": {"elicit-1": accept_name("Late")},
+                "requestState": first.result["requestState"],
+            },
+        )
+        data = json.dumps(body).encode()
+        path = "/_mrtr/forward/mcp"
+        headers = {
+            **client.headers(body),
+            "X-Mrtr-Forwarded-By": "127.0.0.1:9",
+            PEER_AUTH: sign(
+                ring, method="POST", path=path, body=data, forwarded_by="127.0.0.1:9", now=_now()
+            ),
+        }
+        async with http.post(proxy.url.replace("/mcp", path), data=data, headers=headers) as resp:
+            assert resp.status == 503
+            assert resp.headers["X-Mrtr-Not-Processed"] == "1"
+            assert (await resp.json())["error"]["code"] == -31005
+        assert proxy.parked == 1  # untouched

@@ -146,13 +146,20 @@ async def park_and_forward(
     return survivor, retry
 
 
-@pytest.mark.parametrize("resumable", [True, False], ids=["event-store", "no-event-store"])
-async def test_owner_dies_after_taking_a_forwarded_retry(resumable: bool) -> None:
+@pytest.mark.parametrize(
+    ("resumable", "streaming"),
+    [(True, False), (False, False), (True, True)],
+    ids=["event-store", "no-event-store", "event-store-mid-stream"],
+)
+async def test_owner_dies_after_taking_a_forwarded_retry(resumable: bool, streaming: bool) -> None:
     """The owner took the forwarded input and died: on a resumable upstream the survivor takes the call
-    over and it completes; otherwise the client is told the outcome is unknown — never "start over"."""
+    over and it completes; otherwise the client is told the outcome is unknown — never "start over".
+    mid-stream: the owner had started its SSE answer (keep-alive comments) when it died; the survivor's
+    answer follows on the same stream."""
+    front = {"keepalive_s": 0.3} if streaming else None
     async with (
         peers.start_fastmcp(event_store=resumable) as url,
-        cluster(url, 2, peer_ports=True) as group,
+        cluster(url, 2, peer_ports=True, front=front) as group,
         aiohttp.ClientSession() as http,
     ):
         owner, other = group.replicas
@@ -160,7 +167,7 @@ async def test_owner_dies_after_taking_a_forwarded_retry(resumable: bool) -> Non
         # The owner takes the forwarded retry (its metrics count the parked call resumed), answers the
         # upstream with one POST, and the tool then works for 4 s: kill the owner in between.
         await wait_for(_resumed_on(http, owner), "the owner to take the forwarded retry")
-        await asyncio.sleep(0.5)
+        await asyncio.sleep(1.0 if streaming else 0.5)  # streaming: a few keep-alives have been relayed
         owner.process.send_signal(signal.SIGKILL)
         await asyncio.wait_for(owner.process.wait(), 10)
         reply = await asyncio.wait_for(retry, 60)
@@ -177,6 +184,9 @@ async def test_owner_dies_after_taking_a_forwarded_retry(resumable: bool) -> Non
         assert (await outcomes(survivor)).count("accept:Applied") == 1
         lost = [line for line in log_lines(other) if line.get("owner_lost")]
         assert len(lost) == 1
+        if streaming:  # the answer went on on the stream the owner had started
+            assert lost[0]["owner_lost"].endswith("mid-answer"), lost
+            assert reply.headers["Content-Type"].startswith("text/event-stream")
 
 
 def _resumed_on(http: aiohttp.ClientSession, replica: peers.PeerProcess) -> Any:

@@ -7,10 +7,11 @@ peers of `replica.peers` (a name may resolve to several addresses: a headless Se
 - `agrees`: every peer that answered holds this replica's sealing key, and this one holds theirs;
 - `differs`: some do not — a rotation half-way (fine for a moment) or one replica with the wrong key;
   logged as an error on every check;
-- `mismatch`: *most* peers that answered do not hold this replica's sealing key: this replica is the odd
-  one. With `replica.key_mismatch: unready` its /readyz answers 503, so it takes no new calls (the
-  other replicas stay ready: each of them sees only a minority differ). A peer that cannot verify
-  our signature at all (no key in common) counts as not holding it.
+- `mismatch`: more replicas lack this replica's sealing key than hold it (counting itself among the
+  holders), or as many, and it started after every peer that lacks it: this replica is the odd one.
+  With `replica.key_mismatch: unready` its /readyz answers 503, so it takes no new calls; the others
+  stay ready (with two replicas the newcomer loses the tie: the other has been serving with its keys).
+  A peer that cannot verify our signature at all (no key in common) counts as not holding it.
 
 Key ids are the public ids every handle already carries in clear, so the exchange reveals nothing new.
 `assess` is pure; `PeerKeyCheck` does the I/O.
@@ -21,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -36,6 +38,7 @@ from proxy.handle.peer_auth import PeerAuthError
 log = structlog.get_logger("proxy.keys")
 
 KEYS_PATH = "/_mrtr/peer/keys"
+STARTED_AT = time.time()  # this process's start: the newer of two replicas that disagree is the odd one
 Verdict = Literal["checking", "alone", "agrees", "differs", "mismatch"]
 
 
@@ -47,6 +50,7 @@ class PeerKeys:
     key_ids: tuple[str, ...] = ()
     sealing: str | None = None
     problem: str | None = None  # "unreachable: …", "no key in common", "bad answer"
+    started_at: float | None = None  # when its process started (unix seconds): breaks a tie
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,14 +78,17 @@ class Agreement:
         }
 
 
-def assess(ring: KeyRing, answers: Sequence[PeerKeys]) -> Agreement:
-    """Judge the answers of the peers (pure)."""
+def assess(ring: KeyRing, answers: Sequence[PeerKeys], started_at: float = 0.0) -> Agreement:
+    """Judge the answers of the peers (pure). `started_at`: when this process started."""
     answered = [p for p in answers if p.key_ids or p.problem == "no key in common"]
-    lacking = tuple(p.address for p in answered if ring.sealing_kid not in p.key_ids)
+    lacking_peers = [p for p in answered if ring.sealing_kid not in p.key_ids]
+    lacking = tuple(p.address for p in lacking_peers)
     unknown = tuple(p.address for p in answered if p.sealing is not None and p.sealing not in ring.kids)
+    holders = len(answered) - len(lacking) + 1  # this replica holds its own sealing key
+    newest = all(p.started_at is not None and p.started_at < started_at for p in lacking_peers)
     if not answered:
         verdict: Verdict = "alone"
-    elif len(lacking) * 2 > len(answered):
+    elif len(lacking) > holders or (len(lacking) == holders and newest):
         verdict = "mismatch"
     elif lacking or unknown:
         verdict = "differs"
@@ -142,12 +149,14 @@ class PeerKeyCheck:
         kids = tuple(str(k) for k in body["key_ids"])
         sealing = body.get("sealing")
         problem = "no key in common" if body.get("reason") == "unknown_key" else None
-        return PeerKeys(address, kids, str(sealing) if sealing else None, problem)
+        started = body.get("started_at")
+        started_at = float(started) if isinstance(started, int | float) else None
+        return PeerKeys(address, kids, str(sealing) if sealing else None, problem, started_at)
 
     async def check(self, http: aiohttp.ClientSession, ring: KeyRing) -> Agreement:
         addresses = await self.resolve()
         answers = await asyncio.gather(*(self.ask(http, a) for a in addresses))
-        previous, self.agreement = self.agreement.verdict, assess(ring, answers)
+        previous, self.agreement = self.agreement.verdict, assess(ring, answers, STARTED_AT)
         if self.agreement.verdict in ("differs", "mismatch"):
             log.error(
                 "keys.peers_differ",
@@ -172,7 +181,7 @@ async def serve_keys(request: web.Request, peers: Peers) -> web.Response:
     """`GET /_mrtr/peer/keys`: this replica's key ids (public ids, never keys), for a signed peer. A peer that
     signed with a key we do not hold gets them too, marked `unknown_key`: that is the finding it needs."""
     ring = peers.ring()
-    body: dict[str, Any] = {"key_ids": list(ring.kids), "sealing": ring.sealing_kid}
+    body: dict[str, Any] = {"key_ids": list(ring.kids), "sealing": ring.sealing_kid, "started_at": STARTED_AT}
     try:
         peers.authenticate("GET", request.path, b"", request.headers)
     except PeerAuthError as exc:

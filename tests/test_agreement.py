@@ -42,9 +42,18 @@ def test_the_healthy_ones_see_only_a_minority_differ() -> None:
 
 
 def test_a_peer_that_cannot_verify_us_counts_as_lacking_our_key() -> None:
-    no_common = PeerKeys("w:1", (WRONG.kid,), WRONG.kid, problem="no key in common")
-    assert assess(RING, [no_common]).verdict == "mismatch"  # two replicas: each sees the other differ
+    no_common = PeerKeys("w:1", (WRONG.kid,), WRONG.kid, problem="no key in common", started_at=100.0)
     assert assess(RING, [no_common, peer("a:1", K)]).verdict == "differs"
+
+
+def test_two_replicas_that_disagree_the_newer_one_is_the_odd_one() -> None:
+    """A tie (one against one): the replica that started later loses; the other has been serving."""
+    older = PeerKeys("a:1", (K.kid,), K.kid, started_at=100.0)
+    newer = PeerKeys("w:1", (WRONG.kid,), WRONG.kid, started_at=200.0)
+    assert assess(KeyRing([WRONG]), [older], started_at=200.0).verdict == "mismatch"
+    assert assess(RING, [newer], started_at=100.0).verdict == "differs"
+    unknown_age = PeerKeys("w:1", (WRONG.kid,), WRONG.kid)
+    assert assess(RING, [unknown_age], started_at=100.0).verdict == "differs"  # no proof it is older
 
 
 def test_a_peer_sealing_with_a_key_we_lack_is_reported() -> None:

@@ -44,7 +44,12 @@ class PeerUnreachable(Exception):
 
 
 class PeerLost(Exception):
-    """The owner accepted the retry and went away before answering: the outcome is unknown."""
+    """The owner accepted the retry and went away before answering: the outcome is unknown. `stream`: the
+    SSE stream already relayed to the client, cut at an event boundary, on which the answer may go on."""
+
+    def __init__(self, reason: str, stream: web.StreamResponse | None = None) -> None:
+        super().__init__(reason)
+        self.stream = stream
 
 
 class Peers:
@@ -128,17 +133,23 @@ class Peers:
             except (aiohttp.ClientError, TimeoutError) as exc:
                 raise PeerLost(f"{owner}: {type(exc).__name__} before the answer") from None
             await out.prepare(request)
+            tail = b"\n\n"
             try:
                 chunk = first
                 while chunk:
                     await out.write(chunk)
+                    tail = (tail + chunk)[-2:]
                     chunk = await upstream.content.readany()
             except (aiohttp.ClientError, TimeoutError) as exc:
-                # Cut off mid-answer: the status line is gone already. On an event stream the client still
-                # gets a last event saying what happened; a plain body can only end short.
+                # Cut off mid-answer: the status line is gone already. Between two events of an event
+                # stream, the answer can still follow on it (the caller takes over, or says what is known);
+                # cut inside an event, the client gets a last event saying the outcome is unknown; a plain
+                # body can only end short.
+                if sse and upstream.status == 200 and tail == b"\n\n":
+                    raise PeerLost(f"{owner}: {type(exc).__name__} mid-answer", stream=out) from None
                 if sse:
                     error = jsonrpc.error(request_id, jsonrpc.OUTCOME_UNKNOWN, outcome_unknown(str(exc)))
-                    await out.write(encode_event(jsonrpc.dumps(error).decode()))
+                    await out.write(b"\n\n" + encode_event(jsonrpc.dumps(error).decode()))  # ends the cut one
             await out.write_eof()
             return out
 

@@ -32,6 +32,11 @@ class Replier:
         self._json, self._sse = wants(request)
         self._stream: web.StreamResponse | None = None
 
+    def adopt(self, stream: web.StreamResponse) -> None:
+        """Go on with an SSE stream already started for this request (a relayed answer that was cut off)."""
+        if self._stream is None:
+            self._stream = stream
+
     @property
     def started(self) -> bool:
         """An SSE stream was started: the status (200) is sent and can no longer change."""

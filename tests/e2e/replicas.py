@@ -70,6 +70,7 @@ async def cluster(
     peer_ports: bool = False,
     replica: dict[str, Any] | None = None,
     calls_per_replica: Sequence[dict[str, Any]] | None = None,
+    front: dict[str, Any] | None = None,
 ) -> AsyncIterator[Cluster]:
     """`count` replicas of `mrtr-proxy serve` on 127.0.0.1, each naming its own address as owner. `keys`:
     the key files of every replica's key directory (or one mapping per replica; default one shared key).
@@ -95,6 +96,7 @@ async def cluster(
                     {
                         "keys": {"dirs": [str(key_dir)], **(keys_config or {})},
                         "calls": {**(calls or {}), **(calls_per_replica[i] if calls_per_replica else {})},
+                        "front": front or {},
                         "replica": rep,
                         "upstreams": [{"name": "default", "url": str(upstream_url)}],
                     }

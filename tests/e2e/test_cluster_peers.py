@@ -17,6 +17,7 @@ import pytest
 
 from e2e.harness import RawClient, Reply, accept_name, running_proxy
 from e2e.replicas import cluster, log_lines, url_of
+from proxy.app import STATE
 from proxy.config import FrontConfig
 from proxy.handle import KeyRing, generate_key_b64, parse_key
 from proxy.handle.peer_auth import PEER_AUTH, sign
@@ -145,13 +146,20 @@ async def park_and_forward(
     return survivor, retry
 
 
-@pytest.mark.parametrize("resumable", [True, False], ids=["event-store", "no-event-store"])
-async def test_owner_dies_after_taking_a_forwarded_retry(resumable: bool) -> None:
+@pytest.mark.parametrize(
+    ("resumable", "streaming"),
+    [(True, False), (False, False), (True, True)],
+    ids=["event-store", "no-event-store", "event-store-mid-stream"],
+)
+async def test_owner_dies_after_taking_a_forwarded_retry(resumable: bool, streaming: bool) -> None:
     """The owner took the forwarded input and died: on a resumable upstream the survivor takes the call
-    over and it completes; otherwise the client is told the outcome is unknown — never "start over"."""
+    over and it completes; otherwise the client is told the outcome is unknown — never "start over".
+    mid-stream: the owner had started its SSE answer (keep-alive comments) when it died; the survivor's
+    answer follows on the same stream."""
+    front = {"keepalive_s": 0.3} if streaming else None
     async with (
         peers.start_fastmcp(event_store=resumable) as url,
-        cluster(url, 2, peer_ports=True) as group,
+        cluster(url, 2, peer_ports=True, front=front) as group,
         aiohttp.ClientSession() as http,
     ):
         owner, other = group.replicas
@@ -159,7 +167,7 @@ async def test_owner_dies_after_taking_a_forwarded_retry(resumable: bool) -> Non
         # The owner takes the forwarded retry (its metrics count the parked call resumed), answers the
         # upstream with one POST, and the tool then works for 4 s: kill the owner in between.
         await wait_for(_resumed_on(http, owner), "the owner to take the forwarded retry")
-        await asyncio.sleep(0.5)
+        await asyncio.sleep(1.0 if streaming else 0.5)  # streaming: a few keep-alives have been relayed
         owner.process.send_signal(signal.SIGKILL)
         await asyncio.wait_for(owner.process.wait(), 10)
         reply = await asyncio.wait_for(retry, 60)
@@ -176,6 +184,9 @@ async def test_owner_dies_after_taking_a_forwarded_retry(resumable: bool) -> Non
         assert (await outcomes(survivor)).count("accept:Applied") == 1
         lost = [line for line in log_lines(other) if line.get("owner_lost")]
         assert len(lost) == 1
+        if streaming:  # the answer went on on the stream the owner had started
+            assert lost[0]["owner_lost"].endswith("mid-answer"), lost
+            assert reply.headers["Content-Type"].startswith("text/event-stream")
 
 
 def _resumed_on(http: aiohttp.ClientSession, replica: peers.PeerProcess) -> Any:
@@ -253,3 +264,36 @@ async def test_a_forwarded_retry_counts_against_the_clients_rate(fastmcp_url: st
             async with http.post(proxy.url.replace("/mcp", path), data=data, headers=headers) as resp:
                 replies.append((resp.status, (await resp.json())["error"]["code"]))
         assert replies == [(200, -32602), (429, -31003)]
+
+
+async def test_a_stopped_owner_says_it_did_not_process_a_forwarded_retry(fastmcp_url: str) -> None:
+    """After its drain a replica answers a forwarded retry 503 `X-Mrtr-Not-Processed: 1` at once — not
+    silence until it exits — so the forwarder knows nothing reached the call and handles it itself."""
+    ring = ring_of(KEY)
+    async with running_proxy(fastmcp_url, ring=ring) as proxy, aiohttp.ClientSession() as http:
+        client = RawClient(proxy.url, http)
+        first = await client.call("ask_name")
+        proxy.app[STATE].stopped = True
+        body = client.body(
+            "tools/call",
+            {
+                "name": "ask_name",
+                "arguments": {},
+                "inputResponses": {"elicit-1": accept_name("Late")},
+                "requestState": first.result["requestState"],
+            },
+        )
+        data = json.dumps(body).encode()
+        path = "/_mrtr/forward/mcp"
+        headers = {
+            **client.headers(body),
+            "X-Mrtr-Forwarded-By": "127.0.0.1:9",
+            PEER_AUTH: sign(
+                ring, method="POST", path=path, body=data, forwarded_by="127.0.0.1:9", now=_now()
+            ),
+        }
+        async with http.post(proxy.url.replace("/mcp", path), data=data, headers=headers) as resp:
+            assert resp.status == 503
+            assert resp.headers["X-Mrtr-Not-Processed"] == "1"
+            assert (await resp.json())["error"]["code"] == -31005
+        assert proxy.parked == 1  # untouched

@@ -24,7 +24,7 @@ INVALID = {"code": -32602, "message": "Invalid requestState"}
 KEY_NOT_HELD = {
     "code": -31012,
     "message": "This proxy replica does not hold the key that sealed requestState; nothing was done. "
-    "Send the request again: another replica can take it.",
+    "Send the request again: another replica may hold the key.",
 }
 
 

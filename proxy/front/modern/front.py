@@ -92,8 +92,7 @@ class ModernFront:
         self._limits = InputLimits(front.max_input_responses, front.max_input_response_bytes)
 
     def check_peer(self, request: web.Request, body: bytes, line: dict[str, Any]) -> None:
-        """The peer route (/_mrtr/forward/…): signed by a replica, while this one serves. Raises Refusal."""
-        check_peer_request(self._peers, self._state.stopped, request, body, line)
+        check_peer_request(self._peers, self._state.stopped, request, body, line)  # signed, still serving
 
     async def handle(
         self,
@@ -190,6 +189,8 @@ class ModernFront:
                 local = await dispatch(local_only=True, owner_gone="unreachable")
             except PeerLost as exc:  # it took the retry and went away: take over if the upstream can resume
                 line["owner_lost"] = str(exc)
+                if exc.stream is not None:  # the owner's event stream was cut: the answer goes on there
+                    replier.adopt(exc.stream)
                 local = await dispatch(local_only=True, owner_gone="unknown")
             else:
                 line["outcome"] = f"forwarded:{response.status}"

@@ -72,7 +72,7 @@ def key_not_held(request_state: str | None, ring: KeyRing, line: dict[str, Any])
         ErrorObject(
             jsonrpc.KEY_NOT_HELD,
             "This proxy replica does not hold the key that sealed requestState; nothing was done. "
-            "Send the request again: another replica can take it.",
+            "Send the request again: another replica may hold the key.",
         ),
         (("Retry-After", "1"),),
     )

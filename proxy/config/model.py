@@ -69,6 +69,10 @@ class FrontConfig:
     rate_limit_per_s: float = 0
     rate_burst: int = 20
     keepalive_s: float = 15
+    header_timeout_s: float = 5
+    body_timeout_s: float = 10
+    idle_timeout_s: float = 15
+    max_connections: int = 1024
 
 
 PrincipalSource = Literal["authorization", "jwt_claim", "header"]

@@ -17,6 +17,7 @@ from proxy.app import create_app, drain
 from proxy.auth.setup import AuthSetupError, prepare
 from proxy.config import AuthConfig, Config, ConfigError, load_config
 from proxy.handle import KeyLoadError, generate_key_b64
+from proxy.hardening import forbid_process_inspection
 from proxy.listener import GuardedSite, ListenerGuard, ListenerLimits
 from proxy.metrics import METRICS
 from proxy.probe import cli as probe_cli
@@ -101,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         print(str(exc), file=sys.stderr)
         return 2
     logs.configure(config.logging.level, config.logging.format)
+    forbid_process_inspection()  # before any stdio child starts: /proc/<pid>/environ, mem, fd: root only
     try:
         app = create_app(config, handle_signals=True)
     except (KeyLoadError, TracingUnavailable, AuthSetupError) as exc:

@@ -36,6 +36,7 @@ from proxy.auth.setup import prepare
 from proxy.calls.outcomes import CallSettings
 from proxy.calls.registry import CallRegistry
 from proxy.calls.roots import RootsBook
+from proxy.calls.saturation import saturation
 from proxy.calls.service import CallService
 from proxy.config import Config
 from proxy.front.endpoint import Endpoint
@@ -207,6 +208,7 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
             idle_ttl=up.pool.idle_ttl_s,
             adopter=session_adopter(up, clients[up.name]),
             reuse=up.pool.reuse_sessions,
+            acquire_timeout=up.pool.acquire_timeout_s,
         )
         for up in config.upstreams
     }
@@ -215,17 +217,24 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
     app[CALLS] = CallService(
         pools,
         app[CODEC],
-        CallRegistry(max_calls=calls.max_parked, max_per_principal=calls.max_parked_per_principal),
+        CallRegistry(
+            max_calls=calls.max_parked,
+            max_per_principal=calls.max_parked_per_principal,
+            max_per_address=calls.max_calls_per_address,
+            first_round_ttl=calls.first_round_ttl_s,
+        ),
         CallSettings(
             gather_window=calls.gather_window_ms / 1000,
             parked_ttl=calls.parked_ttl_s,
             call_timeout=calls.call_timeout_s,
             owner=config.replica_address,
+            parked_share=calls.parked_share,
         ),
         observer=app[METRICS],
         roots=roots,
     )
-    app[METRICS].watch(app[CALLS].registry, pools)
+    service = app[CALLS]
+    app[METRICS].watch(service.registry, pools, saturation=lambda: saturation(service, pools))
     app[TASKS] = TaskManager(
         app[CALLS],
         app[CODEC],

@@ -41,7 +41,7 @@ SessionAdopter = Callable[[PoolKey, str, ServerInfo], Awaitable[UpstreamSession]
 
 
 class PoolExhausted(Exception):
-    pass
+    """No session could be had within `acquire_timeout` (the pool is at pool.max_sessions): -31003."""
 
 
 class SessionPool:
@@ -55,8 +55,11 @@ class SessionPool:
         clock: Callable[[], float] = time.monotonic,
         adopter: SessionAdopter | None = None,
         reuse: bool = True,
+        acquire_timeout: float = 0.0,
     ) -> None:
         self.name = name
+        self._acquire_timeout = acquire_timeout  # how long a request waits for room in a full pool
+        self._room: list[asyncio.Future[None]] = []  # requests waiting for room
         self._reuse = reuse
         self._factory = factory
         self._adopter = adopter
@@ -72,6 +75,15 @@ class SessionPool:
     @property
     def size(self) -> int:
         return self._opening + sum(map(len, self._idle.values())) + sum(map(len, self._busy.values()))
+
+    @property
+    def max_sessions(self) -> int:
+        return self._max
+
+    @property
+    def in_use(self) -> int:
+        """Sessions opening or taken by a receiving call (idle ones can always be closed for room)."""
+        return self._opening + sum(map(len, self._busy.values()))
 
     async def acquire(self, key: PoolKey) -> UpstreamSession:
         """A live session of `key` for one receiving call, reused when one is idle."""
@@ -97,8 +109,7 @@ class SessionPool:
                 f"upstream {self.name!r}: its transport cannot resume another replica's session"
             )
         info = await self.server_info(key)
-        if self.size >= self._max and not self._evict_one_idle():
-            raise PoolExhausted(f"upstream {self.name!r} has {self._max} sessions open (pool.max_sessions)")
+        await self._make_room()
         session = await self._adopter(key, session_id, info)
         self._busy.setdefault(key, set()).add(session)
         return session
@@ -116,6 +127,7 @@ class SessionPool:
             self._idle.setdefault(key, []).append((session, self._clock()))
         else:
             self._close_later(session)
+        self._wake()
 
     async def request(
         self, key: PoolKey, method: str, params: Mapping[str, Any], timeout: float
@@ -154,6 +166,7 @@ class SessionPool:
             busy.discard(session)
             if not busy:
                 del self._busy[key]
+        self._wake()
 
     def reap_idle(self) -> int:
         """Close sessions idle for longer than the TTL; returns how many."""
@@ -169,6 +182,8 @@ class SessionPool:
                 self._idle[key] = keep
             else:
                 del self._idle[key]
+        if reaped:
+            self._wake()
         return reaped
 
     async def close(self) -> None:
@@ -192,9 +207,39 @@ class SessionPool:
         self._close_later(session)
         return True
 
+    async def _make_room(self) -> None:
+        """Return once one more session fits (closing an idle one if need be), waiting at most
+        `acquire_timeout` for a busy one to be given back. Raises PoolExhausted."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._acquire_timeout
+        while self.size >= self._max and not self._evict_one_idle():
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                waited = f"; waited {self._acquire_timeout:g}s (pool.acquire_timeout_s)"
+                raise PoolExhausted(
+                    f"upstream {self.name!r} has {self._max} sessions open (pool.max_sessions)"
+                    + (waited if self._acquire_timeout > 0 else "")
+                )
+            room = loop.create_future()
+            self._room.append(room)
+            try:
+                async with asyncio.timeout(remaining):
+                    await room
+            except TimeoutError:
+                pass
+            finally:
+                if room in self._room:
+                    self._room.remove(room)
+
+    def _wake(self) -> None:
+        """Room may have appeared: every waiter looks again (the first to find it takes it)."""
+        waiters, self._room = self._room, []
+        for room in waiters:
+            if not room.done():
+                room.set_result(None)
+
     async def _open(self, key: PoolKey) -> UpstreamSession:
-        if self.size >= self._max and not self._evict_one_idle():
-            raise PoolExhausted(f"upstream {self.name!r} has {self._max} sessions open (pool.max_sessions)")
+        await self._make_room()
         self._opening += 1
         try:
             session = await self._factory(key)
@@ -204,6 +249,7 @@ class SessionPool:
             raise UpstreamError(f"could not open a session: {type(exc).__name__}: {exc}") from exc
         finally:
             self._opening -= 1
+            self._wake()  # a failed open gave its room back
         if self._info is None:
             self._info = session.info
         log.debug(

@@ -73,6 +73,7 @@ class FrontConfig:
     body_timeout_s: float = 10
     idle_timeout_s: float = 15
     max_connections: int = 1024
+    client_address_header: str | None = None
 
 
 PrincipalSource = Literal["authorization", "jwt_claim", "header"]
@@ -108,6 +109,9 @@ class CallsConfig:
     call_timeout_s: float = 300
     drain_grace_s: float = 30
     tasks: TasksConfig = field(default_factory=TasksConfig)
+    max_calls_per_address: int = 256
+    parked_share: float = 0.75
+    first_round_ttl_s: float = 120
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +135,7 @@ class PoolConfig:
     max_sessions: int = 1024
     idle_ttl_s: float = 300
     reuse_sessions: bool = True
+    acquire_timeout_s: float = 5
 
 
 @dataclass(frozen=True, slots=True)

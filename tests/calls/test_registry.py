@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from proxy.calls.registry import CallBusy, CallRegistry, LimitExceeded, LiveCall
+from proxy.calls.registry import ENDED_PER_CALL, CallBusy, CallRegistry, LimitExceeded, LiveCall
 from proxy.translate.capabilities import ClientCapabilities
 from proxy.translate.exchange import Exchange
 
@@ -216,13 +216,14 @@ def test_remove_without_ttl_is_not_remembered(reg: CallRegistry) -> None:
     assert not reg.ended("never-seen")
 
 
-def test_ended_is_bounded_by_max_calls(reg: CallRegistry) -> None:
-    for i in range(5):  # max_calls is 3
+def test_ended_is_bounded_by_a_multiple_of_max_calls(reg: CallRegistry) -> None:
+    bound = ENDED_PER_CALL * 3  # max_calls is 3
+    for i in range(bound + 2):
         c = call(f"c{i}", f"p{i}")
         reg.add(c)
         reg.remove(c, handle_ttl=60)
-    assert [reg.ended(f"c{i}") for i in range(5)] == [False, False, True, True, True]
-    assert len(reg._ended) == 3
+    assert [reg.ended(f"c{i}") for i in range(bound + 2)] == [False, False] + [True] * bound
+    assert len(reg._ended) == bound
 
 
 def test_expired_prunes_ended_calls(reg: CallRegistry, clock: Clock) -> None:

@@ -28,6 +28,7 @@ from proxy.calls.outcomes import (
 )
 from proxy.calls.service import CallService
 from proxy.config import FrontConfig, UpstreamConfig
+from proxy.front.address import client_address
 from proxy.front.checks import InputLimits, Refusal, check_modern
 from proxy.front.modern.listen import ListenFront
 from proxy.front.modern.peer_route import check_peer_request, key_not_held
@@ -36,7 +37,7 @@ from proxy.front.peers import FORWARD_PREFIX, PeerLost, Peers, PeerUnreachable
 from proxy.front.principal import Resolver
 from proxy.front.ratelimit import RateLimiter
 from proxy.front.reply import Replier
-from proxy.pool import PoolKey, SessionPool
+from proxy.pool import PoolExhausted, PoolKey, SessionPool
 from proxy.tasks.front import TaskCreated, TaskFront
 from proxy.translate.request import ModernRequest
 from proxy.upstream.base import UpstreamAuthChallenge, UpstreamError
@@ -155,6 +156,7 @@ class ModernFront:
                 local_only=local_only,
                 owner_gone=owner_gone,
                 link=link,
+                address=client_address(request.headers, request.remote, self._front.client_address_header),
             )
             try:
                 return await self._with_keepalive(replier, work)
@@ -238,6 +240,7 @@ class ModernFront:
         local_only: bool = False,
         owner_gone: OwnerGone | None = None,
         link: CallLink | None = None,
+        address: str = "",
     ) -> jsonrpc.Response | Forward:
         msg = req.request
         if msg.method == "ping":
@@ -260,6 +263,7 @@ class ModernFront:
             principal,
             link or CallLink(),
             log_level=req.log_level,
+            address=address,
         )
         try:
             if self._tasks is not None and self._tasks.applies(req):  # may become a task (proxy/tasks)
@@ -323,6 +327,8 @@ class ModernFront:
             info = await pool.server_info(key)
         except UpstreamAuthChallenge:
             raise
+        except PoolExhausted as exc:
+            return self._pool_full(msg, exc, line)
         except (UpstreamError, TimeoutError) as exc:
             line["outcome"] = "upstream_failed"
             return jsonrpc.error(msg.id, jsonrpc.UPSTREAM_FAILED, f"Upstream {upstream!r} unavailable: {exc}")
@@ -345,6 +351,8 @@ class ModernFront:
             reply = await self._pools[upstream].request(key, msg.method, req.upstream_params, PLAIN_TIMEOUT)
         except UpstreamAuthChallenge:
             raise
+        except PoolExhausted as exc:
+            return self._pool_full(msg, exc, line)
         except UpstreamError as exc:
             line["outcome"] = "upstream_failed"
             return jsonrpc.error(msg.id, jsonrpc.UPSTREAM_FAILED, f"Upstream {upstream!r} failed: {exc}")
@@ -353,6 +361,12 @@ class ModernFront:
             return jsonrpc.Error(msg.id, reply.error)
         line["outcome"] = "complete"
         return jsonrpc.Result(msg.id, complete(msg.method, reply.result))
+
+    def _pool_full(self, msg: jsonrpc.Request, exc: PoolExhausted, line: dict[str, Any]) -> jsonrpc.Response:
+        """No session came free in time for a plain request: -31003, like a call (never a 500)."""
+        self._calls.registry.refused("pool_full")
+        line.update(outcome=f"failed:{jsonrpc.LIMIT_EXCEEDED}", refusal="pool_full")
+        return jsonrpc.error(msg.id, jsonrpc.LIMIT_EXCEEDED, f"Too many calls: {exc}")
 
     def _pool_key(
         self,

@@ -41,6 +41,7 @@ from proxy.calls.service import CallService
 from proxy.config import Config
 from proxy.front.endpoint import Endpoint
 from proxy.front.legacy.bridge import BridgeSettings, LegacyBridge
+from proxy.front.legacy.quota import SessionQuota
 from proxy.front.legacy.relay import LegacyRelay
 from proxy.front.modern.front import ModernFront
 from proxy.front.modern.listen import ListenFront
@@ -249,8 +250,21 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
     by_name = {u.name: u for u in config.upstreams}
     # Legacy clients of sse/stdio upstreams: a session of their own each (front/legacy/bridge.py).
     settings = BridgeSettings.from_config(config)
+    quota = SessionQuota(  # legacy sessions per principal and client address, relayed and bridged alike
+        per_principal=config.front.legacy_sessions_per_principal,
+        per_address=config.front.legacy_sessions_per_address,
+    )
+    address_header = config.front.client_address_header
     bridge = LegacyBridge(
-        http, app[CODEC], by_name, no_call_answer, settings=settings, state=app[STATE], clients=clients
+        http,
+        app[CODEC],
+        by_name,
+        no_call_answer,
+        settings=settings,
+        state=app[STATE],
+        quota=quota,
+        address_header=address_header,
+        clients=clients,
     )
     upstreams = {u.name: u for u in config.upstreams}
     principal = resolver(config.principal)
@@ -259,7 +273,15 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
         front=config.front,
         upstreams=upstreams,
         principal=principal,
-        legacy=LegacyRelay(http, app[CODEC], by_name, bridge=bridge, clients=clients),
+        legacy=LegacyRelay(
+            http,
+            app[CODEC],
+            by_name,
+            bridge=bridge,
+            clients=clients,
+            quota=quota,
+            address_header=address_header,
+        ),
         modern=ModernFront(
             front=config.front,
             upstreams=upstreams,

@@ -117,16 +117,7 @@ class ModernFront:
         forwarded = request.path.startswith(FORWARD_PREFIX)  # the endpoint checked its signature
         if forwarded and req.request_state is None and msg.method not in mcp.TASK_METHODS:
             raise Refusal(400, ErrorObject(jsonrpc.INVALID_REQUEST, "The peer route only takes retries"))
-        if not self._rate.allow(principal):  # a forwarded retry counts here too: this replica does its work
-            wait = self._rate.retry_after(principal)
-            raise Refusal(
-                429,
-                ErrorObject(
-                    jsonrpc.LIMIT_EXCEEDED,
-                    f"Too many requests: at most {self._front.rate_limit_per_s:g}/s "
-                    f"for this client (front.rate_limit_per_s); retry in {wait:.1f}s",
-                ),
-            )
+        self.check_rate(principal)  # a forwarded retry counts here too: this replica does its work
         key = self._pool_key(upstream, req, request, principal, upstream_headers)
         if self._state.draining and msg.method in mcp.MRTR_METHODS and req.request_state is None:
             raise Refusal(
@@ -361,6 +352,20 @@ class ModernFront:
             return jsonrpc.Error(msg.id, reply.error)
         line["outcome"] = "complete"
         return jsonrpc.Result(msg.id, complete(msg.method, reply.result))
+
+    def check_rate(self, principal: str) -> None:
+        """Take one request from `principal`'s token bucket, or refuse it (429) when it is empty; the legacy
+        relay and bridge count against the same bucket (front/endpoint.py)."""
+        if not self._rate.allow(principal):
+            wait = self._rate.retry_after(principal)
+            raise Refusal(
+                429,
+                ErrorObject(
+                    jsonrpc.LIMIT_EXCEEDED,
+                    f"Too many requests: at most {self._front.rate_limit_per_s:g}/s "
+                    f"for this client (front.rate_limit_per_s); retry in {wait:.1f}s",
+                ),
+            )
 
     def _pool_full(self, msg: jsonrpc.Request, exc: PoolExhausted, line: dict[str, Any]) -> jsonrpc.Response:
         """No session came free in time for a plain request: -31003, like a call (never a 500)."""

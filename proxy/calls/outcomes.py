@@ -160,6 +160,7 @@ def lost(why: str = "it expired, or the proxy that held it restarted") -> ErrorO
 
 def invalid_responses(exchange: Exchange, responses: Mapping[str, Any]) -> ErrorObject | None:
     for key, pending in exchange.pending.items():
-        if key in responses and (problem := invalid_input_response(pending.method, responses[key])):
+        problem = key in responses and invalid_input_response(pending.method, responses[key], pending.params)
+        if problem:
             return ErrorObject(jsonrpc.INVALID_PARAMS, f"inputResponses[{key!r}] {problem}")
     return None

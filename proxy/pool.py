@@ -60,6 +60,7 @@ class SessionPool:
         self.name = name
         self._acquire_timeout = acquire_timeout  # how long a request waits for room in a full pool
         self._room: list[asyncio.Future[None]] = []  # requests waiting for room
+        self._plain: dict[UpstreamSession, int] = {}  # plain requests in flight on each session
         self._reuse = reuse
         self._factory = factory
         self._adopter = adopter
@@ -148,7 +149,23 @@ class SessionPool:
         if session is None:
             session = await self._open(key)
             self._idle.setdefault(key, []).append((session, self._clock()))
-        return await session.request(method, params, timeout)
+        # While it answers, an idle session is not closed to make room, nor reaped.
+        self._plain[session] = self._plain.get(session, 0) + 1
+        try:
+            return await session.request(method, params, timeout)
+        finally:
+            if (left := self._plain[session] - 1) > 0:
+                self._plain[session] = left
+            else:
+                del self._plain[session]
+                self._touch(key, session)
+                self._wake()
+
+    def _touch(self, key: PoolKey, session: UpstreamSession) -> None:
+        """An idle session just served a plain request: it was used now."""
+        entries = self._idle.get(key)
+        if entries:
+            self._idle[key] = [(s, self._clock() if s is session else t) for s, t in entries]
 
     async def server_info(self, key: PoolKey) -> ServerInfo:
         """The upstream's initialize result (cached after the first session opens)."""
@@ -173,9 +190,9 @@ class SessionPool:
         cutoff = self._clock() - self._idle_ttl
         reaped = 0
         for key, entries in list(self._idle.items()):
-            keep = [(s, t) for s, t in entries if t > cutoff and s.alive]
+            keep = [(s, t) for s, t in entries if (t > cutoff or s in self._plain) and s.alive]
             for s, t in entries:
-                if t <= cutoff or not s.alive:
+                if (t <= cutoff and s not in self._plain) or not s.alive:
                     self._close_later(s)
                     reaped += 1
             if keep:
@@ -197,7 +214,8 @@ class SessionPool:
 
     def _evict_one_idle(self) -> bool:
         """Make room: close one idle session (a dead one first, else the least recently used)."""
-        candidates = [(s.alive, t, k, s) for k, entries in self._idle.items() for s, t in entries]
+        busy = self._plain  # idle sessions answering a plain request are not closed under it
+        candidates = [(s.alive, t, k, s) for k, e in self._idle.items() for s, t in e if s not in busy]
         if not candidates:
             return False
         _, _, key, session = min(candidates, key=lambda c: (c[0], c[1]))

@@ -64,13 +64,24 @@ def invalid_input_response(
     return None
 
 
+# Only the types are checked, at every depth: a value of the wrong type would fail the tool, while servers
+# differ on the rest (an empty multi-select where the schema says minItems 1 is accepted by some).
+_TYPES_ONLY = validators.create(
+    meta_schema=validators.Draft202012Validator.META_SCHEMA,
+    validators={
+        k: validators.Draft202012Validator.VALIDATORS[k]
+        for k in ("type", "properties", "items", "prefixItems", "$ref")
+    },
+)
+
+
 def _schema_problem(schema: dict[str, Any], content: Any) -> str | None:
-    """The first way `content` fails `schema` (`content.<path>: <reason>`), or None. A schema that is not
-    valid JSON Schema is the upstream's problem, not the client's: nothing is checked against it."""
+    """The first value of `content`, at any depth, whose type `schema` does not allow
+    (`content.<path>: <reason>`), or None. A schema that is not valid JSON Schema is the upstream's
+    problem, not the client's: nothing is checked against it."""
     try:
-        cls = validators.validator_for(schema)
-        cls.check_schema(schema)
-        error = schema_errors.best_match(cls(schema).iter_errors(content))
+        validators.Draft202012Validator.check_schema(schema)
+        error = schema_errors.best_match(_TYPES_ONLY(schema).iter_errors(content))
     except schema_errors.SchemaError:
         return None
     if error is None:

@@ -183,13 +183,16 @@ NESTED_SCHEMA: dict[str, Any] = {
     ("content", "problem"),
     [
         ({"name": "x", "prefs": {"age": "old"}}, "content.prefs.age: 'old' is not of type 'integer'"),
-        ({"name": "x", "prefs": {"age": -1}}, "content.prefs.age: -1 is less than the minimum of 0"),
-        ({"name": "x", "tags": ["a", "c"]}, "content.tags[1]: 'c' is not one of ['a', 'b']"),
-        ({"prefs": {}}, "content: 'name' is a required property"),
+        ({"name": "x", "tags": ["a", 3]}, "content.tags[1]: 3 is not of type 'string'"),
+        ({"name": ["x"]}, "content.name: ['x'] is not of type 'string'"),
+        # Constraints other than types are the server's to judge (some accept these):
+        ({"name": "x", "prefs": {"age": -1}}, None),
+        ({"name": "x", "tags": ["c"]}, None),
+        ({"prefs": {}}, None),
         ({"name": "x", "prefs": {"age": 3}, "tags": ["b"]}, None),
     ],
 )
-def test_accepted_content_is_checked_against_the_whole_requested_schema(
+def test_accepted_content_is_type_checked_against_the_whole_requested_schema(
     content: dict[str, Any], problem: str | None
 ) -> None:
     params = {"message": "m", "requestedSchema": NESTED_SCHEMA}

@@ -15,15 +15,16 @@ import aiohttp
 import pytest
 import pytest_asyncio
 
-from e2e.harness import RawClient, accept_name, running_proxy
+from e2e.harness import ALL_CAPS, RawClient, accept_name, running_proxy
 from proxy.app import CALLS
-from proxy.config import PoolConfig, UpstreamConfig
+from proxy.config import PoolConfig, TasksConfig, UpstreamConfig
 
 pytestmark = [pytest.mark.peers, pytest.mark.asyncio(loop_scope="session")]
 
 POOL = PoolConfig(max_sessions=8, acquire_timeout_s=0.5)  # parked_share 0.75: 6 may wait for input
 FLOOD = 24
 BOUND_S = 20.0
+TASKS_EXT = "io.modelcontextprotocol/tasks"
 
 
 @pytest_asyncio.fixture(loop_scope="session")
@@ -162,3 +163,29 @@ async def test_a_full_pool_answers_every_request_with_31003_never_a_500(
         seen = await metrics(http, proxy.url)
         assert seen['mrtr_proxy_admission_refusals_total{reason="pool_full"}'] == 3
         assert seen['mrtr_proxy_requests_total{method="tools/list",outcome="failed",upstream="default"}'] == 1
+
+
+async def test_a_task_of_a_principal_that_never_answered_dies_young_too(
+    fastmcp_url: str, http: aiohttp.ClientSession
+) -> None:
+    """With the Tasks extension a parked call used to live for the task's TTL (1 h): now it gets
+    calls.first_round_ttl_s like any other, and the task says nobody answered."""
+    tasks = TasksConfig(policy="always", poll_interval_ms=50)
+    async with running_proxy(
+        upstream(fastmcp_url), max_calls_per_address=0, first_round_ttl_s=1, tasks=tasks
+    ) as proxy:
+        client = RawClient(proxy.url, http, capabilities={**ALL_CAPS, "extensions": {TASKS_EXT: {}}})
+        client.authorization = "Bearer minted-task"
+        task_id = (await client.call("ask_name")).result["taskId"]
+        async with asyncio.timeout(BOUND_S):
+            while True:
+                task = (await client.request("tasks/get", {"taskId": task_id})).result
+                if task["status"] not in ("working", "input_required"):
+                    break
+                await asyncio.sleep(0.1)
+        assert task["status"] == "failed"
+        assert task["error"] == {
+            "code": -31002,
+            "message": "Nobody answered the task's input requests in time",
+        }
+        assert proxy.parked == 0 and proxy.live == 0

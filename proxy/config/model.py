@@ -74,8 +74,8 @@ class FrontConfig:
     idle_timeout_s: float = 15
     max_connections: int = 1024
     client_address_header: str | None = None
-    legacy_sessions_per_principal: int = 8
-    legacy_sessions_per_address: int = 64
+    legacy_sessions_per_principal: int = 64
+    legacy_sessions_per_address: int = 256
 
 
 PrincipalSource = Literal["authorization", "jwt_claim", "header"]

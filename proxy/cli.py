@@ -18,7 +18,7 @@ from proxy.auth.setup import AuthSetupError, prepare
 from proxy.config import AuthConfig, Config, ConfigError, load_config
 from proxy.handle import KeyLoadError, generate_key_b64
 from proxy.hardening import forbid_process_inspection
-from proxy.listener import GuardedSite, ListenerGuard, ListenerLimits
+from proxy.listener import GuardedSite, ListenerCollector, ListenerGuard, ListenerLimits
 from proxy.metrics import METRICS
 from proxy.probe import cli as probe_cli
 from proxy.tracing import TracingUnavailable
@@ -139,7 +139,7 @@ async def _serve(app: web.Application, config: Config) -> None:
         keepalive_timeout=3600,  # the guard's front.idle_timeout_s cuts idle connections, and counts it
     )
     await runner.setup()
-    app[METRICS].watch_listener(guard.stats)
+    app[METRICS].registry.register(ListenerCollector(guard.stats))
     await GuardedSite(runner, config.listen.host, config.listen.port, guard).start()
     if config.replica.peer_port is not None:  # where other replicas forward retries to this one
         await GuardedSite(runner, config.listen.host, config.replica.peer_port, guard).start()

@@ -24,13 +24,15 @@ import asyncio
 import contextlib
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 import structlog
 from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from proxy.wire import jsonrpc
 
@@ -220,3 +222,28 @@ class GuardedSite(web.TCPSite):
         )
         sockets: Any = self._server.sockets
         self._bound_port = sockets[0].getsockname()[1] if sockets else self._port
+
+
+class ListenerCollector(Collector):
+    """Connections open, refused over front.max_connections, and cut at a deadline (by phase)."""
+
+    def __init__(self, stats: ListenerStats) -> None:  # registered on the app's registry by cli.py
+        self._stats = stats
+
+    def collect(self) -> Iterable[Metric]:
+        open_ = GaugeMetricFamily("mrtr_proxy_connections_open", "Client connections open (all listeners)")
+        open_.add_metric([], self._stats.open)
+        refused = CounterMetricFamily(
+            "mrtr_proxy_connections_refused",
+            "Connections refused because front.max_connections were open",
+        )
+        refused.add_metric([], self._stats.refused)
+        cut = CounterMetricFamily(
+            "mrtr_proxy_connections_cut",
+            "Connections cut at a listener deadline: headers (front.header_timeout_s), body "
+            "(front.body_timeout_s) or idle (front.idle_timeout_s)",
+            labels=["phase"],
+        )
+        for phase, count in sorted(self._stats.cut.items()):
+            cut.add_metric([phase], count)
+        return [open_, refused, cut]

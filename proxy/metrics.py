@@ -30,7 +30,6 @@ REFUSAL_REASONS: Final = ("calls_total", "principal_share", "address_share", "pa
 
 if TYPE_CHECKING:
     from proxy.calls.registry import CallRegistry
-    from proxy.listener import ListenerStats
     from proxy.pool import SessionPool
 
 _Instrument = TypeVar("_Instrument", bound=MetricWrapperBase)
@@ -229,10 +228,6 @@ class Metrics:
         """SIGTERM: from now on `mrtr_proxy_draining_seconds` counts up."""
         self._state.draining_since = time.monotonic()
 
-    def watch_listener(self, stats: ListenerStats) -> None:
-        """Expose the listener guard's connection counts (cli.py, once the listener starts)."""
-        self.registry.register(_ListenerCollector(stats))
-
     def upstream_label(self, name: object) -> str:
         if name is None:
             return NONE
@@ -367,31 +362,6 @@ class _StateCollector(Collector):
             GaugeMetricFamily("mrtr_proxy_saturated", ""),
             CounterMetricFamily("mrtr_proxy_admission_refusals", "", labels=["reason"]),
         ]
-
-
-class _ListenerCollector(Collector):
-    """Connections open, refused over front.max_connections, and cut at a deadline (by phase)."""
-
-    def __init__(self, stats: ListenerStats) -> None:
-        self._stats = stats
-
-    def collect(self) -> Iterable[Metric]:
-        open_ = GaugeMetricFamily("mrtr_proxy_connections_open", "Client connections open (all listeners)")
-        open_.add_metric([], self._stats.open)
-        refused = CounterMetricFamily(
-            "mrtr_proxy_connections_refused",
-            "Connections refused because front.max_connections were open",
-        )
-        refused.add_metric([], self._stats.refused)
-        cut = CounterMetricFamily(
-            "mrtr_proxy_connections_cut",
-            "Connections cut at a listener deadline: headers (front.header_timeout_s), body "
-            "(front.body_timeout_s) or idle (front.idle_timeout_s)",
-            labels=["phase"],
-        )
-        for phase, count in sorted(self._stats.cut.items()):
-            cut.add_metric([phase], count)
-        return [open_, refused, cut]
 
 
 METRICS = web.AppKey("metrics", Metrics)

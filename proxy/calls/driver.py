@@ -63,7 +63,8 @@ class CallDriver:
         self._levels = SessionLevels()  # the log level set on each upstream session (calls/scope.py)
         self._roots = roots
         self._stopping = False  # drain's grace is over: a call cut now was cut by this replica shutting down
-        # Handles this replica issued since it started name calls it knows: one it no longer holds ended.
+        # Handles this replica issued since it started name calls it knows: one it no longer holds ended
+        # (unless it is stopping and left its calls for another replica to take over).
         self._started = int(clock())
 
     @property

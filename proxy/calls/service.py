@@ -140,7 +140,9 @@ class CallService(Takeover, Draining):
         call = self._registry.get(claims.call)
         if call is None:
             if self._registry.ended(claims.call) or (
-                claims.owner == self._settings.owner and claims.issued_at >= self._started
+                claims.owner == self._settings.owner
+                and claims.issued_at >= self._started
+                and not self._stopping
             ):
                 raise InvalidRequestState("call_ended")
             if claims.owner != self._settings.owner:

@@ -148,7 +148,9 @@ async def test_a_full_pool_answers_every_request_with_31003_never_a_500(
         for h in holders:
             assert (await h.call("ask_name")).result["resultType"] == "input_required"
         carol = RawClient(proxy.url, http, authorization="Bearer carol")
-        for method in ("tools/list", "prompts/list", "resources/list"):
+        # (discover too: in pass-through mode only the upstream may judge a client's credentials, so
+        # even a cached initialize result needs a session of the client's own)
+        for method in ("tools/list", "prompts/list", "resources/list", "server/discover"):
             reply = await carol.request(method)
             assert reply.status == 200, method
             assert reply.error["code"] == -31003, method
@@ -157,11 +159,10 @@ async def test_a_full_pool_answers_every_request_with_31003_never_a_500(
                 "waited 0.5s (pool.acquire_timeout_s)"
             )
         assert (await carol.request("ping")).result == {"resultType": "complete"}  # answered here
-        assert "capabilities" in (await carol.request("server/discover")).result  # known already
         status, body = await readyz(http, proxy.url)
         assert (status, body["saturated"]) == (503, {"default": "parked_calls"})
         seen = await metrics(http, proxy.url)
-        assert seen['mrtr_proxy_admission_refusals_total{reason="pool_full"}'] == 3
+        assert seen['mrtr_proxy_admission_refusals_total{reason="pool_full"}'] == 4
         assert seen['mrtr_proxy_requests_total{method="tools/list",outcome="failed",upstream="default"}'] == 1
 
 

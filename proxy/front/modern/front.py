@@ -30,12 +30,12 @@ from proxy.calls.service import CallService
 from proxy.config import FrontConfig, UpstreamConfig
 from proxy.front.address import client_address
 from proxy.front.checks import InputLimits, Refusal, check_modern
+from proxy.front.modern.limits import RateGate, pool_full
 from proxy.front.modern.listen import ListenFront
 from proxy.front.modern.peer_route import check_peer_request, key_not_held
 from proxy.front.oauth import OAuthFront
 from proxy.front.peers import FORWARD_PREFIX, PeerLost, Peers, PeerUnreachable
 from proxy.front.principal import Resolver
-from proxy.front.ratelimit import RateLimiter
 from proxy.front.reply import Replier
 from proxy.pool import PoolExhausted, PoolKey, SessionPool
 from proxy.tasks.front import TaskCreated, TaskFront
@@ -86,7 +86,7 @@ class ModernFront:
         self._front = front
         self._peers = peers
         self._principal = principal
-        self._rate = RateLimiter(front.rate_limit_per_s, front.rate_burst)
+        self.rate = RateGate(front)  # the endpoint's legacy requests take from it too
         self._upstreams = upstreams
         self._pools = pools
         self._calls = calls
@@ -117,7 +117,7 @@ class ModernFront:
         forwarded = request.path.startswith(FORWARD_PREFIX)  # the endpoint checked its signature
         if forwarded and req.request_state is None and msg.method not in mcp.TASK_METHODS:
             raise Refusal(400, ErrorObject(jsonrpc.INVALID_REQUEST, "The peer route only takes retries"))
-        self.check_rate(principal)  # a forwarded retry counts here too: this replica does its work
+        self.rate.check(principal)  # a forwarded retry counts here too: this replica does its work
         key = self._pool_key(upstream, req, request, principal, upstream_headers)
         if self._state.draining and msg.method in mcp.MRTR_METHODS and req.request_state is None:
             raise Refusal(
@@ -319,7 +319,7 @@ class ModernFront:
         except UpstreamAuthChallenge:
             raise
         except PoolExhausted as exc:
-            return self._pool_full(msg, exc, line)
+            return pool_full(self._calls.registry, msg, exc, line)
         except (UpstreamError, TimeoutError) as exc:
             line["outcome"] = "upstream_failed"
             return jsonrpc.error(msg.id, jsonrpc.UPSTREAM_FAILED, f"Upstream {upstream!r} unavailable: {exc}")
@@ -343,7 +343,7 @@ class ModernFront:
         except UpstreamAuthChallenge:
             raise
         except PoolExhausted as exc:
-            return self._pool_full(msg, exc, line)
+            return pool_full(self._calls.registry, msg, exc, line)
         except UpstreamError as exc:
             line["outcome"] = "upstream_failed"
             return jsonrpc.error(msg.id, jsonrpc.UPSTREAM_FAILED, f"Upstream {upstream!r} failed: {exc}")
@@ -352,26 +352,6 @@ class ModernFront:
             return jsonrpc.Error(msg.id, reply.error)
         line["outcome"] = "complete"
         return jsonrpc.Result(msg.id, complete(msg.method, reply.result))
-
-    def check_rate(self, principal: str) -> None:
-        """Take one request from `principal`'s token bucket, or refuse it (429) when it is empty; the legacy
-        relay and bridge count against the same bucket (front/endpoint.py)."""
-        if not self._rate.allow(principal):
-            wait = self._rate.retry_after(principal)
-            raise Refusal(
-                429,
-                ErrorObject(
-                    jsonrpc.LIMIT_EXCEEDED,
-                    f"Too many requests: at most {self._front.rate_limit_per_s:g}/s "
-                    f"for this client (front.rate_limit_per_s); retry in {wait:.1f}s",
-                ),
-            )
-
-    def _pool_full(self, msg: jsonrpc.Request, exc: PoolExhausted, line: dict[str, Any]) -> jsonrpc.Response:
-        """No session came free in time for a plain request: -31003, like a call (never a 500)."""
-        self._calls.registry.refused("pool_full")
-        line.update(outcome=f"failed:{jsonrpc.LIMIT_EXCEEDED}", refusal="pool_full")
-        return jsonrpc.error(msg.id, jsonrpc.LIMIT_EXCEEDED, f"Too many calls: {exc}")
 
     def _pool_key(
         self,

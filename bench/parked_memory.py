@@ -45,7 +45,7 @@ async def main_async(args: argparse.Namespace) -> None:
         config = Config(
             upstreams=(UpstreamConfig(name="bench", url=up.url, pool=PoolConfig(max_sessions=30000)),),
             listen=ListenConfig(host="127.0.0.1", port=port),
-            calls=CallsConfig(max_parked=30000, max_parked_per_principal=30000),
+            calls=CallsConfig(max_parked=30000, max_parked_per_principal=30000, max_calls_per_address=0),
         )
         runner = web.AppRunner(create_app(config, ring=KeyRing.ephemeral()), access_log=None)
         await runner.setup()

@@ -270,7 +270,7 @@ async def mrtr_proxy(
     calls = {"gather_window_ms": gather_window_ms}
     pool: dict[str, Any] = {}
     if big:
-        calls.update(max_parked=30000, max_parked_per_principal=30000)
+        calls.update(max_parked=30000, max_parked_per_principal=30000, max_calls_per_address=0)
         pool = {"max_sessions": 30000}
 
     def config(port: int) -> list[str]:

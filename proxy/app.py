@@ -36,10 +36,12 @@ from proxy.auth.setup import prepare
 from proxy.calls.outcomes import CallSettings
 from proxy.calls.registry import CallRegistry
 from proxy.calls.roots import RootsBook
+from proxy.calls.saturation import saturation
 from proxy.calls.service import CallService
 from proxy.config import Config
 from proxy.front.endpoint import Endpoint
 from proxy.front.legacy.bridge import BridgeSettings, LegacyBridge
+from proxy.front.legacy.quota import SessionQuota
 from proxy.front.legacy.relay import LegacyRelay
 from proxy.front.modern.front import ModernFront
 from proxy.front.modern.listen import ListenFront
@@ -207,6 +209,7 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
             idle_ttl=up.pool.idle_ttl_s,
             adopter=session_adopter(up, clients[up.name]),
             reuse=up.pool.reuse_sessions,
+            acquire_timeout=up.pool.acquire_timeout_s,
         )
         for up in config.upstreams
     }
@@ -215,17 +218,24 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
     app[CALLS] = CallService(
         pools,
         app[CODEC],
-        CallRegistry(max_calls=calls.max_parked, max_per_principal=calls.max_parked_per_principal),
+        CallRegistry(
+            max_calls=calls.max_parked,
+            max_per_principal=calls.max_parked_per_principal,
+            max_per_address=calls.max_calls_per_address,
+            first_round_ttl=calls.first_round_ttl_s,
+        ),
         CallSettings(
             gather_window=calls.gather_window_ms / 1000,
             parked_ttl=calls.parked_ttl_s,
             call_timeout=calls.call_timeout_s,
             owner=config.replica_address,
+            parked_share=calls.parked_share,
         ),
         observer=app[METRICS],
         roots=roots,
     )
-    app[METRICS].watch(app[CALLS].registry, pools)
+    service = app[CALLS]
+    app[METRICS].watch(service.registry, pools, saturation=lambda: saturation(service, pools))
     app[TASKS] = TaskManager(
         app[CALLS],
         app[CODEC],
@@ -240,8 +250,21 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
     by_name = {u.name: u for u in config.upstreams}
     # Legacy clients of sse/stdio upstreams: a session of their own each (front/legacy/bridge.py).
     settings = BridgeSettings.from_config(config)
+    quota = SessionQuota(  # legacy sessions per principal and client address, relayed and bridged alike
+        per_principal=config.front.legacy_sessions_per_principal,
+        per_address=config.front.legacy_sessions_per_address,
+    )
+    address_header = config.front.client_address_header
     bridge = LegacyBridge(
-        http, app[CODEC], by_name, no_call_answer, settings=settings, state=app[STATE], clients=clients
+        http,
+        app[CODEC],
+        by_name,
+        no_call_answer,
+        settings=settings,
+        state=app[STATE],
+        quota=quota,
+        address_header=address_header,
+        clients=clients,
     )
     upstreams = {u.name: u for u in config.upstreams}
     principal = resolver(config.principal)
@@ -250,7 +273,15 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
         front=config.front,
         upstreams=upstreams,
         principal=principal,
-        legacy=LegacyRelay(http, app[CODEC], by_name, bridge=bridge, clients=clients),
+        legacy=LegacyRelay(
+            http,
+            app[CODEC],
+            by_name,
+            bridge=bridge,
+            clients=clients,
+            quota=quota,
+            address_header=address_header,
+        ),
         modern=ModernFront(
             front=config.front,
             upstreams=upstreams,

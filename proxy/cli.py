@@ -17,6 +17,9 @@ from proxy.app import create_app, drain
 from proxy.auth.setup import AuthSetupError, prepare
 from proxy.config import AuthConfig, Config, ConfigError, load_config
 from proxy.handle import KeyLoadError, generate_key_b64
+from proxy.hardening import forbid_process_inspection
+from proxy.listener import GuardedSite, ListenerCollector, ListenerGuard, ListenerLimits
+from proxy.metrics import METRICS
 from proxy.probe import cli as probe_cli
 from proxy.tracing import TracingUnavailable
 
@@ -63,6 +66,16 @@ def _describe(config: Config) -> str:
     return "\n".join(lines)
 
 
+def listener_limits(config: Config) -> ListenerLimits:
+    front = config.front
+    return ListenerLimits(
+        header_timeout_s=front.header_timeout_s,
+        body_timeout_s=front.body_timeout_s,
+        idle_timeout_s=front.idle_timeout_s,
+        max_connections=front.max_connections,
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "probe":
@@ -89,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         print(str(exc), file=sys.stderr)
         return 2
     logs.configure(config.logging.level, config.logging.format)
+    forbid_process_inspection()  # before any stdio child starts: /proc/<pid>/environ, mem, fd: root only
     try:
         app = create_app(config, handle_signals=True)
     except (KeyLoadError, TracingUnavailable, AuthSetupError) as exc:
@@ -112,16 +126,23 @@ def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
 
 async def _serve(app: web.Application, config: Config) -> None:
     """Run until SIGTERM or SIGINT, then drain (readiness off, parked calls finished or handed over)."""
+    guard = ListenerGuard(listener_limits(config))  # slowloris: deadlines and a connection cap
+    app.middlewares.append(guard.middleware)
     # handler_cancellation: a client closing its response stream cancels its request and the upstream call
     # shutdown_timeout: after the drain, requests still in flight are ones answered at once (refusals, rounds
     # cut with -31011) or streams that end with the drain; never the aiohttp default of 60 s of silence.
     runner = web.AppRunner(
-        app, access_log=None, handler_cancellation=True, shutdown_timeout=SHUTDOWN_TIMEOUT_S
+        app,
+        access_log=None,
+        handler_cancellation=True,
+        shutdown_timeout=SHUTDOWN_TIMEOUT_S,
+        keepalive_timeout=3600,  # the guard's front.idle_timeout_s cuts idle connections, and counts it
     )
     await runner.setup()
-    await web.TCPSite(runner, config.listen.host, config.listen.port).start()
+    app[METRICS].registry.register(ListenerCollector(guard.stats))
+    await GuardedSite(runner, config.listen.host, config.listen.port, guard).start()
     if config.replica.peer_port is not None:  # where other replicas forward retries to this one
-        await web.TCPSite(runner, config.listen.host, config.replica.peer_port).start()
+        await GuardedSite(runner, config.listen.host, config.replica.peer_port, guard).start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -131,6 +152,7 @@ async def _serve(app: web.Application, config: Config) -> None:
         await drain(app)
     finally:
         await runner.cleanup()
+        await guard.close()
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -13,16 +13,20 @@ from __future__ import annotations
 
 import time
 from collections import Counter as Tally
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.registry import Collector
 
 from proxy.wire import jsonrpc, mcp
+
+# The call registry's refusal reasons (proxy/calls/registry.py REFUSAL_REASONS; not imported: metrics sit
+# below the calls layer).
+REFUSAL_REASONS: Final = ("calls_total", "principal_share", "address_share", "parked_share", "pool_full")
 
 if TYPE_CHECKING:
     from proxy.calls.registry import CallRegistry
@@ -204,9 +208,15 @@ class Metrics:
             instrument.labels(*values)
         return instrument
 
-    def watch(self, calls: CallRegistry, pools: Mapping[str, SessionPool]) -> None:
+    def watch(
+        self,
+        calls: CallRegistry,
+        pools: Mapping[str, SessionPool],
+        saturation: Callable[[], Mapping[str, str]] | None = None,
+    ) -> None:
         """Read the call and session gauges from these at scrape time (set once the app has started)."""
         self._state.calls, self._state.pools = calls, pools
+        self._state.saturation = saturation
 
     def limits(self, *, max_calls: int, max_sessions: Mapping[str, int], drain_grace_s: float) -> None:
         """The configured limits, exported as gauges so alerts compare against them (calls.max_parked,
@@ -272,6 +282,7 @@ class _StateCollector(Collector):
         self.max_sessions: Mapping[str, int] = {}
         self.drain_grace_s: float | None = None
         self.draining_since: float | None = None
+        self.saturation: Callable[[], Mapping[str, str]] | None = None
 
     def collect(self) -> Iterable[Metric]:
         parked = GaugeMetricFamily(
@@ -293,7 +304,27 @@ class _StateCollector(Collector):
             running.add_metric([name], counts[name, False])
             pool = self.pools.get(name)
             sessions.add_metric([name], pool.size if pool is not None else 0)
-        return [parked, running, sessions, *self._limits()]
+        return [parked, running, sessions, *self._admission(), *self._limits()]
+
+    def _admission(self) -> Iterable[Metric]:
+        full = self.saturation() if self.saturation is not None else {}
+        saturated = GaugeMetricFamily(
+            "mrtr_proxy_saturated",
+            "1 while this replica is full (calls, parked share or sessions at their caps; /readyz says "
+            "saturated), else 0",
+        )
+        saturated.add_metric([], 1 if full else 0)
+        yield saturated
+        refusals = CounterMetricFamily(
+            "mrtr_proxy_admission_refusals",
+            "Calls and requests refused by a limit: calls_total, principal_share, address_share, "
+            "parked_share, pool_full",
+            labels=["reason"],
+        )
+        counted = self.calls.refusals if self.calls is not None else Tally[str]()
+        for reason in REFUSAL_REASONS:
+            refusals.add_metric([reason], counted[reason])
+        yield refusals
 
     def _limits(self) -> Iterable[Metric]:
         since = self.draining_since
@@ -325,13 +356,11 @@ class _StateCollector(Collector):
             yield limit
 
     def describe(self) -> Iterable[Metric]:
+        gauges = ("mrtr_proxy_parked_calls", "mrtr_proxy_running_calls", "mrtr_proxy_upstream_sessions")
         return [
-            GaugeMetricFamily(name, "", labels=["upstream"])
-            for name in (
-                "mrtr_proxy_parked_calls",
-                "mrtr_proxy_running_calls",
-                "mrtr_proxy_upstream_sessions",
-            )
+            *(GaugeMetricFamily(name, "", labels=["upstream"]) for name in gauges),
+            GaugeMetricFamily("mrtr_proxy_saturated", ""),
+            CounterMetricFamily("mrtr_proxy_admission_refusals", "", labels=["reason"]),
         ]
 
 

@@ -41,7 +41,7 @@ SessionAdopter = Callable[[PoolKey, str, ServerInfo], Awaitable[UpstreamSession]
 
 
 class PoolExhausted(Exception):
-    pass
+    """No session could be had within `acquire_timeout` (the pool is at pool.max_sessions): -31003."""
 
 
 class SessionPool:
@@ -55,8 +55,12 @@ class SessionPool:
         clock: Callable[[], float] = time.monotonic,
         adopter: SessionAdopter | None = None,
         reuse: bool = True,
+        acquire_timeout: float = 0.0,
     ) -> None:
         self.name = name
+        self._acquire_timeout = acquire_timeout  # how long a request waits for room in a full pool
+        self._room: list[asyncio.Future[None]] = []  # requests waiting for room
+        self._plain: dict[UpstreamSession, int] = {}  # plain requests in flight on each session
         self._reuse = reuse
         self._factory = factory
         self._adopter = adopter
@@ -72,6 +76,15 @@ class SessionPool:
     @property
     def size(self) -> int:
         return self._opening + sum(map(len, self._idle.values())) + sum(map(len, self._busy.values()))
+
+    @property
+    def max_sessions(self) -> int:
+        return self._max
+
+    @property
+    def in_use(self) -> int:
+        """Sessions opening or taken by a receiving call (idle ones can always be closed for room)."""
+        return self._opening + sum(map(len, self._busy.values()))
 
     async def acquire(self, key: PoolKey) -> UpstreamSession:
         """A live session of `key` for one receiving call, reused when one is idle."""
@@ -97,8 +110,7 @@ class SessionPool:
                 f"upstream {self.name!r}: its transport cannot resume another replica's session"
             )
         info = await self.server_info(key)
-        if self.size >= self._max and not self._evict_one_idle():
-            raise PoolExhausted(f"upstream {self.name!r} has {self._max} sessions open (pool.max_sessions)")
+        await self._make_room()
         session = await self._adopter(key, session_id, info)
         self._busy.setdefault(key, set()).add(session)
         return session
@@ -116,6 +128,7 @@ class SessionPool:
             self._idle.setdefault(key, []).append((session, self._clock()))
         else:
             self._close_later(session)
+        self._wake()
 
     async def request(
         self, key: PoolKey, method: str, params: Mapping[str, Any], timeout: float
@@ -136,7 +149,23 @@ class SessionPool:
         if session is None:
             session = await self._open(key)
             self._idle.setdefault(key, []).append((session, self._clock()))
-        return await session.request(method, params, timeout)
+        # While it answers, an idle session is not closed to make room, nor reaped.
+        self._plain[session] = self._plain.get(session, 0) + 1
+        try:
+            return await session.request(method, params, timeout)
+        finally:
+            if (left := self._plain[session] - 1) > 0:
+                self._plain[session] = left
+            else:
+                del self._plain[session]
+                self._touch(key, session)
+                self._wake()
+
+    def _touch(self, key: PoolKey, session: UpstreamSession) -> None:
+        """An idle session just served a plain request: it was used now."""
+        entries = self._idle.get(key)
+        if entries:
+            self._idle[key] = [(s, self._clock() if s is session else t) for s, t in entries]
 
     async def server_info(self, key: PoolKey) -> ServerInfo:
         """The upstream's initialize result (cached after the first session opens)."""
@@ -154,21 +183,24 @@ class SessionPool:
             busy.discard(session)
             if not busy:
                 del self._busy[key]
+        self._wake()
 
     def reap_idle(self) -> int:
         """Close sessions idle for longer than the TTL; returns how many."""
         cutoff = self._clock() - self._idle_ttl
         reaped = 0
         for key, entries in list(self._idle.items()):
-            keep = [(s, t) for s, t in entries if t > cutoff and s.alive]
+            keep = [(s, t) for s, t in entries if (t > cutoff or s in self._plain) and s.alive]
             for s, t in entries:
-                if t <= cutoff or not s.alive:
+                if (t <= cutoff and s not in self._plain) or not s.alive:
                     self._close_later(s)
                     reaped += 1
             if keep:
                 self._idle[key] = keep
             else:
                 del self._idle[key]
+        if reaped:
+            self._wake()
         return reaped
 
     async def close(self) -> None:
@@ -182,7 +214,8 @@ class SessionPool:
 
     def _evict_one_idle(self) -> bool:
         """Make room: close one idle session (a dead one first, else the least recently used)."""
-        candidates = [(s.alive, t, k, s) for k, entries in self._idle.items() for s, t in entries]
+        busy = self._plain  # idle sessions answering a plain request are not closed under it
+        candidates = [(s.alive, t, k, s) for k, e in self._idle.items() for s, t in e if s not in busy]
         if not candidates:
             return False
         _, _, key, session = min(candidates, key=lambda c: (c[0], c[1]))
@@ -192,9 +225,39 @@ class SessionPool:
         self._close_later(session)
         return True
 
+    async def _make_room(self) -> None:
+        """Return once one more session fits (closing an idle one if need be), waiting at most
+        `acquire_timeout` for a busy one to be given back. Raises PoolExhausted."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._acquire_timeout
+        while self.size >= self._max and not self._evict_one_idle():
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                waited = f"; waited {self._acquire_timeout:g}s (pool.acquire_timeout_s)"
+                raise PoolExhausted(
+                    f"upstream {self.name!r} has {self._max} sessions open (pool.max_sessions)"
+                    + (waited if self._acquire_timeout > 0 else "")
+                )
+            room = loop.create_future()
+            self._room.append(room)
+            try:
+                async with asyncio.timeout(remaining):
+                    await room
+            except TimeoutError:
+                pass
+            finally:
+                if room in self._room:
+                    self._room.remove(room)
+
+    def _wake(self) -> None:
+        """Room may have appeared: every waiter looks again (the first to find it takes it)."""
+        waiters, self._room = self._room, []
+        for room in waiters:
+            if not room.done():
+                room.set_result(None)
+
     async def _open(self, key: PoolKey) -> UpstreamSession:
-        if self.size >= self._max and not self._evict_one_idle():
-            raise PoolExhausted(f"upstream {self.name!r} has {self._max} sessions open (pool.max_sessions)")
+        await self._make_room()
         self._opening += 1
         try:
             session = await self._factory(key)
@@ -204,6 +267,7 @@ class SessionPool:
             raise UpstreamError(f"could not open a session: {type(exc).__name__}: {exc}") from exc
         finally:
             self._opening -= 1
+            self._wake()  # a failed open gave its room back
         if self._info is None:
             self._info = session.info
         log.debug(

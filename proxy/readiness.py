@@ -12,7 +12,8 @@ from urllib.parse import urlsplit
 from aiohttp import web
 
 from proxy.agreement import keys_detail, run_checks, serve_keys
-from proxy.appstate import CALLS, CODEC, CONFIG, KEY_CHECK, PEERS, ROTATION, STATE
+from proxy.appstate import CALLS, CODEC, CONFIG, KEY_CHECK, PEERS, POOLS, ROTATION, STATE
+from proxy.calls.saturation import saturation
 from proxy.config import UpstreamConfig
 
 _ADMIN = frozenset({"/healthz", "/readyz", "/metrics"})
@@ -87,4 +88,6 @@ async def readyz(request: web.Request) -> web.Response:
         return web.json_response({"status": "checking peers' keys", **body}, status=503)
     if agreement.verdict == "mismatch" and app[CONFIG].replica.key_mismatch == "unready":
         return web.json_response({"status": "key_mismatch", **body}, status=503)
+    if full := saturation(app[CALLS], app[POOLS]):  # full: a load balancer steers new calls elsewhere
+        return web.json_response({"status": "saturated", **body, "saturated": full}, status=503)
     return web.json_response({"status": "ready", **body})

@@ -27,7 +27,7 @@ class Draining(CallDriver):
         deadline = loop.time() + grace
         while len(self._registry) and loop.time() < deadline:  # noqa: ASYNC110 - calls end in many places
             await asyncio.sleep(0.1)
-        self._stopping = True
+        self._stopping = True  # also: a call unknown here from now on may be one left for a takeover
         for call in self._registry:
             pool = self._pools[call.upstream]
             # A task's call cannot be taken over (its task lives here only): it is cancelled like the rest.

@@ -30,7 +30,7 @@ from proxy.calls.outcomes import (
     shut_down,
     upstream_failed,
 )
-from proxy.calls.registry import CallRegistry, LiveCall
+from proxy.calls.registry import CallRegistry, LimitExceeded, LiveCall
 from proxy.calls.roots import RootsBook, SessionRoots, deliver_input, settle_unasked
 from proxy.calls.scope import SessionLevels
 from proxy.handle import Claims, HandleCodec
@@ -63,6 +63,9 @@ class CallDriver:
         self._levels = SessionLevels()  # the log level set on each upstream session (calls/scope.py)
         self._roots = roots
         self._stopping = False  # drain's grace is over: a call cut now was cut by this replica shutting down
+        # Handles this replica issued since it started name calls it knows: one it no longer holds ended
+        # (unless it is stopping and left its calls for another replica to take over).
+        self._started = int(clock())
 
     @property
     def registry(self) -> CallRegistry:
@@ -123,7 +126,7 @@ class CallDriver:
                         item = await call.inbox.get()
                 except TimeoutError:
                     if on_expiry == "park":
-                        return self._park(call, park_ttl)
+                        return await self._park(call, park_ttl)
                     if on_expiry == "yield":
                         return Running(call)
                     await self._abandon(call, "the upstream did not answer in time")
@@ -163,8 +166,20 @@ class CallDriver:
             await asyncio.shield(self._abandon(call, "the client went away"))
             raise
 
-    def _park(self, call: LiveCall, ttl: float | None = None) -> NeedsInput:
-        ttl = self._settings.parked_ttl if ttl is None else ttl
+    def park_cap(self, upstream: str) -> int:
+        """How many calls may wait for input on `upstream` at once (calls.parked_share of its pool)."""
+        return max(1, int(self._pools[upstream].max_sessions * self._settings.parked_share))
+
+    async def _park(self, call: LiveCall, ttl: float | None = None) -> NeedsInput | Failed:
+        """Park the call for its client's answer, unless its upstream's share for parked calls is full:
+        then the call ends (the upstream is told) with -31003, and the sessions stay free for calls that
+        do not ask for input."""
+        try:
+            self._registry.may_park(call, self.park_cap(call.upstream))
+        except LimitExceeded as exc:
+            await self._abandon(call, "too many calls wait for input")
+            return Failed(ErrorObject(jsonrpc.LIMIT_EXCEEDED, f"Too many calls: {exc}"))
+        ttl = self._registry.park(call, self._settings.parked_ttl if ttl is None else ttl)
         rnd = call.exchange.open_round()
         now = int(self._clock())
         claims = Claims(
@@ -182,7 +197,6 @@ class CallDriver:
             request=None if call.unsent is not None else call.upstream_id,
             trace=call.first_span,
         )
-        self._registry.park(call, ttl)
         return NeedsInput(rnd.input_requests, self._codec.seal(claims), rnd.round, call.id)
 
     def _finish(self, call: LiveCall, *, reusable: bool) -> None:

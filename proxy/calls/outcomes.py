@@ -95,6 +95,7 @@ class CallSettings:
     parked_ttl: float
     call_timeout: float
     owner: str
+    parked_share: float = 1.0  # calls.parked_share: of each pool's max_sessions, what parked calls may hold
 
 
 @dataclass(slots=True)
@@ -123,6 +124,7 @@ class CallRequest:
     principal: str
     link: CallLink = field(default_factory=CallLink, compare=False)  # filled in by the service
     log_level: str | None = None  # the request's `io.modelcontextprotocol/logLevel` opt-in, if any
+    address: str = ""  # the client's address, for its share of the calls ("" when unknown)
 
 
 def upstream_failed(reason: str) -> ErrorObject:
@@ -158,6 +160,7 @@ def lost(why: str = "it expired, or the proxy that held it restarted") -> ErrorO
 
 def invalid_responses(exchange: Exchange, responses: Mapping[str, Any]) -> ErrorObject | None:
     for key, pending in exchange.pending.items():
-        if key in responses and (problem := invalid_input_response(pending.method, responses[key])):
+        problem = key in responses and invalid_input_response(pending.method, responses[key], pending.params)
+        if problem:
             return ErrorObject(jsonrpc.INVALID_PARAMS, f"inputResponses[{key!r}] {problem}")
     return None

@@ -1,14 +1,22 @@
 """Live calls by id: running ones and parked ones waiting for the client's retry.
 
-A call is admitted before it starts (limits, total and per principal), parked with a deadline when it
-returns `input_required`, taken back by the retry that holds its current handle, and forgotten when it
-ends — whichever way it ends.
+A call is admitted before it starts, parked with a deadline when it returns `input_required`, taken back
+by the retry that holds its current handle, and forgotten when it ends — whichever way it ends.
+
+**Fair admission** (issue 14): anyone can mint principals (a new `Authorization` value is a new one), so
+no single source may take the capacity others need. A new call is refused (`LimitExceeded`, with a
+`reason` for the metrics) when the replica holds `max_calls`, when its principal holds `max_per_principal`,
+or when its client address holds `max_per_address` (running and parked calls alike). Parking is refused
+once an upstream holds its `park_cap` parked calls (the service computes it from `calls.parked_share` of
+`pool.max_sessions`), so calls that never ask for input always find a session. A principal that never
+completed a round (answered an input request) gets at most `first_round_ttl` seconds per park, tasks
+included: a flood of minted principals ties sessions up for that long, not for `calls.parked_ttl_s`.
 """
 
 from __future__ import annotations
 
 import time
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,9 +26,20 @@ from proxy.translate.exchange import Exchange
 from proxy.upstream.base import Inbox, UpstreamSession
 from proxy.wire.jsonrpc import RequestId
 
+ENDED_PER_CALL = 8  # ended calls remembered per call slot (~100 bytes each)
+
 
 class LimitExceeded(Exception):
-    pass
+    """A limit refused a call. `reason` (for metrics and readiness) is one of REFUSAL_REASONS."""
+
+    def __init__(self, message: str, reason: str = "calls_total") -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+# calls_total / principal_share / address_share: admission of a new call; parked_share: parking it;
+# pool_full (pool.py): no session within pool.acquire_timeout_s.
+REFUSAL_REASONS = ("calls_total", "principal_share", "address_share", "parked_share", "pool_full")
 
 
 class CallBusy(Exception):
@@ -47,6 +66,7 @@ class LiveCall:
     # Not sent upstream yet (method, params): its first round asks the client what the session's server
     # asked before any call (calls/roots.py); the retry that answers sends it.
     unsent: tuple[str, Mapping[str, Any]] | None = None
+    address: str = ""  # the client's address (per-address share); "" when unknown
 
     @property
     def parked(self) -> bool:
@@ -55,15 +75,29 @@ class LiveCall:
 
 class CallRegistry:
     def __init__(
-        self, *, max_calls: int, max_per_principal: int, clock: Callable[[], float] = time.monotonic
+        self,
+        *,
+        max_calls: int,
+        max_per_principal: int,
+        max_per_address: int = 0,
+        first_round_ttl: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ):
         self._max = max_calls
         self._max_per_principal = max_per_principal
+        self._max_per_address = max_per_address  # 0: no per-address share
+        self._first_round_ttl = first_round_ttl  # None: no shorter first round
         self._clock = clock
         self._calls: dict[str, LiveCall] = {}
         self._per_principal: Counter[str] = Counter()
+        self._per_address: Counter[str] = Counter()
+        self._parked: Counter[str] = Counter()  # parked calls by upstream
+        # Principals that answered an input request here (most recent last), bounded like the calls.
+        self._proven: OrderedDict[str, None] = OrderedDict()
+        self.refusals: Counter[str] = Counter()  # by reason, since start
         # Calls that ended, remembered until their last handle expires, so a replayed handle is told apart
-        # from a lost call. Insertion-ordered, so the oldest go first; bounded by `max_calls`.
+        # from a lost call. Insertion-ordered, so the oldest go first; bounded by ENDED_PER_CALL * max_calls
+        # (the service also refuses any handle this replica issued for a call it no longer holds).
         self._ended: dict[str, float] = {}
 
     def __len__(self) -> int:
@@ -74,31 +108,83 @@ class CallRegistry:
 
     @property
     def parked_count(self) -> int:
-        return sum(1 for c in self._calls.values() if c.parked)
+        return sum(self._parked.values())
 
-    def admit(self, principal: str) -> None:
-        """Refuse a new call when the proxy or this principal is at its limit."""
+    @property
+    def max_calls(self) -> int:
+        return self._max
+
+    def parked_in(self, upstream: str) -> int:
+        return self._parked[upstream]
+
+    def admit(self, principal: str, address: str = "") -> None:
+        """Refuse a new call when the proxy, this principal or this client address is at its limit."""
         if len(self._calls) >= self._max:
-            raise LimitExceeded(f"the proxy holds {self._max} parked or running calls (calls.max_parked)")
-        if self._per_principal[principal] >= self._max_per_principal:
-            raise LimitExceeded(
-                f"this client holds {self._max_per_principal} parked or running calls "
-                "(calls.max_parked_per_principal); finish or abandon some first"
+            self._refuse(
+                f"the proxy holds {self._max} parked or running calls (calls.max_parked)", "calls_total"
             )
+        if self._per_principal[principal] >= self._max_per_principal:
+            self._refuse(
+                f"this client holds {self._max_per_principal} parked or running calls "
+                "(calls.max_parked_per_principal); finish or abandon some first",
+                "principal_share",
+            )
+        if address and 0 < self._max_per_address <= self._per_address[address]:
+            self._refuse(
+                f"this client address holds {self._max_per_address} parked or running calls "
+                "(calls.max_calls_per_address); finish or abandon some first",
+                "address_share",
+            )
+
+    def refused(self, reason: str) -> None:
+        """Count a refusal decided elsewhere (the pool had no session in time)."""
+        self.refusals[reason] += 1
+
+    def _refuse(self, message: str, reason: str) -> None:
+        self.refusals[reason] += 1
+        raise LimitExceeded(message, reason)
 
     def add(self, call: LiveCall) -> None:
         if call.id in self._calls:
             raise ValueError(f"call id {call.id!r} is already registered")
-        self.admit(call.principal)
+        self.admit(call.principal, call.address)
         self._calls[call.id] = call
         self._per_principal[call.principal] += 1
+        if call.address:
+            self._per_address[call.address] += 1
+
+    def may_park(self, call: LiveCall, cap: int) -> None:
+        """Refuse to park `call` when its upstream already holds `cap` parked calls."""
+        if not call.parked and self._parked[call.upstream] >= cap:
+            self._refuse(
+                f"{cap} calls wait for input on upstream {call.upstream!r} (calls.parked_share of "
+                "pool.max_sessions, kept free for calls that do not ask for input)",
+                "parked_share",
+            )
+
+    def prove(self, principal: str) -> None:
+        """`principal` answered an input request: its calls park for the full TTL from now on."""
+        self._proven[principal] = None
+        self._proven.move_to_end(principal)
+        while len(self._proven) > self._max:
+            self._proven.popitem(last=False)
+
+    def proven(self, principal: str) -> bool:
+        return principal in self._proven
 
     def get(self, call_id: str) -> LiveCall | None:
         return self._calls.get(call_id)
 
-    def park(self, call: LiveCall, ttl: float) -> None:
+    def park(self, call: LiveCall, ttl: float) -> float:
+        """Park `call` for `ttl` seconds, or less for a principal that never completed a round; returns
+        the TTL it got (its handle must not outlive it)."""
+        if self._first_round_ttl is not None and call.principal not in self._proven:
+            ttl = min(ttl, self._first_round_ttl)
+        if not call.parked:
+            self._parked[call.upstream] += 1
         call.parked_at = self._clock()
         call.parked_until = call.parked_at + ttl
+        return ttl
 
     def parked_for(self, call: LiveCall) -> float:
         """Seconds since `call` was last parked."""
@@ -109,25 +195,43 @@ class CallRegistry:
         if not call.parked:
             raise CallBusy(call.id)
         call.parked_until = None
+        self._unpark(call.upstream)
+
+    def _unpark(self, upstream: str) -> None:
+        self._parked[upstream] -= 1
+        if self._parked[upstream] <= 0:
+            del self._parked[upstream]
 
     def remove(self, call: LiveCall, *, handle_ttl: float = 0.0) -> None:
         """Forget a call; its handles (valid for `handle_ttl` more seconds) count as replays from now on."""
         if handle_ttl > 0:
             self._ended[call.id] = self._clock() + handle_ttl
-            while len(self._ended) > self._max:
+            while len(self._ended) > ENDED_PER_CALL * self._max:
                 del self._ended[next(iter(self._ended))]
         if self._calls.pop(call.id, None) is not None:
-            self._per_principal[call.principal] -= 1
-            if self._per_principal[call.principal] <= 0:
-                del self._per_principal[call.principal]
+            if call.parked:
+                self._unpark(call.upstream)
+            _decrement(self._per_principal, call.principal)
+            if call.address:
+                _decrement(self._per_address, call.address)
 
     def ended(self, call_id: str) -> bool:
         """Did this call end here recently (so its handle is a replay, not a lost call)?"""
         until = self._ended.get(call_id)
         return until is not None and until > self._clock()
 
+    def overdue(self, call: LiveCall) -> bool:
+        """Is `call` parked past its deadline (the reaper will end it)?"""
+        return call.parked_until is not None and call.parked_until <= self._clock()
+
     def expired(self) -> list[LiveCall]:
         now = self._clock()
         for call_id in [c for c, until in self._ended.items() if until <= now]:
             del self._ended[call_id]
         return [c for c in self._calls.values() if c.parked_until is not None and c.parked_until <= now]
+
+
+def _decrement(counter: Counter[str], key: str) -> None:
+    counter[key] -= 1
+    if counter[key] <= 0:
+        del counter[key]

@@ -64,9 +64,12 @@ class CallService(Takeover, Draining):
     ) -> Outcome:
         pool = self._pools[req.upstream]
         try:
-            self._registry.admit(req.principal)
+            self._registry.admit(req.principal, req.address)
             session = await pool.acquire(req.key)
-        except (LimitExceeded, PoolExhausted) as exc:
+        except LimitExceeded as exc:
+            return Failed(ErrorObject(jsonrpc.LIMIT_EXCEEDED, f"Too many calls: {exc}"))
+        except PoolExhausted as exc:
+            self._registry.refused("pool_full")
             return Failed(ErrorObject(jsonrpc.LIMIT_EXCEEDED, f"Too many calls: {exc}"))
         except UpstreamError as exc:
             return Failed(
@@ -84,6 +87,7 @@ class CallService(Takeover, Draining):
             exchange=Exchange(req.key.capabilities),
             inbox=asyncio.Queue(),
             first_span=req.link.span,
+            address=req.address,
         )
         try:
             self._registry.add(call)
@@ -98,7 +102,7 @@ class CallService(Takeover, Draining):
             await asyncio.shield(self._abandon(call, "the client went away"))
             raise
         if ask_first(call, self._session_roots(call)):
-            return self._park(call)  # sent by the retry that answers (roots.deliver_input)
+            return await self._park(call)  # sent by the retry that answers (roots.deliver_input)
         (method, params), call.unsent = call.unsent, None
         call.upstream_id = await session.call(method, params, call.inbox)
         sink = scoped_sink(notify, req.params, req.log_level, call.id)
@@ -135,7 +139,11 @@ class CallService(Takeover, Draining):
         req.link.joined(claims.call, claims.round + 1, claims.trace)
         call = self._registry.get(claims.call)
         if call is None:
-            if self._registry.ended(claims.call):
+            if self._registry.ended(claims.call) or (
+                claims.owner == self._settings.owner
+                and claims.issued_at >= self._started
+                and not self._stopping
+            ):
                 raise InvalidRequestState("call_ended")
             if claims.owner != self._settings.owner:
                 if owner_gone is None and not local_only:
@@ -163,6 +171,7 @@ class CallService(Takeover, Draining):
             raise
         if failed is not None:
             return failed
+        self._registry.prove(call.principal)
         sink = scoped_sink(notify, req.params, req.log_level, call.id)
         return await self._drive(call, sink, yield_after=yield_after)
 
@@ -186,7 +195,10 @@ class CallService(Takeover, Draining):
         problem = invalid_responses(call.exchange, responses)
         if problem is not None:
             return Failed(problem)
-        return await asyncio.shield(self._deliver(call, responses))
+        failed = await asyncio.shield(self._deliver(call, responses))
+        if failed is None:
+            self._registry.prove(call.principal)
+        return failed
 
     async def cancel(self, call: LiveCall, reason: str) -> None:
         """End a call for its client: pending requests answered, the upstream told, the session dropped."""

@@ -63,7 +63,7 @@ class Takeover(CallDriver):
         if problem is not None:
             return Failed(problem)
         try:
-            self._registry.admit(req.principal)
+            self._registry.admit(req.principal, req.address)
             session = await pool.adopt(req.key, claims.session)
         except (LimitExceeded, PoolExhausted) as exc:
             return Failed(ErrorObject(jsonrpc.LIMIT_EXCEEDED, f"Too many calls: {exc}"))
@@ -82,6 +82,7 @@ class Takeover(CallDriver):
             inbox=asyncio.Queue(),
             upstream_id=claims.request,
             first_span=claims.trace,
+            address=req.address,
         )
         self._registry.add(call)
         log.info(

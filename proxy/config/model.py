@@ -69,6 +69,13 @@ class FrontConfig:
     rate_limit_per_s: float = 0
     rate_burst: int = 20
     keepalive_s: float = 15
+    header_timeout_s: float = 5
+    body_timeout_s: float = 10
+    idle_timeout_s: float = 15
+    max_connections: int = 1024
+    client_address_header: str | None = None
+    legacy_sessions_per_principal: int = 64
+    legacy_sessions_per_address: int = 256
 
 
 PrincipalSource = Literal["authorization", "jwt_claim", "header"]
@@ -104,6 +111,9 @@ class CallsConfig:
     call_timeout_s: float = 300
     drain_grace_s: float = 30
     tasks: TasksConfig = field(default_factory=TasksConfig)
+    max_calls_per_address: int = 256
+    parked_share: float = 0.75
+    first_round_ttl_s: float = 120
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +137,7 @@ class PoolConfig:
     max_sessions: int = 1024
     idle_ttl_s: float = 300
     reuse_sessions: bool = True
+    acquire_timeout_s: float = 5
 
 
 @dataclass(frozen=True, slots=True)

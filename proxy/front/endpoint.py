@@ -168,6 +168,7 @@ class Endpoint:
         def challenge(raw: str | None) -> str | None:
             return oauth.relayed_header(request, upstream, raw) if oauth is not None else raw
 
+        self._modern.rate.check(who[0])  # legacy clients share the per-principal rate (429)
         response = await self._relay.relay(
             request, upstream, who[0], body, msg, forwarded=who[1], challenge=challenge
         )

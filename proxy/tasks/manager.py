@@ -139,6 +139,13 @@ class TaskManager:
     async def reap_expired(self) -> int:
         """Forget tasks whose TTL ended; one still running is cancelled upstream first."""
         now = self._clock()
+        registry = self.calls.registry
+        for record in [r for r in self._tasks.values() if r.call is not None and registry.overdue(r.call)]:
+            # Parked for less than the task's TTL (calls.first_round_ttl_s): nobody answered in time.
+            unanswered = ErrorObject(jsonrpc.CALL_LOST, "Nobody answered the task's input requests in time")
+            if record.state.fail(unanswered, now):
+                self._changed(record)
+                await self._stop(record, "nobody answered the task's input requests in time")
         expired = [r for r in self._tasks.values() if r.state.expires_at <= now]
         for record in expired:
             del self._tasks[record.key]

@@ -9,6 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from jsonschema import exceptions as schema_errors
+from jsonschema import validators
+
 from proxy.wire import mcp
 
 ELICIT_ACTIONS = frozenset({"accept", "decline", "cancel"})
@@ -37,8 +40,12 @@ def invalid_server_request(method: str, params: Mapping[str, Any]) -> str | None
     return None
 
 
-def invalid_input_response(method: str, response: object) -> str | None:
-    """Why a client's input response cannot answer a pending request of `method`, or None."""
+def invalid_input_response(
+    method: str, response: object, params: Mapping[str, Any] | None = None
+) -> str | None:
+    """Why a client's input response cannot answer a pending request of `method` (asked with `params`,
+    when known), or None. An accepted form elicitation's content is checked against the whole
+    `requestedSchema`, nested values included."""
     if not isinstance(response, dict):
         return "must be an object"
     if method == mcp.ELICIT:
@@ -46,9 +53,38 @@ def invalid_input_response(method: str, response: object) -> str | None:
             return "an elicitation response needs 'action' of accept, decline or cancel"
         if "content" in response and not isinstance(response["content"], dict):
             return "an elicitation response's 'content' must be an object"
+        schema = (params or {}).get("requestedSchema")
+        if response["action"] == "accept" and isinstance(schema, dict):
+            return _schema_problem(schema, response.get("content", {}))
     elif method == mcp.SAMPLE:
         if not isinstance(response.get("role"), str) or "content" not in response:
             return "a sampling response needs 'role' and 'content'"
     elif method == mcp.ROOTS and not isinstance(response.get("roots"), list):
         return "a roots response needs a 'roots' array"
     return None
+
+
+# Only the types are checked, at every depth: a value of the wrong type would fail the tool, while servers
+# differ on the rest (an empty multi-select where the schema says minItems 1 is accepted by some).
+_TYPES_ONLY = validators.create(
+    meta_schema=validators.Draft202012Validator.META_SCHEMA,
+    validators={
+        k: validators.Draft202012Validator.VALIDATORS[k]
+        for k in ("type", "properties", "items", "prefixItems", "$ref")
+    },
+)
+
+
+def _schema_problem(schema: dict[str, Any], content: Any) -> str | None:
+    """The first value of `content`, at any depth, whose type `schema` does not allow
+    (`content.<path>: <reason>`), or None. A schema that is not valid JSON Schema is the upstream's
+    problem, not the client's: nothing is checked against it."""
+    try:
+        validators.Draft202012Validator.check_schema(schema)
+        error = schema_errors.best_match(_TYPES_ONLY(schema).iter_errors(content))
+    except schema_errors.SchemaError:
+        return None
+    if error is None:
+        return None
+    where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
+    return f"content{where}: {error.message}"

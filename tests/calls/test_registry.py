@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from proxy.calls.registry import CallBusy, CallRegistry, LimitExceeded, LiveCall
+from proxy.calls.registry import ENDED_PER_CALL, CallBusy, CallRegistry, LimitExceeded, LiveCall
 from proxy.translate.capabilities import ClientCapabilities
 from proxy.translate.exchange import Exchange
 
@@ -216,13 +216,14 @@ def test_remove_without_ttl_is_not_remembered(reg: CallRegistry) -> None:
     assert not reg.ended("never-seen")
 
 
-def test_ended_is_bounded_by_max_calls(reg: CallRegistry) -> None:
-    for i in range(5):  # max_calls is 3
+def test_ended_is_bounded_by_a_multiple_of_max_calls(reg: CallRegistry) -> None:
+    bound = ENDED_PER_CALL * 3  # max_calls is 3
+    for i in range(bound + 2):
         c = call(f"c{i}", f"p{i}")
         reg.add(c)
         reg.remove(c, handle_ttl=60)
-    assert [reg.ended(f"c{i}") for i in range(5)] == [False, False, True, True, True]
-    assert len(reg._ended) == 3
+    assert [reg.ended(f"c{i}") for i in range(bound + 2)] == [False, False] + [True] * bound
+    assert len(reg._ended) == bound
 
 
 def test_expired_prunes_ended_calls(reg: CallRegistry, clock: Clock) -> None:
@@ -245,3 +246,50 @@ def test_remove_with_ttl_still_frees_the_slot_once(reg: CallRegistry) -> None:
     reg.add(call("a3"))
     with pytest.raises(LimitExceeded, match=PER_PRINCIPAL):
         reg.add(call("a4"))
+
+
+def test_address_share_counts_calls_whatever_the_principal(clock: Clock) -> None:
+    reg = CallRegistry(max_calls=10, max_per_principal=10, max_per_address=2, clock=clock)
+    for i in range(2):
+        c = call(f"c{i}", f"minted-{i}")
+        c.address = "10.0.0.1"
+        reg.add(c)
+    with pytest.raises(LimitExceeded, match=r"calls.max_calls_per_address") as refused:
+        reg.admit("minted-9", "10.0.0.1")
+    assert refused.value.reason == "address_share"
+    reg.admit("minted-9", "10.0.0.2")  # another address has its own share
+    reg.remove(reg.get("c0"))  # type: ignore[arg-type]
+    reg.admit("minted-9", "10.0.0.1")
+    assert reg.refusals == {"address_share": 1}
+
+
+def test_parking_is_refused_past_the_upstreams_cap_and_counted_per_upstream(reg: CallRegistry) -> None:
+    a, b = call("a"), call("b", "bob")
+    reg.add(a)
+    reg.add(b)
+    reg.may_park(a, cap=1)
+    reg.park(a, 60)
+    assert reg.parked_in("up") == 1 and reg.parked_count == 1
+    with pytest.raises(LimitExceeded, match=r"calls.parked_share") as refused:
+        reg.may_park(b, cap=1)
+    assert refused.value.reason == "parked_share"
+    reg.may_park(a, cap=1)  # an already parked call (a task re-parking it) is not counted twice
+    reg.take(a)
+    assert reg.parked_in("up") == 0
+    reg.may_park(b, cap=1)
+    reg.park(b, 60)
+    reg.remove(b)
+    assert reg.parked_count == 0
+
+
+def test_principals_that_never_answered_park_for_the_first_round_ttl_only(clock: Clock) -> None:
+    reg = CallRegistry(max_calls=10, max_per_principal=10, first_round_ttl=5, clock=clock)
+    new, known = call("n", "newcomer"), call("k", "regular")
+    reg.add(new)
+    reg.add(known)
+    reg.prove("regular")
+    assert reg.park(new, 600) == 5
+    assert reg.park(known, 600) == 600
+    clock.now += 6
+    assert reg.overdue(new) and not reg.overdue(known)
+    assert reg.expired() == [new]

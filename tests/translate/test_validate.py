@@ -166,3 +166,43 @@ def test_invalid_input_response(method: str, response: object, fragment: str) ->
     problem = invalid_input_response(method, response)
     assert problem is not None
     assert fragment in problem
+
+
+NESTED_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string"},
+        "prefs": {"type": "object", "properties": {"age": {"type": "integer", "minimum": 0}}},
+        "tags": {"type": "array", "items": {"type": "string", "enum": ["a", "b"]}},
+    },
+    "required": ["name"],
+}
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        ({"name": "x", "prefs": {"age": "old"}}, "content.prefs.age: 'old' is not of type 'integer'"),
+        ({"name": "x", "tags": ["a", 3]}, "content.tags[1]: 3 is not of type 'string'"),
+        ({"name": ["x"]}, "content.name: ['x'] is not of type 'string'"),
+        # Constraints other than types are the server's to judge (some accept these):
+        ({"name": "x", "prefs": {"age": -1}}, None),
+        ({"name": "x", "tags": ["c"]}, None),
+        ({"prefs": {}}, None),
+        ({"name": "x", "prefs": {"age": 3}, "tags": ["b"]}, None),
+    ],
+)
+def test_accepted_content_is_type_checked_against_the_whole_requested_schema(
+    content: dict[str, Any], problem: str | None
+) -> None:
+    params = {"message": "m", "requestedSchema": NESTED_SCHEMA}
+    response = {"action": "accept", "content": content}
+    assert invalid_input_response(mcp.ELICIT, response, params) == problem
+
+
+def test_declines_and_broken_schemas_are_not_checked_against_the_schema() -> None:
+    assert (
+        invalid_input_response(mcp.ELICIT, {"action": "decline"}, {"requestedSchema": NESTED_SCHEMA}) is None
+    )
+    broken = {"requestedSchema": {"type": "no-such-type"}}  # the upstream's mistake, not the client's
+    assert invalid_input_response(mcp.ELICIT, {"action": "accept", "content": {}}, broken) is None

@@ -46,10 +46,12 @@ import structlog
 from aiohttp import web
 
 from proxy.config import UpstreamConfig
+from proxy.front.address import client_address
 from proxy.front.legacy.bridge_calls import BridgeCalls
 from proxy.front.legacy.bridge_session import TICK, BridgedSession, BridgeSettings, RuntimeStateView
 from proxy.front.legacy.bridge_streams import BridgeReply, error_response, serve_get_stream
 from proxy.front.legacy.bridge_wire import declared_capabilities, initialize_result, offered_versions
+from proxy.front.legacy.quota import SessionQuota
 from proxy.handle import HandleCodec, HandleError
 from proxy.handle.session_ids import LegacySession, open_session, seal_session
 from proxy.upstream.base import UpstreamAuthChallenge, UpstreamError, UpstreamSession
@@ -91,9 +93,14 @@ class LegacyBridge:
         settings: BridgeSettings | None = None,
         state: RuntimeStateView | None = None,
         clients: Mapping[str, aiohttp.ClientSession] | None = None,  # per upstream (TLS); default `http`
+        quota: SessionQuota | None = None,
+        address_header: str | None = None,
     ) -> None:
         self._http, self._codec, self._upstreams = http, codec, upstreams
         self._clients = clients or {}
+        # Sessions per principal and client address (quota.py); without one, only pool.max_sessions.
+        self._quota = quota if quota is not None else SessionQuota(per_principal=1 << 30, per_address=0)
+        self._address_header = address_header
         self._no_call = no_call
         self._settings = settings or BridgeSettings()
         self._calls = BridgeCalls(self._settings)
@@ -180,10 +187,31 @@ class LegacyBridge:
             return error_response(
                 503, "This proxy replica is shutting down; initialize again (another replica serves it)"
             )
-        if sum(b.config.name == config.name for b in self._sessions.values()) >= config.pool.max_sessions:
-            limit = f"Too many calls: {config.pool.max_sessions} legacy sessions open (pool.max_sessions)"
-            return await BridgeReply(request).finish(jsonrpc.error(msg.id, jsonrpc.LIMIT_EXCEEDED, limit))
+        address = client_address(request.headers, request.remote, self._address_header)
+        refusal = self._quota.refusal(config.name, principal, address, config.pool.max_sessions)
+        if refusal is not None:
+            log.info("legacy_bridge.refused", upstream=config.name, reason=refusal)
+            error = jsonrpc.error(msg.id, jsonrpc.LIMIT_EXCEEDED, f"Too many calls: {refusal}")
+            return await BridgeReply(request).finish(error)
         bridged = BridgedSession(config, principal, self._settings, self._no_call(config))
+        self._quota.opened(bridged.token, config.name, principal, address, None)  # counted while opening
+        try:
+            return await self._open(request, config, msg, bridged, headers=headers, challenge=challenge)
+        finally:
+            if self._sessions.get(bridged.token) is not bridged:  # it did not open: its room is free again
+                self._quota.closed(bridged.token)
+
+    async def _open(
+        self,
+        request: web.Request,
+        config: UpstreamConfig,
+        msg: jsonrpc.Request,
+        bridged: BridgedSession,
+        *,
+        headers: Mapping[str, str],
+        challenge: Callable[[str | None], str | None] | None,
+    ) -> web.StreamResponse:
+        principal = bridged.principal
         try:
             bridged.session = await open_dedicated(
                 self._clients.get(config.name, self._http),
@@ -226,6 +254,7 @@ class LegacyBridge:
     async def _forget(self, bridged: BridgedSession, why: str) -> None:
         if self._sessions.get(bridged.token) is bridged:
             del self._sessions[bridged.token]
+            self._quota.closed(bridged.token)
         log.info("legacy_bridge.closed", upstream=bridged.config.name, why=why)
         await bridged.close()
 

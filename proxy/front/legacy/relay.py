@@ -9,13 +9,16 @@ Request and response bodies, SSE streams included, pass through byte for byte.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable, Mapping, Sequence
 
 import aiohttp
 from aiohttp import web
 
 from proxy.config import UpstreamConfig
+from proxy.front.address import client_address
 from proxy.front.legacy.bridge import LegacyBridge
+from proxy.front.legacy.quota import SessionQuota
 from proxy.handle import HandleCodec, HandleError
 from proxy.handle.session_ids import LegacySession, open_session, seal_session
 from proxy.upstream.propagation import with_propagated
@@ -43,9 +46,15 @@ class LegacyRelay:
         upstreams: Mapping[str, UpstreamConfig],
         bridge: LegacyBridge | None = None,
         clients: Mapping[str, aiohttp.ClientSession] | None = None,  # per upstream (TLS); default `http`
+        *,
+        quota: SessionQuota | None = None,
+        address_header: str | None = None,
     ):
         self._http = http
         self._clients = clients or {}
+        # Sessions per principal and client address (quota.py); without one, none are counted.
+        self._quota = quota
+        self._address_header = address_header
         self._codec = codec
         self._upstreams = upstreams
         self._bridge = bridge  # serves the legacy clients of `sse` and `stdio` upstreams (bridge.py)
@@ -82,6 +91,8 @@ class LegacyRelay:
             forwarded = [(n, request.headers[n]) for n in config.forward_headers if n in request.headers]
         headers.update(forwarded)
         headers = with_propagated(headers)
+        quota, ttl = self._quota, config.pool.idle_ttl_s
+        reserved: str | None = None  # an initialize's room in the quota, held while it is relayed
         if mcp.SESSION_HEADER in request.headers:
             try:
                 session = open_session(self._codec, request.headers[mcp.SESSION_HEADER])
@@ -90,8 +101,39 @@ class LegacyRelay:
             if session.upstream != upstream or session.principal != principal:
                 return _error(404, "Session not found")
             headers[mcp.SESSION_HEADER] = session.upstream_session
+            if quota is not None:
+                quota.touch(_token(upstream, session.upstream_session), ttl)
         elif not (isinstance(msg, jsonrpc.Request) and msg.method == "initialize"):
             return _error(400, "Missing Mcp-Session-Id (a legacy client starts with initialize)")
+        elif quota is not None:
+            address = client_address(request.headers, request.remote, self._address_header)
+            refusal = quota.refusal(upstream, principal, address, config.pool.max_sessions)
+            if refusal is not None:
+                error = jsonrpc.error(msg.id, jsonrpc.LIMIT_EXCEEDED, f"Too many calls: {refusal}")
+                return web.Response(body=jsonrpc.dumps(error), content_type="application/json")
+            reserved = f"initializing:{secrets.token_hex(8)}"
+            quota.opened(reserved, upstream, principal, address, ttl)
+        try:
+            return await self._send(
+                request, config, principal, body, headers, reserved=reserved, challenge=challenge
+            )
+        finally:
+            if reserved is not None and quota is not None:
+                quota.closed(reserved)
+
+    async def _send(
+        self,
+        request: web.Request,
+        config: UpstreamConfig,
+        principal: str,
+        body: bytes | None,
+        headers: dict[str, str],
+        *,
+        reserved: str | None,
+        challenge: Callable[[str | None], str | None] | None,
+    ) -> web.StreamResponse:
+        upstream, quota = config.name, self._quota
+        assert config.url is not None
         try:
             upstream_resp = await self._clients.get(upstream, self._http).request(
                 request.method,
@@ -109,15 +151,26 @@ class LegacyRelay:
                 if relayed:
                     out_headers["WWW-Authenticate"] = relayed
             if mcp.SESSION_HEADER in upstream_resp.headers:
+                upstream_session = upstream_resp.headers[mcp.SESSION_HEADER]
                 out_headers[mcp.SESSION_HEADER] = seal_session(
-                    self._codec, LegacySession(upstream, upstream_resp.headers[mcp.SESSION_HEADER], principal)
+                    self._codec, LegacySession(upstream, upstream_session, principal)
                 )
+                if quota is not None and reserved is not None:  # the new session takes the room
+                    address = client_address(request.headers, request.remote, self._address_header)
+                    token = _token(upstream, upstream_session)
+                    quota.opened(token, upstream, principal, address, config.pool.idle_ttl_s)
+            if request.method == "DELETE" and quota is not None and upstream_resp.status < 300:
+                quota.closed(_token(upstream, headers[mcp.SESSION_HEADER]))
             out = web.StreamResponse(status=upstream_resp.status, headers=out_headers)
             await out.prepare(request)
             async for chunk in upstream_resp.content.iter_any():
                 await out.write(chunk)
             await out.write_eof()
             return out
+
+
+def _token(upstream: str, upstream_session: str) -> str:
+    return f"relay:{upstream}:{upstream_session}"
 
 
 def _error(status: int, message: str) -> web.Response:

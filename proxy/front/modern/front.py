@@ -28,15 +28,16 @@ from proxy.calls.outcomes import (
 )
 from proxy.calls.service import CallService
 from proxy.config import FrontConfig, UpstreamConfig
+from proxy.front.address import client_address
 from proxy.front.checks import InputLimits, Refusal, check_modern
+from proxy.front.modern.limits import RateGate, pool_full
 from proxy.front.modern.listen import ListenFront
 from proxy.front.modern.peer_route import check_peer_request, key_not_held
 from proxy.front.oauth import OAuthFront
 from proxy.front.peers import FORWARD_PREFIX, PeerLost, Peers, PeerUnreachable
 from proxy.front.principal import Resolver
-from proxy.front.ratelimit import RateLimiter
 from proxy.front.reply import Replier
-from proxy.pool import PoolKey, SessionPool
+from proxy.pool import PoolExhausted, PoolKey, SessionPool
 from proxy.tasks.front import TaskCreated, TaskFront
 from proxy.translate.request import ModernRequest
 from proxy.upstream.base import UpstreamAuthChallenge, UpstreamError
@@ -85,7 +86,7 @@ class ModernFront:
         self._front = front
         self._peers = peers
         self._principal = principal
-        self._rate = RateLimiter(front.rate_limit_per_s, front.rate_burst)
+        self.rate = RateGate(front)  # the endpoint's legacy requests take from it too
         self._upstreams = upstreams
         self._pools = pools
         self._calls = calls
@@ -115,16 +116,7 @@ class ModernFront:
         forwarded = request.path.startswith(FORWARD_PREFIX)  # the endpoint checked its signature
         if forwarded and req.request_state is None and msg.method not in mcp.TASK_METHODS:
             raise Refusal(400, ErrorObject(jsonrpc.INVALID_REQUEST, "The peer route only takes retries"))
-        if not self._rate.allow(principal):  # a forwarded retry counts here too: this replica does its work
-            wait = self._rate.retry_after(principal)
-            raise Refusal(
-                429,
-                ErrorObject(
-                    jsonrpc.LIMIT_EXCEEDED,
-                    f"Too many requests: at most {self._front.rate_limit_per_s:g}/s "
-                    f"for this client (front.rate_limit_per_s); retry in {wait:.1f}s",
-                ),
-            )
+        self.rate.check(principal)  # a forwarded retry counts here too: this replica does its work
         key = self._pool_key(upstream, req, request, principal, upstream_headers)
         if self._state.draining and msg.method in mcp.MRTR_METHODS and req.request_state is None:
             raise Refusal(
@@ -154,6 +146,7 @@ class ModernFront:
                 local_only=local_only,
                 owner_gone=owner_gone,
                 link=link,
+                address=client_address(request.headers, request.remote, self._front.client_address_header),
             )
             try:
                 return await self._with_keepalive(replier, work)
@@ -239,6 +232,7 @@ class ModernFront:
         local_only: bool = False,
         owner_gone: OwnerGone | None = None,
         link: CallLink | None = None,
+        address: str = "",
     ) -> jsonrpc.Response | Forward:
         msg = req.request
         if msg.method == "ping":
@@ -261,6 +255,7 @@ class ModernFront:
             principal,
             link or CallLink(),
             log_level=req.log_level,
+            address=address,
         )
         try:
             if self._tasks is not None and self._tasks.applies(req):  # may become a task (proxy/tasks)
@@ -324,6 +319,8 @@ class ModernFront:
             info = await pool.server_info(key)
         except UpstreamAuthChallenge:
             raise
+        except PoolExhausted as exc:
+            return pool_full(self._calls.registry, msg, exc, line)
         except (UpstreamError, TimeoutError) as exc:
             line["outcome"] = "upstream_failed"
             return jsonrpc.error(msg.id, jsonrpc.UPSTREAM_FAILED, f"Upstream {upstream!r} unavailable: {exc}")
@@ -346,6 +343,8 @@ class ModernFront:
             reply = await self._pools[upstream].request(key, msg.method, req.upstream_params, PLAIN_TIMEOUT)
         except UpstreamAuthChallenge:
             raise
+        except PoolExhausted as exc:
+            return pool_full(self._calls.registry, msg, exc, line)
         except UpstreamError as exc:
             line["outcome"] = "upstream_failed"
             return jsonrpc.error(msg.id, jsonrpc.UPSTREAM_FAILED, f"Upstream {upstream!r} failed: {exc}")

@@ -1,0 +1,44 @@
+"""The modern room's answers when a limit is reached: the per-principal request rate (429, shared with
+legacy clients through the endpoint) and a pool with no free session in time (-31003, never a 500)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from proxy.calls.registry import CallRegistry
+from proxy.config import FrontConfig
+from proxy.front.checks import Refusal
+from proxy.front.ratelimit import RateLimiter
+from proxy.pool import PoolExhausted
+from proxy.wire import jsonrpc
+from proxy.wire.jsonrpc import ErrorObject
+
+
+class RateGate:
+    """`front.rate_limit_per_s` per principal: every request takes a token, modern or legacy."""
+
+    def __init__(self, front: FrontConfig) -> None:
+        self._per_s = front.rate_limit_per_s
+        self._bucket = RateLimiter(front.rate_limit_per_s, front.rate_burst)
+
+    def check(self, principal: str) -> None:
+        """Take one request from `principal`'s bucket, or refuse it (429) when it is empty."""
+        if not self._bucket.allow(principal):
+            wait = self._bucket.retry_after(principal)
+            raise Refusal(
+                429,
+                ErrorObject(
+                    jsonrpc.LIMIT_EXCEEDED,
+                    f"Too many requests: at most {self._per_s:g}/s "
+                    f"for this client (front.rate_limit_per_s); retry in {wait:.1f}s",
+                ),
+            )
+
+
+def pool_full(
+    registry: CallRegistry, msg: jsonrpc.Request, exc: PoolExhausted, line: dict[str, Any]
+) -> jsonrpc.Response:
+    """No session came free in time for a plain request: -31003, like a call, with its log line's outcome."""
+    registry.refused("pool_full")
+    line.update(outcome=f"failed:{jsonrpc.LIMIT_EXCEEDED}", refusal="pool_full")
+    return jsonrpc.error(msg.id, jsonrpc.LIMIT_EXCEEDED, f"Too many calls: {exc}")

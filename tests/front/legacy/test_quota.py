@@ -1,0 +1,50 @@
+"""SessionQuota: legacy sessions by principal and address, relayed ones forgotten after their TTL."""
+
+from __future__ import annotations
+
+from proxy.front.address import client_address
+from proxy.front.legacy.quota import SessionQuota
+
+
+class Clock:
+    now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_shares_per_principal_address_and_upstream() -> None:
+    quota = SessionQuota(per_principal=2, per_address=3, clock=Clock())
+    for i in range(2):
+        assert quota.refusal("up", "p", "1.2.3.4", 10) is None
+        quota.opened(f"t{i}", "up", "p", "1.2.3.4", None)
+    assert "front.legacy_sessions_per_principal" in (quota.refusal("up", "p", "1.2.3.4", 10) or "")
+    quota.opened("t2", "up", "q", "1.2.3.4", None)
+    assert "front.legacy_sessions_per_address" in (quota.refusal("up", "r", "1.2.3.4", 10) or "")
+    assert quota.refusal("up", "r", "5.6.7.8", 10) is None
+    assert "pool.max_sessions" in (quota.refusal("up", "r", "5.6.7.8", 3) or "")
+    quota.closed("t0")
+    quota.closed("t0")  # twice: nothing more
+    assert quota.refusal("up", "p", "1.2.3.4", 10) is None
+    assert len(quota) == 2
+
+
+def test_relayed_sessions_expire_unless_used() -> None:
+    clock = Clock()
+    quota = SessionQuota(per_principal=1, per_address=0, clock=clock)
+    quota.opened("relay", "up", "p", "", 10)
+    clock.now += 8
+    quota.touch("relay", 10)
+    clock.now += 8
+    assert quota.refusal("up", "p", "", 10) is not None  # used 8 s ago: still held
+    clock.now += 3
+    assert quota.refusal("up", "p", "", 10) is None  # 11 s unused: forgotten
+    assert len(quota) == 0
+
+
+def test_client_address() -> None:
+    headers = {"X-Forwarded-For": "6.6.6.6, 10.0.0.7"}
+    assert client_address(headers, "10.1.1.1", None) == "10.1.1.1"
+    assert client_address(headers, "10.1.1.1", "X-Forwarded-For") == "10.0.0.7"  # what the ingress saw
+    assert client_address({}, "10.1.1.1", "X-Forwarded-For") == "10.1.1.1"
+    assert client_address({}, None, None) == ""

@@ -1,10 +1,9 @@
 """A full replica leaves the balancer's rotation (issue 16 item 5, with the saturation signal of issue 14).
 
-Written against the interface the hardening work provides: `/readyz` answers 503 `{"status": "saturated"}`
-when a replica is full (what a Kubernetes readiness probe acts on), and the new call a full replica
-refuses is refused with HTTP 503, which is what open-source nginx can act on: it has no active health
-checks, so `proxy_next_upstream http_503 non_idempotent` sends the call to the next replica and
-`max_fails` takes the full one out of rotation for `fail_timeout` (docs/scale-out.md, "Balancers")."""
+`/readyz` answers 503 `{"status": "saturated"}` when a replica is full (issue 14's mechanism): what a
+Kubernetes readiness probe acts on. Open-source nginx has no active health checks; it could act only on
+the refused call itself (`proxy_next_upstream http_503 non_idempotent`, docs/scale-out.md "Balancers"),
+and a full replica refuses a new call with 200 `-31003`: that part is marked xfail."""
 
 from __future__ import annotations
 
@@ -14,43 +13,52 @@ import signal
 import aiohttp
 import pytest
 
-from e2e.harness import RawClient, accept_name
-from e2e.replicas import cluster, round_robin, url_of
+from e2e.harness import RawClient, Reply, accept_name
+from e2e.replicas import Cluster, cluster, round_robin, url_of
 
 pytestmark = [pytest.mark.peers, pytest.mark.asyncio(loop_scope="session")]
 
 
-@pytest.mark.xfail(
-    reason="needs the saturation signal of issue 14 (/readyz 503 'saturated', HTTP 503 for a full "
-    "replica's refusal): not on main yet",
-    strict=False,
-)
-async def test_a_full_replica_leaves_the_balancers_rotation(fastmcp_url: str) -> None:
-    async with (
-        cluster(fastmcp_url, 2, calls_per_replica=[{"max_parked": 2}, {}]) as group,
-        aiohttp.ClientSession() as http,
-    ):
+async def park_full(group: Cluster, http: aiohttp.ClientSession) -> tuple[RawClient, list[Reply]]:
+    filler = RawClient(url_of(group.replicas[0]), http)
+    parked = [await filler.call("ask_name") for _ in range(2)]
+    assert all(p.result["resultType"] == "input_required" for p in parked)
+    return filler, parked
+
+
+FULL = [{"max_parked": 2, "max_parked_per_principal": 2}, {}]
+
+
+async def test_a_full_replica_leaves_a_readiness_driven_rotation(fastmcp_url: str) -> None:
+    """What a Kubernetes Service acts on: the full replica's /readyz is 503 saturated, the other's 200; the
+    full one's own parked calls are undisturbed."""
+    async with cluster(fastmcp_url, 2, calls_per_replica=FULL) as group, aiohttp.ClientSession() as http:
         full, roomy = group.replicas
-        filler = RawClient(url_of(full), http)
-        parked = [await filler.call("ask_name") for _ in range(2)]
-        assert all(p.result["resultType"] == "input_required" for p in parked)
+        filler, parked = await park_full(group, http)
         async with http.get(f"http://127.0.0.1:{full.port}/readyz") as resp:
             assert resp.status == 503
             assert (await resp.json())["status"] == "saturated"
         async with http.get(f"http://127.0.0.1:{roomy.port}/readyz") as resp:
             assert resp.status == 200
+        for i, first in enumerate(parked):
+            final = await filler.retry(first, {"elicit-1": accept_name(f"p{i}")}, "ask_name")
+            assert final.result["content"][0]["text"] == f"accept:p{i}"
+        async with http.get(f"http://127.0.0.1:{full.port}/readyz") as resp:
+            assert resp.status == 200  # room again: back in rotation
+
+
+@pytest.mark.xfail(
+    reason="open-source nginx has no active health checks: it can steer only on the refused call's HTTP "
+    "status, and a full replica refuses a new call with 200 -31003 (issue 14's choice), not 503",
+    strict=False,
+)
+async def test_a_full_replica_leaves_nginx_rotation(fastmcp_url: str) -> None:
+    async with cluster(fastmcp_url, 2, calls_per_replica=FULL) as group, aiohttp.ClientSession() as http:
+        await park_full(group, http)
         async with round_robin(group.replicas, next_upstream=True) as lb:
             client = RawClient(lb, http)
             firsts = [await client.call("ask_name") for _ in range(6)]
             assert [f.body.get("result", {}).get("resultType") for f in firsts] == ["input_required"] * 6
-            finals = [
-                await client.retry(f, {"elicit-1": accept_name(f"n{i}")}, "ask_name")
-                for i, f in enumerate(firsts)
-            ]
-            assert [f.result["content"][0]["text"] for f in finals] == [f"accept:n{i}" for i in range(6)]
-        for i, first in enumerate(parked):  # the full replica's own calls were never disturbed
-            final = await filler.retry(first, {"elicit-1": accept_name(f"p{i}")}, "ask_name")
-            assert final.result["content"][0]["text"] == f"accept:p{i}"
 
 
 async def test_nginx_settings_make_a_drain_invisible_to_clients(fastmcp_url: str) -> None:

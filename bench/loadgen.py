@@ -331,6 +331,7 @@ async def _timed(clients: list[Legacy | Modern], spec: dict[str, Any]) -> dict[s
         "concurrency": len(clients),
         "window_s": elapsed,
         "completed": len(latencies),
+        "completed_total": done,  # warm-up included: what a connection count over the whole run divides by
         "throughput_rps": len(latencies) / elapsed if elapsed > 0 else 0.0,
         "errors": len(errors),
         "first_errors": errors[:3],

@@ -24,6 +24,7 @@ import argparse
 import asyncio
 import base64
 import contextlib
+import dataclasses
 import datetime
 import json
 import os
@@ -224,6 +225,21 @@ def raise_nofile() -> int:
 def _cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def upstream_client_ports(url: str) -> set[int]:
+    """Ephemeral ports of every IPv4 socket to or from the port of `url` (open or in TIME_WAIT, which lasts a
+    minute on Linux), from the kernel's table: a connection opened since an earlier call adds a port."""
+    port = int(url.split(":")[2].split("/", maxsplit=1)[0])
+    ports = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        local, remote = (int(addr.rsplit(":", 1)[1], 16) for addr in fields[1:3])
+        if remote == port and local != port:
+            ports.add(local)
+        elif local == port and remote not in (0, port):
+            ports.add(remote)
+    return ports
 
 
 def rss_kb(pid: int) -> int:
@@ -427,9 +443,15 @@ async def pass_and_roundtrip(
                         "watch_pids": list(pids.values()),
                         **echo,
                     }
+                    ports = upstream_client_ports(up.url) if path == "mrtr" else None
                     result = await measure(
                         spec, f"[{kind}] pass rep {rep + 1}/{plan.reps} c={c:<3} {path:<14}", pids
                     )
+                    if ports is not None and "failed" not in result:
+                        # New TCP connections to the legacy server while the proxy served this cell (the only
+                        # client of the upstream meanwhile): a reused connection keeps its port.
+                        result["upstream_new_conns"] = len(upstream_client_ports(up.url) - ports)
+                        say(f"    new upstream connections: {result['upstream_new_conns']}")
                     cells[c][path].append(result)
         out["pass"] = {str(c): v for c, v in cells.items()}
 
@@ -771,6 +793,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description="mrtr-proxy benchmarks (see bench/README.md)")
     parser.add_argument("--quick", action="store_true", help="smaller counts (~2-3 minutes)")
     parser.add_argument("--upstreams", nargs="+", choices=UPSTREAMS, default=list(UPSTREAMS))
+    parser.add_argument(
+        "--parked-levels",
+        nargs="+",
+        type=int,
+        help="parked-call counts to measure (default: the plan's: 100 1000 quick, 1000 5000 10000 full)",
+    )
     parser.add_argument("--no-parked", action="store_true", help="skip the parked-calls section")
     parser.add_argument("--no-profile", action="store_true", help="skip the py-spy profile")
     parser.add_argument(
@@ -788,6 +816,8 @@ def main() -> int:
     )
     args = parser.parse_args()
     plan = QUICK if args.quick else FULL
+    if args.parked_levels:
+        plan = dataclasses.replace(plan, parked_levels=tuple(sorted(args.parked_levels)))
     nofile = raise_nofile()
     if args.wait_quiet > 0:
         wait_quiet(args.wait_quiet)

@@ -31,12 +31,12 @@ def _concurrencies(data: dict[str, Any], kind: str) -> list[str]:
 
 def new_conns_per_1000(data: dict[str, Any], kind: str) -> tuple[float | None, float | None]:
     """Median and largest, over the proxy's pass-through cells, of new upstream connections per 1,000 calls
-    (every cell runs after the warm-up)."""
+    in the cell's window (after its warm-up at the same concurrency)."""
     rates = [
-        1000 * r["upstream_new_conns"] / r["completed_total"]
+        1000 * r["new_conns"] / r["completed"]
         for c in _concurrencies(data, kind)
         for r in _runs(data, kind, c, "mrtr")
-        if "upstream_new_conns" in r and r.get("completed_total")
+        if "new_conns" in r and r.get("completed")
     ]
     return _median(rates), (max(rates) if rates else None)
 
@@ -70,7 +70,7 @@ def goals(data: dict[str, Any], s: dict[str, Any]) -> list[dict[str, Any]]:
             f"{_fmt(median, '.1f')} (largest cell {_fmt(worst, '.1f')})",
             "≤ 5",
             ok=None if median is None else median <= 5,
-            note="sockets to the upstream port in /proc/net/tcp, before and after each proxy cell",
+            note="sockets to the upstream port in /proc/net/tcp over each proxy cell's window",
         )
     cpu_goals = (("fastmcp130", "FastMCP 1.30 server", 0.25), ("minimal", "minimal aiohttp server", 2.5))
     for kind, label, goal in cpu_goals:

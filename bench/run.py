@@ -227,21 +227,6 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def upstream_client_ports(url: str) -> set[int]:
-    """Ephemeral ports of every IPv4 socket to or from the port of `url` (open or in TIME_WAIT, which lasts a
-    minute on Linux), from the kernel's table: a connection opened since an earlier call adds a port."""
-    port = int(url.split(":")[2].split("/", maxsplit=1)[0])
-    ports = set()
-    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
-        fields = line.split()
-        local, remote = (int(addr.rsplit(":", 1)[1], 16) for addr in fields[1:3])
-        if remote == port and local != port:
-            ports.add(local)
-        elif local == port and remote not in (0, port):
-            ports.add(remote)
-    return ports
-
-
 def rss_kb(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -443,15 +428,11 @@ async def pass_and_roundtrip(
                         "watch_pids": list(pids.values()),
                         **echo,
                     }
-                    ports = upstream_client_ports(up.url) if path == "mrtr" else None
+                    if path == "mrtr":  # new TCP connections to the legacy server in the window
+                        spec["count_port"] = int(up.url.split(":")[2].split("/", maxsplit=1)[0])
                     result = await measure(
                         spec, f"[{kind}] pass rep {rep + 1}/{plan.reps} c={c:<3} {path:<14}", pids
                     )
-                    if ports is not None and "failed" not in result:
-                        # New TCP connections to the legacy server while the proxy served this cell (the only
-                        # client of the upstream meanwhile): a reused connection keeps its port.
-                        result["upstream_new_conns"] = len(upstream_client_ports(up.url) - ports)
-                        say(f"    new upstream connections: {result['upstream_new_conns']}")
                     cells[c][path].append(result)
         out["pass"] = {str(c): v for c, v in cells.items()}
 

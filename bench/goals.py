@@ -112,23 +112,28 @@ def goals(data: dict[str, Any], s: dict[str, Any]) -> list[dict[str, Any]]:
             ok=None if r is None else r <= 1.3,
             note="one elicitation answered at once, 1 client",
         )
-    parked = [p for p in s.get("parked", []) if p["parked"]]
+    parked = [p for p in s.get("parked", []) if p["parked"] and p["kb_per_call"] is not None]
+    with_get = [p for p in parked if p["get_stream"]]
     for level in (1000, 10000):
-        rows = [p for p in parked if p["target"] == level and p["kb_per_call"] is not None]
-        if not rows:
-            name = f"memory per parked call at {level:,} parked"
+        name = f"memory per parked call at {level:,} parked"
+        # With GET streams the fd limit may cap the level (each parked call holds 2 sockets): take the
+        # largest level measured up to it, and the run without GET streams at the level itself when there is.
+        near = [p for p in with_get if p["parked"] <= level and p["parked"] >= level * 0.9]
+        without = [p for p in parked if not p["get_stream"] and p["target"] == level]
+        if not near and not without:
             add(name, None, "not measured in this plan", "≤ 30 KiB", ok=None, note="")
             continue
-        row = next((p for p in rows if p["get_stream"]), rows[-1])
-        kb = row["kb_per_call"]  # VmRSS is in kB of 1,024 bytes: KiB already
+        parts = [f"{p['kb_per_call']:.1f} KiB at {p['parked']:,} with GET streams" for p in near[-1:]]
+        parts += [f"{p['kb_per_call']:.1f} KiB at {p['parked']:,} without GET streams" for p in without[-1:]]
+        verdict = near[-1] if near else without[-1]
         add(
-            f"memory per parked call at {level:,} parked",
-            kb,
-            f"{kb:.1f} KiB ({row['parked']:,} parked, {'with' if row['get_stream'] else 'without'} GET "
-            "streams)",
+            name,
+            verdict["kb_per_call"],
+            "; ".join(parts),
             "≤ 30 KiB",
-            ok=kb <= 30,
-            note="proxy VmRSS over the no-parked baseline",
+            ok=verdict["kb_per_call"] <= 30,
+            note="proxy VmRSS over the no-parked baseline (kB of 1,024 bytes); verdict with GET streams "
+            "where measured",
         )
     h = data.get("handles", {}).get("typical")
     if h:

@@ -11,9 +11,10 @@ import asyncio
 
 import aiohttp
 
-# A call stream after its response, a 202's "Accepted": servers end these at once; this only bounds a server
-# that keeps writing.
-FINISH_WITHIN = 1.0
+# A call stream after its response, a 202's "Accepted": servers end these at once (the closing chunk is
+# usually in the same read as the response). This bounds what a server that keeps a reply stream open after
+# its response can cost a plain request (tools/list …), whose caller waits for the exchange to end.
+FINISH_WITHIN = 0.25
 
 
 async def finish_body(resp: aiohttp.ClientResponse, limit: float = FINISH_WITHIN) -> None:

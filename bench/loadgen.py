@@ -30,6 +30,7 @@ import os
 import resource
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -278,6 +279,8 @@ async def _timed(clients: list[Legacy | Modern], spec: dict[str, Any]) -> dict[s
     stopped = False
     enough = asyncio.Event()  # set once the window holds min_completions
     cpu_marks: dict[str, float] = {}
+    count_port = spec.get("count_port")  # count new TCP connections to this port over the window
+    ports: dict[int, set[int]] = {}
 
     async def marks() -> None:
         nonlocal stopped
@@ -286,6 +289,8 @@ async def _timed(clients: list[Legacy | Modern], spec: dict[str, Any]) -> dict[s
         cpu_marks["machine0"] = _machine_busy_seconds()
         for pid in watch:
             cpu_marks[f"{pid}:0"] = _cpu_seconds(pid)
+        if count_port is not None:
+            ports[0] = client_ports(count_port)
         cpu_marks["t0"] = time.perf_counter()
         await asyncio.sleep(max(0.0, window_start + duration - loop.time()))
         with contextlib.suppress(TimeoutError):
@@ -295,6 +300,8 @@ async def _timed(clients: list[Legacy | Modern], spec: dict[str, Any]) -> dict[s
         cpu_marks["machine1"] = _machine_busy_seconds()
         for pid in watch:
             cpu_marks[f"{pid}:1"] = _cpu_seconds(pid)
+        if count_port is not None:
+            ports[1] = client_ports(count_port)
         cpu_marks["t1"] = time.perf_counter()
 
     async def worker(client: Legacy | Modern) -> None:
@@ -339,6 +346,8 @@ async def _timed(clients: list[Legacy | Modern], spec: dict[str, Any]) -> dict[s
     }
     for pid in watch:
         out["cpu_pct"][str(pid)] = 100.0 * (cpu_marks[f"{pid}:1"] - cpu_marks[f"{pid}:0"]) / elapsed
+    if len(ports) == 2:  # a connection reused keeps its port; every new one adds a port
+        out["new_conns"] = len(ports[1] - ports[0])
     # CPU % of one core: the whole machine, and what neither this process nor the watched ones used
     machine = 100.0 * (cpu_marks["machine1"] - cpu_marks["machine0"]) / elapsed
     out["machine_cpu_pct"] = machine
@@ -349,6 +358,20 @@ async def _timed(clients: list[Legacy | Modern], spec: dict[str, Any]) -> dict[s
         for k, v in out["cpu_pct"].items()
     }
     return out
+
+
+def client_ports(port: int) -> set[int]:
+    """Ephemeral ports of every IPv4 socket to or from `port` (open or in TIME_WAIT, which lasts a minute on
+    Linux), from the kernel's table."""
+    found = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        local, remote = (int(addr.rsplit(":", 1)[1], 16) for addr in fields[1:3])
+        if remote == port and local != port:
+            found.add(local)
+        elif local == port and remote not in (0, port):
+            found.add(remote)
+    return found
 
 
 async def _park(http: aiohttp.ClientSession, spec: dict[str, Any]) -> dict[str, Any]:

@@ -15,6 +15,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import goals
+
 UPSTREAM_LABEL = {"minimal": "minimal aiohttp legacy server", "fastmcp130": "FastMCP 1.30 legacy server"}
 PATH_LABEL = {
     "direct": "direct",
@@ -141,6 +143,7 @@ def summarize(data: dict[str, Any]) -> dict[str, Any]:
                     }
                 )
     out["targets"] = targets(data, out)
+    out["goals"] = goals.goals(data, out)
     return out
 
 
@@ -655,6 +658,7 @@ def markdown(data: dict[str, Any], s: dict[str, Any]) -> str:
         verdict = {True: "yes", False: "**no**", None: "n/a"}[t["met"]]
         lines.append(_row(t["target"], t["measured"], verdict, t["note"]))
     lines.append("")
+    lines += goals.markdown_lines(s.get("goals") or goals.goals(data, s))
     prof = profile_of(data)
     if prof and prof.get("samples"):
         lines += _profile_lines(prof)

@@ -16,6 +16,7 @@ from typing import Any
 
 import structlog
 
+from proxy.calls.gathering import GatherLearner, GatherWindow
 from proxy.calls.outcomes import (
     CallObserver,
     CallSettings,
@@ -66,6 +67,7 @@ class CallDriver:
         # Handles this replica issued since it started name calls it knows: one it no longer holds ended
         # (unless it is stopping and left its calls for another replica to take over).
         self._started = int(clock())
+        self._gathering = GatherLearner(settings.gather_window)
 
     @property
     def registry(self) -> CallRegistry:
@@ -76,6 +78,11 @@ class CallDriver:
         if self._roots is None or not call.key.capabilities.roots:
             return None
         return self._roots.of(call.session)
+
+    @property
+    def gathering(self) -> GatherLearner:
+        """What adaptive gathering learned on this replica (calls/gathering.py)."""
+        return self._gathering
 
     async def _deliver(self, call: LiveCall, responses: Mapping[str, Any]) -> Failed | None:
         try:
@@ -104,28 +111,29 @@ class CallDriver:
         round_deadline = loop.time() + self._settings.call_timeout
         yield_at = None if yield_after is None else loop.time() + yield_after
         # The gather window: once the upstream asks for input, wait for more requests sent together with
-        # it, at most `gather_window`, and no longer than a tenth of it after the latest one (a lone
-        # elicitation is answered after a few ms; three sent at once still make one round).
-        gather = self._settings.gather_window
-        window_deadline: float | None = None
-        window_end = 0.0
+        # it, at most `gather_window`, and no longer than the learned quiet period after the latest one
+        # (calls/gathering.py: a tool only ever seen sending lone requests is parked at once).
+        window = GatherWindow(self._gathering, (call.upstream, call.tool))
         try:
             while True:
-                if call.exchange.has_pending and window_deadline is None:
-                    window_end = loop.time() + gather
-                    window_deadline = min(window_end, loop.time() + gather / 10)
+                if call.exchange.has_pending and window.deadline is None:
+                    window.open(loop.time(), len(call.exchange.pending))
                 # Which deadline is armed decides what its expiry means (not loop.time(): uvloop's timers may
                 # fire a little before the deadline they were set for).
                 deadline, on_expiry = round_deadline, "timeout"
-                if window_deadline is not None and window_deadline <= deadline:
-                    deadline, on_expiry = window_deadline, "park"
-                elif yield_at is not None and window_deadline is None and yield_at <= deadline:
+                if window.deadline is not None and window.deadline <= deadline:
+                    deadline, on_expiry = window.deadline, "park"
+                elif yield_at is not None and window.deadline is None and yield_at <= deadline:
                     deadline, on_expiry = yield_at, "yield"  # input being gathered: no yielding
                 try:
-                    async with asyncio.timeout_at(deadline):
-                        item = await call.inbox.get()
+                    if call.inbox.empty():
+                        async with asyncio.timeout_at(deadline):
+                            item = await call.inbox.get()
+                    else:
+                        item = call.inbox.get_nowait()
                 except TimeoutError:
                     if on_expiry == "park":
+                        window.parked()
                         return await self._park(call, park_ttl)
                     if on_expiry == "yield":
                         return Running(call)
@@ -146,8 +154,8 @@ class CallDriver:
                         reply = call.exchange.on_server_request(item)
                         if reply is not None:
                             await call.session.send(reply.message())
-                        elif window_deadline is not None:  # one more arrived: the window stays open
-                            window_deadline = min(window_end, loop.time() + gather / 10)
+                        elif window.deadline is not None:  # one more arrived: the window stays open
+                            window.more(loop.time())
                     case jsonrpc.Notification():
                         if notify is not None:
                             await notify(item)

@@ -67,6 +67,7 @@ class LiveCall:
     # asked before any call (calls/roots.py); the retry that answers sends it.
     unsent: tuple[str, Mapping[str, Any]] | None = None
     address: str = ""  # the client's address (per-address share); "" when unknown
+    tool: str = ""  # the tool (or method) called: what adaptive gathering learns by (calls/gathering.py)
 
     @property
     def parked(self) -> bool:

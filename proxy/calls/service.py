@@ -18,6 +18,7 @@ from typing import Any
 
 from proxy.calls.drain import Draining
 from proxy.calls.driver import log
+from proxy.calls.gathering import tool_of
 from proxy.calls.outcomes import (
     CallRequest,
     Failed,
@@ -88,6 +89,7 @@ class CallService(Takeover, Draining):
             inbox=asyncio.Queue(),
             first_span=req.link.span,
             address=req.address,
+            tool=tool_of(req.method, req.params),
         )
         try:
             self._registry.add(call)

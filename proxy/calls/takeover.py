@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from proxy.calls.driver import CallDriver, log
+from proxy.calls.gathering import tool_of
 from proxy.calls.outcomes import (
     CallRequest,
     Failed,
@@ -83,6 +84,7 @@ class Takeover(CallDriver):
             upstream_id=claims.request,
             first_span=claims.trace,
             address=req.address,
+            tool=tool_of(req.method, req.params),
         )
         self._registry.add(call)
         log.info(

@@ -14,6 +14,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from .keyring import HandleError
 
 __all__ = [
@@ -134,9 +136,24 @@ class Claims:
             object.__setattr__(self, "pending", FrozenMap(self.pending))
 
 
+_STDLIB = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+
+
+def _encode(obj: dict[str, Any]) -> bytes:
+    """The one spelling of a claims object: compact, ASCII-only JSON (so any str round-trips), as the stdlib
+    writes it. orjson writes the same bytes when its output is ASCII without DEL (claims hold no floats or
+    nulls); otherwise (non-ASCII, a lone surrogate) the stdlib writes it."""
+    try:
+        out = orjson.dumps(obj)
+    except orjson.JSONEncodeError:
+        out = b""
+    if out and out.isascii() and b"\x7f" not in out:
+        return out
+    return _STDLIB.encode(obj).encode("ascii")
+
+
 def encode_claims(c: Claims) -> bytes:
-    """Compact JSON with short keys; the optional ones (``e``, ``q``, ``l``) left out when None.
-    ASCII-only so any str round-trips."""
+    """Compact JSON with short keys; the optional ones (``e``, ``q``, ``l``) left out when None."""
     obj: dict[str, Any] = {
         "u": c.upstream,
         "s": c.session,
@@ -155,27 +172,19 @@ def encode_claims(c: Claims) -> bytes:
         obj["q"] = c.request
     if c.trace is not None:
         obj["l"] = c.trace
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=True, allow_nan=False).encode("ascii")
+    return _encode(obj)
 
 
-class _DuplicateKeyError(ValueError):
-    pass
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    d = dict(pairs)
-    if len(d) != len(pairs):
-        raise _DuplicateKeyError
-    return d
-
-
-def _reject_constant(_: str) -> Any:
-    raise ValueError  # NaN / Infinity
+def _load(b: bytes) -> Any:
+    try:
+        return orjson.loads(b)
+    except orjson.JSONDecodeError:  # e.g. a lone surrogate escape, which the stdlib reads
+        return json.loads(b)
 
 
 def _parse(b: bytes) -> Claims | None:
     try:
-        obj = json.loads(b, object_pairs_hook=_no_duplicates, parse_constant=_reject_constant)
+        obj = _load(b)
         if type(obj) is not dict or not _REQUIRED <= obj.keys() <= _ALLOWED:
             return None
         if type(obj["p"]) is not dict or ("e" in obj and type(obj["e"]) is not str):
@@ -183,6 +192,11 @@ def _parse(b: bytes) -> Claims | None:
         if "q" in obj and type(obj["q"]) not in (int, str):
             return None
         if "l" in obj and type(obj["l"]) is not str:
+            return None
+        # Spelled as `encode_claims` spells it (compact ASCII JSON, each value's one spelling): this refuses
+        # duplicate keys (they re-encode shorter), whitespace, escapes spelled another way, NaN/Infinity (they
+        # do not encode) and raw non-ASCII.
+        if _encode(obj) != b:
             return None
         return Claims(
             upstream=obj["u"],

@@ -27,6 +27,7 @@ from yarl import URL
 
 from proxy.upstream.base import Inbox, NotDelivered, UpstreamError
 from proxy.upstream.http_errors import refused, rejected_status, session_gone, unreachable
+from proxy.upstream.keepalive import finish_body
 from proxy.upstream.propagation import detach_from_request, with_propagated
 from proxy.upstream.router import NoCallAnswer, negotiate
 from proxy.upstream.session_core import SessionCore
@@ -202,6 +203,7 @@ class HttpSseSession(SessionCore):
                     raise session_gone(self._lose_stream)
                 if resp.status >= 400:
                     raise await refused(resp)
+                await finish_body(resp)  # its "Accepted": read, so the connection is reused
         except aiohttp.ClientError as exc:
             raise unreachable(exc, self._lose_stream) from None
         except TimeoutError:

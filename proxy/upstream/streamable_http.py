@@ -21,6 +21,7 @@ import structlog
 
 from proxy.upstream.base import Inbox, ServerInfo, TransportLost, UpstreamError
 from proxy.upstream.http_errors import SESSION_GONE, refused, rejected_status, session_gone, unreachable
+from proxy.upstream.keepalive import finish_body
 from proxy.upstream.propagation import detach_from_request, with_propagated
 from proxy.upstream.router import CLIENT_INFO, NoCallAnswer, negotiate
 from proxy.upstream.session_core import SessionCore
@@ -114,8 +115,8 @@ class StreamableHttpSession(SessionCore):
             with contextlib.suppress(aiohttp.ClientError, TimeoutError):
                 async with self._http.delete(
                     self._settings.url, headers=self._headers(), timeout=aiohttp.ClientTimeout(total=5)
-                ):
-                    pass
+                ) as resp:
+                    await finish_body(resp)
 
     # -- UpstreamSession ----------------------------------------------------------------------------------
 
@@ -134,6 +135,7 @@ class StreamableHttpSession(SessionCore):
                     raise challenge
                 if resp.status >= 400:
                     raise UpstreamError(f"upstream answered HTTP {resp.status} to a {_kind(message)}")
+                await finish_body(resp)
         except aiohttp.ClientError as exc:
             raise UpstreamError(f"could not reach upstream: {type(exc).__name__}") from None
 
@@ -172,6 +174,9 @@ class StreamableHttpSession(SessionCore):
                     track = self._track_call_event if rid == self._router.receiver_id else None
                     if not await self._read_sse(resp, until=rid, on_event_id=track):
                         raise UpstreamError("upstream ended the stream before answering")
+                    # The server closes the stream after the response (its last chunk is usually on the
+                    # wire already): read to that end, so the connection goes back to the pool.
+                    await finish_body(resp)
                 else:
                     self._dispatch(jsonrpc.decode(await resp.read()))
         except jsonrpc.InvalidMessage as exc:
@@ -259,10 +264,14 @@ class StreamableHttpSession(SessionCore):
                         return
                     if resp.status != 200:
                         raise UpstreamError(f"resuming the call's stream answered HTTP {resp.status}")
+                    answered = False
                     with contextlib.suppress(TimeoutError):
                         async with asyncio.timeout(RESUME_WINDOW):
-                            if await self._read_sse(resp, until=rid, on_event_id=self._track_call_event):
-                                return
+                            track = self._track_call_event
+                            answered = await self._read_sse(resp, until=rid, on_event_id=track)
+                    if answered:
+                        await finish_body(resp)
+                        return
                 await asyncio.sleep(0.2)
         except (aiohttp.ClientError, UpstreamError) as exc:
             inbox.put_nowait(TransportLost(f"could not resume the call's stream: {exc}"))

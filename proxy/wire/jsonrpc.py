@@ -6,9 +6,12 @@ Params and results stay plain JSON mappings: the proxy relays them, it does not 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
+
+import orjson
 
 RequestId = str | int
 JSONObject = Mapping[str, Any]
@@ -141,10 +144,52 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+# orjson reads integers beyond 64 bits as floats; the stdlib keeps them exact. Any run of 19+ digits (in a
+# number or not) takes the stdlib path, so no number changes on its way through.
+_LONG_DIGITS_B: Final = re.compile(rb"[0-9]{19}")
+_LONG_DIGITS_S: Final = re.compile(r"[0-9]{19}")
+_STRICT: Final = json.JSONDecoder(parse_constant=_reject_constant)
+_ENCODER: Final = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+
+
+def loads(payload: bytes | str) -> Any:
+    """JSON text to Python, exactly as `json.loads` with NaN/Infinity refused, fast: orjson parses what it
+    can (strict RFC 8259, UTF-8); anything it refuses (other encodings, a BOM, lone surrogates, numbers out of
+    range) or might read differently (integers beyond 64 bits) goes to the stdlib, which decides. Raises
+    ValueError (or RecursionError) like `json.loads`."""
+    if isinstance(payload, str):
+        exact = _LONG_DIGITS_S.search(payload) is None
+    else:
+        exact = _LONG_DIGITS_B.search(payload) is None
+    if exact:
+        try:
+            return orjson.loads(payload)
+        except orjson.JSONDecodeError:
+            pass
+    if isinstance(payload, bytes | bytearray):
+        payload = payload.decode(json.detect_encoding(payload), "surrogatepass")
+    return _STRICT.decode(payload)
+
+
+def dump_bytes(obj: Any) -> bytes:
+    """Compact JSON as `json.dumps(obj, separators=(",", ":"), allow_nan=False)` writes it (ASCII, non-ASCII
+    as \\u escapes, lone surrogates kept, NaN/Infinity refused with ValueError), fast: orjson writes it
+    unless its text could differ (non-ASCII or DEL in it, a null that may have been a NaN, anything it cannot
+    encode), then the stdlib does. The one difference left: a float below 1e-4 in magnitude may be spelled
+    another way (0.000025 for 2.5e-05), the same number."""
+    try:
+        out = orjson.dumps(obj)
+    except (orjson.JSONEncodeError, TypeError):
+        return _ENCODER.encode(obj).encode()
+    if out.isascii() and b"\x7f" not in out and b"null" not in out:
+        return out
+    return _ENCODER.encode(obj).encode()
+
+
 def decode(payload: bytes | str) -> Message:
     """Parse JSON text into a message; malformed JSON raises InvalidMessage(PARSE_ERROR)."""
     try:
-        obj = json.loads(payload, parse_constant=_reject_constant)
+        obj = loads(payload)
     except (ValueError, RecursionError) as exc:
         raise InvalidMessage(PARSE_ERROR, f"Parse error: {type(exc).__name__}") from None
     return parse_message(obj)
@@ -164,8 +209,8 @@ def to_json(msg: Message) -> dict[str, Any]:
 
 
 def dumps(msg: Message) -> bytes:
-    # ASCII escapes: anything decode() accepted (lone surrogates included) encodes, and it is the fast path.
-    return json.dumps(to_json(msg), separators=(",", ":"), allow_nan=False).encode()
+    # ASCII escapes: anything decode() accepted (lone surrogates included) encodes.
+    return dump_bytes(to_json(msg))
 
 
 def error(rid: RequestId | None, code: int, message: str, data: Any = None) -> Error:

@@ -118,7 +118,7 @@ def wire(**changes: Any) -> bytes:
             del obj[k]
         else:
             obj[k] = v
-    return json.dumps(obj).encode()
+    return json.dumps(obj, separators=(",", ":")).encode()  # the one spelling decode_claims accepts
 
 
 _DROP = object()
@@ -151,7 +151,10 @@ BAD_WIRE: list[tuple[str, bytes]] = [
     ("version inside", wire(v=1)),
     *[(f"missing {k}", wire(**{k: _DROP})) for k in BASE_WIRE if k != "e"],
     ("duplicate key", encode_claims(BASE)[:-1] + b',"u":"other"}'),
-    ("duplicate pending key", wire(p={"a": 1}).replace(b'{"a": 1}', b'{"a": 1, "a": 2}')),
+    ("duplicate pending key", wire(p={"a": 1}).replace(b'{"a":1}', b'{"a":1,"a":2}')),
+    ("spaces", json.dumps(BASE_WIRE).encode()),
+    ("escaped ascii", wire(u="github").replace(b'"github"', b'"\\u0067ithub"')),
+    ("raw non-ascii", wire(u="gitłab").replace(b"\\u0142", "ł".encode())),
     ("NaN", wire(r=float("nan"))),
     ("Infinity", wire(iat=float("inf"))),
     ("not json", b"not json"),

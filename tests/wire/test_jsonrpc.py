@@ -451,3 +451,58 @@ def test_parse_rejects_ambiguous_members(obj: dict[str, Any]) -> None:
         parse_message(obj)
     assert info.value.code == INVALID_REQUEST
     assert info.value.request_id == 1
+
+
+# -- the fast codec (orjson) reads and writes exactly what the stdlib does ---------------------------------
+
+_json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()  # beyond 64 bits too: orjson would read those as floats
+    | st.floats(allow_nan=False, allow_infinity=False).filter(lambda f: f == 0 or abs(f) >= 1e-4)
+    | st.text(),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(), children, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_json_values)
+def test_fast_codec_matches_the_stdlib(value: object) -> None:
+    text = json.dumps(value, separators=(",", ":"))
+    assert jsonrpc.dump_bytes(value) == text.encode()
+    for payload in (text, text.encode(), json.dumps(value, ensure_ascii=False).encode()):
+        loaded = jsonrpc.loads(payload)
+        assert loaded == json.loads(payload)
+        assert repr(loaded) == repr(json.loads(payload))  # same types: 1 stays 1, not 1.0
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b"123456789012345678901234567890",
+        b'"\\ud800"',  # a lone surrogate: the stdlib keeps it
+        b"\xef\xbb\xbf{}",  # a UTF-8 BOM
+        '{"a":1}'.encode("utf-16"),
+        b'{"a":1,"a":2}',
+        b"1e400",
+    ],
+)
+def test_what_orjson_refuses_or_reads_differently_is_read_by_the_stdlib(payload: bytes) -> None:
+    assert repr(jsonrpc.loads(payload)) == repr(json.loads(payload))
+
+
+@pytest.mark.parametrize("payload", [b"NaN", b"[Infinity]", b"{", b"\xff"])
+def test_fast_codec_refuses_what_the_stdlib_refuses(payload: bytes) -> None:
+    with pytest.raises(ValueError):
+        jsonrpc.loads(payload)
+
+
+@pytest.mark.parametrize("value", [float("nan"), [float("inf")], {"a": -float("inf")}])
+def test_non_finite_numbers_are_refused_on_the_way_out(value: object) -> None:
+    with pytest.raises(ValueError):
+        jsonrpc.dump_bytes(value)
+
+
+def test_lone_surrogates_and_non_ascii_are_written_as_escapes() -> None:
+    assert jsonrpc.dump_bytes({"s": "\ud800", "t": "é\x7f"}) == b'{"s":"\\ud800","t":"\\u00e9\\u007f"}'

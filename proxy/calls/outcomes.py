@@ -42,6 +42,7 @@ class Failed:
     error: ErrorObject
     undelivered: bool = False  # the upstream certainly never got the call: starting it again is safe
     challenge: UpstreamAuthChallenge | None = None  # the upstream refused the credentials: relay it
+    refused: bool = False  # a new call turned away at admission before anything began: send it elsewhere
 
 
 @dataclass(frozen=True, slots=True)

@@ -68,10 +68,10 @@ class CallService(Takeover, Draining):
             self._registry.admit(req.principal, req.address)
             session = await pool.acquire(req.key)
         except LimitExceeded as exc:
-            return Failed(ErrorObject(jsonrpc.LIMIT_EXCEEDED, f"Too many calls: {exc}"))
+            return Failed(ErrorObject(jsonrpc.LIMIT_EXCEEDED, f"Too many calls: {exc}"), refused=True)
         except PoolExhausted as exc:
             self._registry.refused("pool_full")
-            return Failed(ErrorObject(jsonrpc.LIMIT_EXCEEDED, f"Too many calls: {exc}"))
+            return Failed(ErrorObject(jsonrpc.LIMIT_EXCEEDED, f"Too many calls: {exc}"), refused=True)
         except UpstreamError as exc:
             return Failed(
                 ErrorObject(jsonrpc.UPSTREAM_FAILED, f"Upstream {req.upstream!r} unavailable: {exc}"),
@@ -95,7 +95,7 @@ class CallService(Takeover, Draining):
             self._registry.add(call)
         except LimitExceeded as exc:
             pool.release(req.key, session, reusable=True)
-            return Failed(ErrorObject(jsonrpc.LIMIT_EXCEEDED, f"Too many calls: {exc}"))
+            return Failed(ErrorObject(jsonrpc.LIMIT_EXCEEDED, f"Too many calls: {exc}"), refused=True)
         req.link.joined(call.id, 1, call.first_span)
         call.unsent = (req.method, with_progress_token(req.params, call_progress_token(call.id)))
         try:

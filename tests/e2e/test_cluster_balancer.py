@@ -1,9 +1,10 @@
 """A full replica leaves the balancer's rotation (issue 16 item 5, with the saturation signal of issue 14).
 
 `/readyz` answers 503 `{"status": "saturated"}` when a replica is full (issue 14's mechanism): what a
-Kubernetes readiness probe acts on. Open-source nginx has no active health checks; it could act only on
-the refused call itself (`proxy_next_upstream http_503 non_idempotent`, docs/scale-out.md "Balancers"),
-and a full replica refuses a new call with 200 `-31003`: that part is marked xfail."""
+Kubernetes readiness probe acts on. Open-source nginx has no active health checks; it acts on the refused
+call itself: a full replica turns a new call away before anything began with HTTP 503, a `-31003` body and
+`Retry-After`, and with `proxy_next_upstream http_503 non_idempotent` (docs/scale-out.md "Balancers") nginx
+sends it on to a replica with room and keeps the full one out of rotation for `fail_timeout`."""
 
 from __future__ import annotations
 
@@ -47,18 +48,48 @@ async def test_a_full_replica_leaves_a_readiness_driven_rotation(fastmcp_url: st
             assert resp.status == 200  # room again: back in rotation
 
 
-@pytest.mark.xfail(
-    reason="open-source nginx has no active health checks: it can steer only on the refused call's HTTP "
-    "status, and a full replica refuses a new call with 200 -31003 (issue 14's choice), not 503",
-    strict=False,
-)
+FULL_MESSAGE = "Too many calls: the proxy holds 2 parked or running calls (calls.max_parked)"
+
+
+async def test_a_full_replica_refuses_a_new_call_with_503_before_anything_began(fastmcp_url: str) -> None:
+    """Straight to the full replica: 503, the -31003 body, Retry-After; its parked calls are untouched."""
+    async with cluster(fastmcp_url, 2, calls_per_replica=FULL) as group, aiohttp.ClientSession() as http:
+        filler, parked = await park_full(group, http)
+        refused = await filler.call("ask_name")
+        assert refused.status == 503
+        assert refused.error == {"code": -31003, "message": FULL_MESSAGE}
+        assert refused.headers["Retry-After"] == "1"
+        final = await filler.retry(parked[0], {"elicit-1": accept_name("Kept")}, "ask_name")
+        assert final.result["content"][0]["text"] == "accept:Kept"
+
+
 async def test_a_full_replica_leaves_nginx_rotation(fastmcp_url: str) -> None:
+    """Behind nginx with the documented settings no client sees the full replica: each new call it turns
+    away goes on to the other, and every flow completes there."""
     async with cluster(fastmcp_url, 2, calls_per_replica=FULL) as group, aiohttp.ClientSession() as http:
         await park_full(group, http)
         async with round_robin(group.replicas, next_upstream=True) as lb:
             client = RawClient(lb, http)
             firsts = [await client.call("ask_name") for _ in range(6)]
-            assert [f.body.get("result", {}).get("resultType") for f in firsts] == ["input_required"] * 6
+            assert [(f.status, f.result["resultType"]) for f in firsts] == [(200, "input_required")] * 6
+            for i, first in enumerate(firsts):
+                final = await client.retry(first, {"elicit-1": accept_name(f"n{i}")}, "ask_name")
+                assert final.result["content"][0]["text"] == f"accept:n{i}"
+
+
+async def test_when_every_replica_is_full_the_client_gets_503_with_retry_after(fastmcp_url: str) -> None:
+    both_full = [FULL[0], FULL[0]]
+    async with cluster(fastmcp_url, 2, calls_per_replica=both_full) as group, aiohttp.ClientSession() as http:
+        for replica in group.replicas:
+            filler = RawClient(url_of(replica), http)
+            assert [(await filler.call("ask_name")).result["resultType"] for _ in range(2)] == [
+                "input_required"
+            ] * 2
+        async with round_robin(group.replicas, next_upstream=True) as lb:
+            refused = await RawClient(lb, http).call("ask_name")
+        assert refused.status == 503
+        assert refused.error == {"code": -31003, "message": FULL_MESSAGE}
+        assert refused.headers["Retry-After"] == "1"
 
 
 async def test_nginx_settings_make_a_drain_invisible_to_clients(fastmcp_url: str) -> None:

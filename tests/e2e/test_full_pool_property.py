@@ -1,9 +1,11 @@
-"""Property (issue 20, item 1): with concurrency and full pools, no request gets a 5xx.
+"""Property (issue 20, item 1): with concurrency and full pools, no request gets a server error.
 
 The real proxy in front of FastMCP 1.30 with a pool of two sessions. Each example sends a batch of
 requests at once, from up to five principals: lists, ping, discover, plain and eliciting tool calls (which
 park and hold a session), retries with bad handles. Whatever the interleaving, every answer is a JSON-RPC
-response with a documented code, and a full pool shows as -31003. The budget is fixed (`max_examples`).
+response with a documented code, and a full pool shows as -31003. The one 5xx is the designed refusal of a
+new call before anything began (503 -31003 with Retry-After, so a balancer can send it to another replica:
+issue 16); never a 500. The budget is fixed (`max_examples`).
 """
 
 from __future__ import annotations
@@ -59,14 +61,19 @@ async def proxy() -> AsyncIterator[RunningProxy]:
 @given(batch=BATCHES)
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @pytest.mark.asyncio(loop_scope="session")
-async def test_full_pools_never_give_a_5xx(proxy: RunningProxy, batch: list[tuple[int, Any]]) -> None:
+async def test_full_pools_never_give_a_server_error(
+    proxy: RunningProxy, batch: list[tuple[int, Any]]
+) -> None:
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as http:
         clients = [RawClient(proxy.url, http, authorization=f"Bearer user-{i}") for i in range(5)]
         replies = await asyncio.gather(
             *(clients[who].request(method, dict(params)) for who, (method, params) in batch)
         )
     for (_, (method, _)), reply in zip(batch, replies, strict=True):
-        assert reply.status < 500, (method, reply.status, reply.body)
-        assert reply.status in (200, 404), (method, reply.status, reply.body)
+        if reply.status == 503:  # a new call turned away at admission: the documented refusal, nothing began
+            assert method == "tools/call" and reply.body["error"]["code"] == -31003, (method, reply.body)
+            assert reply.headers["Retry-After"] == "1"
+        else:
+            assert reply.status in (200, 404), (method, reply.status, reply.body)
         assert "result" in reply.body or reply.body["error"]["code"] in DOCUMENTED, json.dumps(reply.body)
         SEEN["result" if "result" in reply.body else str(reply.body["error"]["code"])] += 1

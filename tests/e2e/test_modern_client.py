@@ -12,11 +12,12 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import peers
 import pytest
 import pytest_asyncio
 
-from e2e.harness import running_proxy
+from e2e.harness import RawClient, running_proxy
 
 pytestmark = [pytest.mark.peers, pytest.mark.asyncio(loop_scope="session")]
 
@@ -124,3 +125,17 @@ async def test_server_everything_flow(
         assert outcome["seen"] in (["roots"], ["roots", "roots"])
     else:
         assert outcome["seen"] == seen
+
+
+async def test_a_full_replica_reaches_the_client_as_its_31003_error(fastmcp_url: str) -> None:
+    """A new call turned away at admission is HTTP 503 with a -31003 body (so a balancer can send it on);
+    a client that reaches only this replica gets the JSON-RPC error out of it, not a crash."""
+    async with running_proxy(fastmcp_url, max_calls_per_address=1) as proxy, aiohttp.ClientSession() as http:
+        holder = await RawClient(proxy.url, http).call("ask_name")  # 127.0.0.1's one call: parked
+        assert holder.result["resultType"] == "input_required"
+        step = {"id": "full", "kind": "tool", "name": "echo", "args": {"text": "x"}}
+        refused = await run_plan(proxy.url, [step])
+    assert refused["full"]["error"] == (
+        "MCPError: Too many calls: this client address holds 1 parked or running calls "
+        "(calls.max_calls_per_address); finish or abandon some first"
+    )

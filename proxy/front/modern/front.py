@@ -1,9 +1,8 @@
 """The 2026-07-28 front: one JSON-RPC request per POST, as the endpoint (front/endpoint.py) parsed it.
 
 Checks the request at the boundary (front/checks.py), answers `server/discover` and `ping` itself, relays
-list and completion requests, and hands `tools/call`, `prompts/get` and `resources/read` to the call
-service, which turns the legacy server's inline requests into `input_required` rounds.
-`subscriptions/listen` goes to listen.py, the Tasks extension's methods to proxy/tasks.
+list and completion requests, and hands calls to the call service (inline requests become `input_required`
+rounds); `subscriptions/listen` goes to listen.py, the Tasks extension's methods to proxy/tasks.
 """
 
 from __future__ import annotations
@@ -30,7 +29,7 @@ from proxy.calls.service import CallService
 from proxy.config import FrontConfig, UpstreamConfig
 from proxy.front.address import client_address
 from proxy.front.checks import InputLimits, Refusal, check_modern
-from proxy.front.modern.limits import RateGate, pool_full
+from proxy.front.modern.limits import RateGate, admission_refused, pool_full
 from proxy.front.modern.listen import ListenFront
 from proxy.front.modern.peer_route import check_peer_request, key_not_held
 from proxy.front.oauth import OAuthFront
@@ -297,6 +296,8 @@ class ModernFront:
                 )
             case Failed(challenge=UpstreamAuthChallenge() as challenge):
                 raise challenge  # relayed with its status (handled where the request's route is known)
+            case Failed(error=error, refused=True) if not replier.started:
+                raise admission_refused(error, line)  # 503: nothing began, another replica may take it
             case Failed(error=error):
                 line["outcome"] = f"failed:{error.code}"
                 return jsonrpc.Error(msg.id, error)

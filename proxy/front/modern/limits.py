@@ -1,5 +1,6 @@
 """The modern room's answers when a limit is reached: the per-principal request rate (429, shared with
-legacy clients through the endpoint) and a pool with no free session in time (-31003, never a 500)."""
+legacy clients through the endpoint), a pool with no free session in time (-31003, never a 500), and a
+new call turned away at admission (503 -31003, so a balancer can send it elsewhere)."""
 
 from __future__ import annotations
 
@@ -42,3 +43,15 @@ def pool_full(
     registry.refused("pool_full")
     line.update(outcome=f"failed:{jsonrpc.LIMIT_EXCEEDED}", refusal="pool_full")
     return jsonrpc.error(msg.id, jsonrpc.LIMIT_EXCEEDED, f"Too many calls: {exc}")
+
+
+ADMISSION_RETRY_AFTER = (("Retry-After", "1"),)  # a full replica: room comes back as calls end
+
+
+def admission_refused(error: ErrorObject, line: dict[str, Any]) -> Refusal:
+    """A new call this replica turned away before anything began (its shares or pool are full): HTTP 503
+    with the -31003 body and `Retry-After`, so a balancer that retries on 503 (nginx `proxy_next_upstream
+    http_503 non_idempotent`, docs/scale-out.md "Balancers") sends it to another replica; safe, because
+    nothing was started. A client that reaches only this replica gets the same -31003 as before."""
+    line["refusal"] = "admission"
+    return Refusal(503, error, ADMISSION_RETRY_AFTER)

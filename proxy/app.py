@@ -159,7 +159,7 @@ def create_app(
         config.replica_address, lambda: codec.ring, answer_timeout=config.calls.call_timeout_s + 30
     )
     app[KEY_CHECK] = PeerKeyCheck(app[PEERS], config.replica_address, config.replica.peers)
-    app[METRICS] = Metrics(u.name for u in config.upstreams)
+    app[METRICS] = Metrics((u.name for u in config.upstreams), config.metrics.tools)
     app[METRICS].limits(
         max_calls=config.calls.max_parked,
         max_sessions={u.name: u.pool.max_sessions for u in config.upstreams},
@@ -184,7 +184,8 @@ def create_app(
     app.router.add_get(KEYS_PATH, readiness.peer_keys)
     app.router.add_get("/healthz", readiness.healthz)
     app.router.add_get("/readyz", readiness.readyz)
-    app.router.add_get("/metrics", metrics_endpoint)
+    if config.metrics.public:  # else only on the admin listener (proxy/admin.py)
+        app.router.add_get("/metrics", metrics_endpoint)
     return app
 
 

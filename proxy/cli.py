@@ -13,6 +13,7 @@ from typing import Any
 from aiohttp import web
 
 from proxy import logs
+from proxy.admin import start_admin
 from proxy.app import create_app, drain
 from proxy.auth.setup import AuthSetupError, prepare
 from proxy.config import AuthConfig, Config, ConfigError, load_config
@@ -143,6 +144,7 @@ async def _serve(app: web.Application, config: Config) -> None:
     await GuardedSite(runner, config.listen.host, config.listen.port, guard).start()
     if config.replica.peer_port is not None:  # where other replicas forward retries to this one
         await GuardedSite(runner, config.listen.host, config.replica.peer_port, guard).start()
+    admin = await start_admin(app, config)  # the operator's listener (proxy/admin.py), when configured
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -151,6 +153,8 @@ async def _serve(app: web.Application, config: Config) -> None:
         await stop.wait()
         await drain(app)
     finally:
+        if admin is not None:
+            await admin.cleanup()
         await runner.cleanup()
         await guard.close()
 

@@ -6,7 +6,7 @@ request line shows (a parked call resumed or reaped, a takeover) through its obs
 Gauges (calls, sessions) are read from the call registry and the pools at scrape time.
 
 Every label value comes from a fixed set (methods, outcome classes, rejection reasons, configured upstream
-names); anything else is counted as "other", so label cardinality stays bounded whatever clients send.
+and tool names); anything else is counted as "other", so label cardinality stays bounded whatever clients send
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 from collections import Counter as Tally
 from collections.abc import Callable, Iterable, Mapping
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from aiohttp import web
@@ -123,9 +124,10 @@ def upstream_error_kind(outcome: object) -> str | None:
 class Metrics:
     """The instruments of one app. Also the call service's observer (`resumed`, `reaped`, `taken_over`)."""
 
-    def __init__(self, upstreams: Iterable[str]) -> None:
+    def __init__(self, upstreams: Iterable[str], tools: Iterable[str] = ()) -> None:
         self.registry = CollectorRegistry()
         self._upstreams = tuple(upstreams)
+        self._tools = frozenset(tools)  # metrics.tools: the only tool names that become label values
         known = [(name,) for name in self._upstreams]  # known series start at 0: rate() and absence alerts
         self.requests = self._add(
             Counter,
@@ -189,6 +191,12 @@ class Metrics:
             ("upstream",),
             start=known,
         )
+        self.tool_calls = self._add(
+            Counter,
+            "mrtr_proxy_tool_calls",
+            'tools/call requests by upstream, tool (metrics.tools; any other is "other") and outcome class',
+            ("upstream", "tool", "outcome"),
+        )
         self._state = _StateCollector(self._upstreams)
         self.registry.register(self._state)
 
@@ -239,6 +247,9 @@ class Metrics:
         upstream = self.upstream_label(line.get("upstream"))
         outcome = line.get("outcome")
         self.requests.labels(method, outcome_class(outcome), upstream).inc()
+        if method == "tools/call":
+            tool = line["tool"] if line.get("tool") in self._tools else OTHER
+            self.tool_calls.labels(upstream, tool, outcome_class(outcome)).inc()
         duration_ms = line.get("duration_ms")
         if isinstance(duration_ms, int | float):
             self.duration.labels(method, upstream).observe(duration_ms / 1000)
@@ -267,8 +278,18 @@ class Metrics:
     def taken_over(self, upstream: str, *, ok: bool) -> None:
         self.takeovers.labels("ok" if ok else "lost").inc()
 
-    def render(self) -> bytes:
-        return generate_latest(self.registry)
+    def render(self, *, public: bool = False) -> bytes:
+        """`public` (the main and peer ports): the handle rejections without their reason label."""
+        view = SimpleNamespace(collect=lambda: map(_without_reasons, self.registry.collect()))
+        return generate_latest(view if public else self.registry)
+
+
+def _without_reasons(metric: Metric) -> Metric:
+    """The wire gives every refused handle one error: the public /metrics must not tell which check failed."""
+    if metric.name != "mrtr_proxy_handle_rejections":
+        return metric
+    total = sum(s.value for s in metric.samples if s.name.endswith("_total"))
+    return CounterMetricFamily(metric.name, "requestState handles refused (reasons: admin /metrics)", total)
 
 
 class _StateCollector(Collector):
@@ -375,5 +396,5 @@ def record_request(app: web.Application, line: Mapping[str, Any]) -> None:
 
 
 async def metrics_endpoint(request: web.Request) -> web.Response:
-    """`GET /metrics`: the Prometheus text exposition."""
-    return web.Response(body=request.app[METRICS].render(), headers={"Content-Type": CONTENT_TYPE})
+    """`GET /metrics` on the main and peer ports: no handle rejection reasons (proxy/admin.py has them)."""
+    return web.Response(body=request.app[METRICS].render(public=True), headers={"Content-Type": CONTENT_TYPE})

@@ -6,7 +6,16 @@ from __future__ import annotations
 import asyncio
 
 from proxy.calls.driver import CallDriver, log
+from proxy.calls.registry import LiveCall
 from proxy.upstream.base import TransportLost
+
+
+class NotCancellable(Exception):
+    """An operator's cancel that cannot be done; `status` is the admin listener's HTTP status."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class Draining(CallDriver):
@@ -18,6 +27,23 @@ class Draining(CallDriver):
             self._observer.reaped(call.upstream, self._registry.parked_for(call))
             await self._abandon(call, "the client did not answer in time")
         return len(expired)
+
+    async def cancel_parked(self, call_id: str) -> LiveCall:
+        """An operator cancels a parked call (proxy/admin.py): its pending requests are answered, the
+        upstream gets notifications/cancelled, the session is closed; the client's retry is told an
+        operator cancelled it. NotCancellable when the call is not here, running, or a task's."""
+        call = self._registry.get(call_id)
+        if call is None:
+            raise NotCancellable("no such call on this replica", 404)
+        if not call.parked:
+            raise NotCancellable("the call is running a round; only parked calls can be cancelled", 409)
+        if call.task is not None:
+            raise NotCancellable(f"the call belongs to task {call.task}; cancel it with tasks/cancel", 409)
+        log.info(
+            "call.cancelled_by_operator", call=call.id, upstream=call.upstream, round=call.exchange.round
+        )
+        await self._abandon(call, "cancelled by an operator", by_operator=True)
+        return call
 
     async def drain(self, grace: float) -> None:
         """Shutting down: give live calls `grace` seconds to finish (their retries are still served), then

@@ -212,11 +212,11 @@ class CallDriver:
         self._registry.remove(call, handle_ttl=self._settings.parked_ttl)
         self._pools[call.upstream].release(call.key, call.session, reusable=reusable)
 
-    async def _abandon(self, call: LiveCall, reason: str) -> None:
+    async def _abandon(self, call: LiveCall, reason: str, *, by_operator: bool = False) -> None:
         """Give up on a call: answer its pending requests, tell the upstream, drop the session."""
         if self._registry.get(call.id) is None:
             return
-        self._registry.remove(call, handle_ttl=self._settings.parked_ttl)
+        self._registry.remove(call, handle_ttl=self._settings.parked_ttl, by_operator=by_operator)
         with contextlib.suppress(UpstreamError, TimeoutError):
             async with asyncio.timeout(5):
                 for reply in call.exchange.cancel_all(f"Cancelled by mrtr-proxy: {reason}"):

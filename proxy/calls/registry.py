@@ -100,6 +100,7 @@ class CallRegistry:
         # from a lost call. Insertion-ordered, so the oldest go first; bounded by ENDED_PER_CALL * max_calls
         # (the service also refuses any handle this replica issued for a call it no longer holds).
         self._ended: dict[str, float] = {}
+        self._cancelled: set[str] = set()  # the ended calls an operator cancelled (a subset of _ended)
 
     def __len__(self) -> int:
         return len(self._calls)
@@ -203,12 +204,15 @@ class CallRegistry:
         if self._parked[upstream] <= 0:
             del self._parked[upstream]
 
-    def remove(self, call: LiveCall, *, handle_ttl: float = 0.0) -> None:
-        """Forget a call; its handles (valid for `handle_ttl` more seconds) count as replays from now on."""
+    def remove(self, call: LiveCall, *, handle_ttl: float = 0.0, by_operator: bool = False) -> None:
+        """Forget a call; its handles (valid for `handle_ttl` more seconds) count as replays from now on,
+        or, `by_operator`, as retries of a call an operator cancelled (`cancelled_by_operator`)."""
         if handle_ttl > 0:
             self._ended[call.id] = self._clock() + handle_ttl
+            if by_operator:
+                self._cancelled.add(call.id)
             while len(self._ended) > ENDED_PER_CALL * self._max:
-                del self._ended[next(iter(self._ended))]
+                self._forget_ended(next(iter(self._ended)))
         if self._calls.pop(call.id, None) is not None:
             if call.parked:
                 self._unpark(call.upstream)
@@ -221,6 +225,14 @@ class CallRegistry:
         until = self._ended.get(call_id)
         return until is not None and until > self._clock()
 
+    def cancelled_by_operator(self, call_id: str) -> bool:
+        """Did an operator cancel this call here recently (its retry is told so)?"""
+        return call_id in self._cancelled and self.ended(call_id)
+
+    def _forget_ended(self, call_id: str) -> None:
+        del self._ended[call_id]
+        self._cancelled.discard(call_id)
+
     def overdue(self, call: LiveCall) -> bool:
         """Is `call` parked past its deadline (the reaper will end it)?"""
         return call.parked_until is not None and call.parked_until <= self._clock()
@@ -228,7 +240,7 @@ class CallRegistry:
     def expired(self) -> list[LiveCall]:
         now = self._clock()
         for call_id in [c for c, until in self._ended.items() if until <= now]:
-            del self._ended[call_id]
+            self._forget_ended(call_id)
         return [c for c in self._calls.values() if c.parked_until is not None and c.parked_until <= now]
 
 

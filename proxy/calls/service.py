@@ -41,6 +41,11 @@ from proxy.upstream.base import UpstreamAuthChallenge, UpstreamError
 from proxy.wire import jsonrpc
 from proxy.wire.jsonrpc import ErrorObject
 
+CANCELLED_MESSAGE = (
+    "The call was cancelled by an operator of this proxy; it was cancelled upstream and will not resume. "
+    "Start it over if it is still wanted."
+)
+
 
 class CallService(Takeover, Draining):
     """Runs calls as MRTR rounds: `start`, `resume`, and for tasks `drive` and `answer` (see the module
@@ -141,6 +146,8 @@ class CallService(Takeover, Draining):
         req.link.joined(claims.call, claims.round + 1, claims.trace)
         call = self._registry.get(claims.call)
         if call is None:
+            if self._registry.cancelled_by_operator(claims.call):
+                return Failed(ErrorObject(jsonrpc.CANCELLED_BY_OPERATOR, CANCELLED_MESSAGE))
             if self._registry.ended(claims.call) or (
                 claims.owner == self._settings.owner
                 and claims.issued_at >= self._started

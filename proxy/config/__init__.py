@@ -8,6 +8,7 @@ environment variables; the app reads the key material itself.
 from .load import load_config
 from .model import (
     PROTOCOL_VERSIONS,
+    AdminConfig,
     AuthConfig,
     AuthMode,
     CallsConfig,
@@ -20,6 +21,7 @@ from .model import (
     LogFormat,
     LoggingConfig,
     LogLevel,
+    MetricsConfig,
     PoolConfig,
     PrincipalConfig,
     PrincipalSource,
@@ -38,6 +40,7 @@ from .schema import load_schema
 
 __all__ = [
     "PROTOCOL_VERSIONS",
+    "AdminConfig",
     "AuthConfig",
     "AuthMode",
     "CallsConfig",
@@ -50,6 +53,7 @@ __all__ = [
     "LogFormat",
     "LogLevel",
     "LoggingConfig",
+    "MetricsConfig",
     "PoolConfig",
     "PrincipalConfig",
     "PrincipalSource",

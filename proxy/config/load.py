@@ -12,6 +12,7 @@ import yaml
 
 from .model import (
     PROTOCOL_VERSIONS,
+    AdminConfig,
     AuthConfig,
     CallsConfig,
     Config,
@@ -20,6 +21,7 @@ from .model import (
     KeysConfig,
     ListenConfig,
     LoggingConfig,
+    MetricsConfig,
     PoolConfig,
     PrincipalConfig,
     ReplicaConfig,
@@ -77,7 +79,9 @@ def _resolve_paths(raw: dict[str, Any], base: Path) -> None:
     def fix(p: Any) -> Any:
         return str(base / p) if isinstance(p, str) and p and not Path(p).is_absolute() else p
 
-    keys, ups = raw.get("keys"), raw.get("upstreams")
+    keys, ups, admin = raw.get("keys"), raw.get("upstreams"), raw.get("admin")
+    if isinstance(admin, dict) and isinstance(admin.get("token_file"), str):
+        admin["token_file"] = fix(admin["token_file"])
     if isinstance(keys, dict):
         for section in ("files", "dirs"):
             if isinstance(keys.get(section), list):
@@ -231,4 +235,13 @@ def load_config(
         front=_section(FrontConfig, raw.get("front")),
         calls=_calls(raw.get("calls")),
         tracing=_section(TracingConfig, raw.get("tracing")),
+        admin=_admin(raw.get("admin")),
+        metrics=_section(MetricsConfig, raw.get("metrics")),
     )
+
+
+def _admin(raw: Any) -> AdminConfig:
+    admin = dict(raw or {})
+    if admin.get("token_file") is not None:
+        admin["token_file"] = Path(admin["token_file"])
+    return AdminConfig(**admin)

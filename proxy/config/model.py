@@ -45,6 +45,18 @@ class ReplicaConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class AdminConfig:
+    listen: str | None = None  # "host:port" of the admin listener (proxy/admin.py); None: no admin listener
+    token_file: Path | None = None  # the bearer token every admin request must carry
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsConfig:
+    public: bool = True  # /metrics on the main port too (without the rejection reasons); False: admin only
+    tools: tuple[str, ...] = ()  # tool names counted by name in mrtr_proxy_tool_calls; any other is "other"
+
+
+@dataclass(frozen=True, slots=True)
 class KeysConfig:
     """Key ring sources, in order: files, then each directory's files, then env variables."""
 
@@ -230,6 +242,8 @@ class Config:
     front: FrontConfig = field(default_factory=FrontConfig)
     calls: CallsConfig = field(default_factory=CallsConfig)
     tracing: TracingConfig = field(default_factory=TracingConfig)
+    admin: AdminConfig = field(default_factory=AdminConfig)
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
 
     @property
     def replica_address(self) -> str:

@@ -87,6 +87,7 @@ def semantic_problems(raw: Mapping[str, Any]) -> Iterator[str]:
         peer, main = replica.get("peer_port"), listen.get("port", 8080)
         if peer is not None and peer == main:
             yield f"replica.peer_port: {peer} is also listen.port; the peer port must differ (or be null)"
+    yield from _admin_problems(raw)
     hosts_seen: dict[str, int] = {}
     ups_raw = raw.get("upstreams")
     for i, up in enumerate(ups_raw if isinstance(ups_raw, list) else ()):
@@ -108,6 +109,23 @@ def semantic_problems(raw: Mapping[str, Any]) -> Iterator[str]:
             yield from _auth_problems(f"upstreams.{i}", up, listen_url)
             if isinstance(up.get("name"), str):
                 seen.setdefault(up["name"], i)
+
+
+def _admin_problems(raw: Mapping[str, Any]) -> Iterator[str]:
+    admin, metrics = (raw.get(k) for k in ("admin", "metrics"))
+    admin = admin if isinstance(admin, dict) else {}
+    metrics = metrics if isinstance(metrics, dict) else {}
+    listen = admin.get("listen")
+    if isinstance(listen, str) and not admin.get("token_file"):
+        yield "admin.token_file: required when admin.listen is set (the admin listener has no open mode)"
+    if metrics.get("public") is False and not listen:
+        yield "metrics.public: false needs admin.listen (else /metrics is served nowhere)"
+    if isinstance(listen, str) and ":" in listen:
+        port = listen.rsplit(":", 1)[1]
+        main = raw.get("listen", {}).get("port", 8080) if isinstance(raw.get("listen"), dict) else 8080
+        peer = raw.get("replica", {}).get("peer_port") if isinstance(raw.get("replica"), dict) else None
+        if port.isdigit() and int(port) in (main, peer):
+            yield f"admin.listen: port {port} is also listen.port or replica.peer_port; it must differ"
 
 
 def _upstream_problems(p: str, up: dict[str, Any], seen: dict[str, int]) -> Iterator[str]:

@@ -35,6 +35,8 @@ from proxy.upstream.propagation import propagating
 from proxy.wire import jsonrpc, mcp
 from proxy.wire.jsonrpc import ErrorObject
 
+MAX_TOOL_NAME = 128  # characters of a tools/call's name the request line keeps
+
 log = structlog.get_logger("proxy.request")
 Identity = tuple[str, tuple[tuple[str, str], ...] | None]  # the principal, the headers for upstream
 
@@ -127,6 +129,7 @@ class Endpoint:
             raise Refusal(400, ErrorObject(jsonrpc.INVALID_REQUEST, "The peer route only takes retries"))
         if is_legacy(request, msg, _meta_version(msg)) and not forwarded:
             line.update(method=getattr(msg, "method", "response"), id=getattr(msg, "id", None))
+            _name_tool(line, msg)
             return await self._legacy(request, upstream, body, msg, line, who=who)
         if isinstance(msg, jsonrpc.Notification):
             line.update(method=msg.method, outcome="accepted")
@@ -134,6 +137,7 @@ class Endpoint:
         if not isinstance(msg, jsonrpc.Request):
             raise Refusal(400, ErrorObject(jsonrpc.INVALID_REQUEST, "Clients send requests, not responses"))
         line.update(id=msg.id, method=msg.method)
+        _name_tool(line, msg)
         return await self._modern.handle(
             request, upstream, msg, body, line=line, link=link, principal=who[0], upstream_headers=who[1]
         )
@@ -197,6 +201,14 @@ def _host_name(host: str | None) -> str:
     if host.startswith("["):  # an IPv6 literal, with or without a port
         return host.split("]", 1)[0].lower() + "]"
     return host.split(":", 1)[0].lower()
+
+
+def _name_tool(line: dict[str, Any], msg: jsonrpc.Message) -> None:
+    """A `tools/call`'s line names its tool (cut to MAX_TOOL_NAME characters: the client chose it)."""
+    if isinstance(msg, jsonrpc.Request) and msg.method == "tools/call":
+        name = msg.params.get("name")
+        if isinstance(name, str):
+            line["tool"] = name[:MAX_TOOL_NAME]
 
 
 def _meta_version(msg: jsonrpc.Message) -> object:

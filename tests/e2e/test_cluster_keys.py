@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import os
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -202,4 +203,5 @@ async def test_a_replica_with_the_wrong_key_is_caught_and_loses_no_healthy_call(
         assert not_held, "no retry reached the odd replica: the test did not test anything"
         assert not_held[0]["key_id"] == kid(good)
         async with http.get(f"http://127.0.0.1:{odd.port}/metrics") as resp:
-            assert 'mrtr_proxy_handle_rejections_total{reason="unknown_key"}' in await resp.text()
+            counted = await resp.text()  # the public /metrics: counted, the reason (unknown_key) only logged
+        assert re.search(r"^mrtr_proxy_handle_rejections_total [1-9]", counted, re.M), counted

@@ -21,6 +21,7 @@ from __future__ import annotations
 import hmac
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
@@ -134,25 +135,33 @@ def admin_app(main: web.Application, token: str) -> web.Application:
     return app
 
 
-def _host_port(listen: str) -> tuple[str, int]:
-    host, _, port = listen.rpartition(":")
-    return host.strip("[]"), int(port)
+@dataclass(frozen=True, slots=True)
+class AdminListener:
+    """Where the admin listener serves, and its token: read at start-up, before anything listens."""
+
+    host: str
+    port: int
+    token: str = field(repr=False)
+
+    async def start(self, main: web.Application) -> web.AppRunner:
+        """Serve the admin routes over the started `main`; `cleanup()` the runner on shutdown. OSError when
+        the address is taken."""
+        runner = web.AppRunner(admin_app(main, self.token), access_log=None, shutdown_timeout=1.0)
+        await runner.setup()
+        try:
+            await web.TCPSite(runner, self.host, self.port).start()
+        except BaseException:
+            await runner.cleanup()
+            raise
+        log.info("admin.listening", host=self.host, port=self.port)
+        return runner
 
 
-async def start_admin(main: web.Application, config: Config) -> web.AppRunner | None:
-    """Serve the admin listener when `admin.listen` is set (None otherwise); `cleanup()` the runner on
-    shutdown. Raises AdminSetupError for an unusable token file, OSError when the address is taken."""
+def prepare_admin(config: Config) -> AdminListener | None:
+    """The admin listener `admin.*` configures, None when `admin.listen` is not set. AdminSetupError for an
+    unusable token file."""
     if config.admin.listen is None:
         return None
     assert config.admin.token_file is not None  # the config's checks require it with admin.listen
-    token = read_token(config.admin.token_file)
-    runner = web.AppRunner(admin_app(main, token), access_log=None, shutdown_timeout=1.0)
-    await runner.setup()
-    host, port = _host_port(config.admin.listen)
-    try:
-        await web.TCPSite(runner, host, port).start()
-    except BaseException:
-        await runner.cleanup()
-        raise
-    log.info("admin.listening", listen=config.admin.listen)
-    return runner
+    host, _, port = config.admin.listen.rpartition(":")
+    return AdminListener(host.strip("[]"), int(port), read_token(config.admin.token_file))

@@ -13,7 +13,7 @@ from typing import Any
 from aiohttp import web
 
 from proxy import logs
-from proxy.admin import start_admin
+from proxy.admin import AdminListener, AdminSetupError, prepare_admin
 from proxy.app import create_app, drain
 from proxy.auth.setup import AuthSetupError, prepare
 from proxy.config import AuthConfig, Config, ConfigError, load_config
@@ -106,12 +106,13 @@ def main(argv: list[str] | None = None) -> int:
     forbid_process_inspection()  # before any stdio child starts: /proc/<pid>/environ, mem, fd: root only
     try:
         app = create_app(config, handle_signals=True)
-    except (KeyLoadError, TracingUnavailable, AuthSetupError) as exc:
+        admin = prepare_admin(config)  # the operator's listener (proxy/admin.py), when configured
+    except (KeyLoadError, TracingUnavailable, AuthSetupError, AdminSetupError) as exc:
         print(f"mrtr-proxy: {exc}", file=sys.stderr)
         return 2
     print(_describe(config), file=sys.stderr, flush=True)
     with asyncio.Runner(loop_factory=_loop_factory()) as runner:
-        runner.run(_serve(app, config))
+        runner.run(_serve(app, config, admin))
     return 0
 
 
@@ -125,7 +126,7 @@ def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
     return uvloop.new_event_loop
 
 
-async def _serve(app: web.Application, config: Config) -> None:
+async def _serve(app: web.Application, config: Config, admin: AdminListener | None = None) -> None:
     """Run until SIGTERM or SIGINT, then drain (readiness off, parked calls finished or handed over)."""
     guard = ListenerGuard(listener_limits(config))  # slowloris: deadlines and a connection cap
     app.middlewares.append(guard.middleware)
@@ -144,7 +145,7 @@ async def _serve(app: web.Application, config: Config) -> None:
     await GuardedSite(runner, config.listen.host, config.listen.port, guard).start()
     if config.replica.peer_port is not None:  # where other replicas forward retries to this one
         await GuardedSite(runner, config.listen.host, config.replica.peer_port, guard).start()
-    admin = await start_admin(app, config)  # the operator's listener (proxy/admin.py), when configured
+    admin_runner = await admin.start(app) if admin is not None else None
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -153,8 +154,8 @@ async def _serve(app: web.Application, config: Config) -> None:
         await stop.wait()
         await drain(app)
     finally:
-        if admin is not None:
-            await admin.cleanup()
+        if admin_runner is not None:
+            await admin_runner.cleanup()
         await runner.cleanup()
         await guard.close()
 

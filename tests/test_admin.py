@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ from e2e.recording import Recording, recording_relay
 from prometheus_client.parser import text_string_to_metric_families
 
 from proxy import logs
-from proxy.admin import AdminSetupError, read_token, start_admin
+from proxy.admin import AdminSetupError, prepare_admin, read_token
 from proxy.app import CALLS, create_app
 from proxy.config import (
     AdminConfig,
@@ -88,8 +89,9 @@ async def admin_proxy(
         app = create_app(config, ring=KeyRing.ephemeral())
         server = TestServer(app, host="127.0.0.1")
         await server.start_server()
-        runner = await start_admin(app, config)
-        assert runner is not None
+        admin = prepare_admin(config)
+        assert admin is not None
+        runner = await admin.start(app)
         try:
             main_url = str(server.make_url("/mcp"))
             client = RawClient(main_url, http, authorization=authorization)
@@ -311,3 +313,51 @@ async def test_metrics_public_false_serves_metrics_on_the_admin_listener_only(
             assert resp.status == 404
         status, text = await admin.get("/metrics")
         assert status == 200 and "mrtr_proxy_requests_total" in text
+
+
+# -- the command: `serve` starts the admin listener, a bad token file stops it cleanly --------------------
+
+
+@SESSION
+async def test_serve_runs_the_admin_listener_and_closes_it_on_sigterm(tmp_path: Path) -> None:
+    (tmp_path / "tok").write_text(TOKEN)
+    admin_port = peers.free_port()
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(
+        f"admin: {{listen: '127.0.0.1:{admin_port}', token_file: tok}}\nmetrics: {{public: false}}\n"
+        "upstreams: [{name: a, url: 'http://127.0.0.1:1/mcp'}]\n"
+    )
+    argv = [sys.executable, "-m", "proxy", "serve", "--config", str(cfg)]
+    async with (
+        peers.run_peer("mrtr-proxy", lambda p: [*argv, "--listen", f"127.0.0.1:{p}"]) as proxy,
+        aiohttp.ClientSession() as http,
+    ):
+        admin = f"http://127.0.0.1:{admin_port}"
+        async with http.get(f"{admin}/admin/calls") as resp:
+            assert resp.status == 401
+        auth = {"Authorization": f"Bearer {TOKEN}"}
+        async with http.get(f"{admin}/admin/calls", headers=auth) as resp:
+            assert resp.status == 200
+            assert await resp.json() == {"owner": f"127.0.0.1:{proxy.port}", "calls": []}
+        async with http.get(f"{admin}/metrics", headers=auth) as resp:
+            assert resp.status == 200 and "mrtr_proxy_handle_rejections_total{" in await resp.text()
+        async with http.get(f"http://127.0.0.1:{proxy.port}/metrics") as resp:
+            assert resp.status == 404  # metrics.public: false
+        assert await proxy.stop() == 0
+    with pytest.raises(aiohttp.ClientConnectionError):  # the admin site went with the process
+        async with aiohttp.ClientSession() as http, http.get(f"http://127.0.0.1:{admin_port}/admin/calls"):
+            pass
+
+
+@SESSION
+async def test_serve_refuses_an_unusable_admin_token_file(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(
+        "admin: {listen: '127.0.0.1:1', token_file: missing-token}\n"
+        "upstreams: [{name: a, url: 'http://127.0.0.1:1/mcp'}]\n"
+    )
+    run = await peers.run_once(
+        [sys.executable, "-m", "proxy", "serve", "--config", str(cfg), "--listen", "127.0.0.1:2"], limit_s=30
+    )
+    assert run.returncode == 2
+    assert "admin.token_file: cannot read" in run.stderr and "Traceback" not in run.stderr

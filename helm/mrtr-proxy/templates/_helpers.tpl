@@ -104,6 +104,9 @@ Lists (upstreams, keys.dirs) in .Values.config replace the defaults; maps merge 
   "keys" $keys
   "logging" (dict "format" "json")
   "calls" (dict "drain_grace_s" (int .Values.drain.graceSeconds)) -}}
+{{- if .Values.admin.enabled -}}
+{{- $_ := set $defaults "admin" (dict "listen" (printf "0.0.0.0:%d" (int .Values.admin.port)) "token_file" (printf "/etc/mrtr-proxy/admin/%s" .Values.admin.tokenKey)) -}}
+{{- end -}}
 {{- if eq .Values.mode "sidecar" -}}
 {{- $url := printf "http://127.0.0.1:%d%s" (int .Values.sidecar.upstreamPort) .Values.sidecar.upstreamPath -}}
 {{- $_ := set $defaults "upstreams" (list (dict "name" "default" "url" $url)) -}}
@@ -149,6 +152,12 @@ Lists (upstreams, keys.dirs) in .Values.config replace the defaults; maps merge 
 {{- end -}}
 {{- if and (eq .Values.mode "sidecar") (eq $port (int .Values.sidecar.upstreamPort)) -}}
 {{- fail (printf "config.listen.port: %d is also sidecar.upstreamPort; the proxy and the legacy server share the pod's network" $port) -}}
+{{- end -}}
+{{- if and .Values.admin.enabled (not .Values.admin.tokenSecret) -}}
+{{- fail "admin.enabled: set admin.tokenSecret, a Secret holding the admin bearer token under admin.tokenKey" -}}
+{{- end -}}
+{{- if and .Values.admin.enabled (has (int .Values.admin.port) (list $port (int .Values.peer.port))) -}}
+{{- fail (printf "admin.port: %d is also the listen or the peer port; it must differ" (int .Values.admin.port)) -}}
 {{- end -}}
 {{- $rot := .Values.keys.rotation | default dict -}}
 {{- if and (or $rot.current $rot.next $rot.previous) (not .Values.keys.existingSecret) -}}
@@ -201,6 +210,11 @@ ports:
   - name: {{ $peer }}
     containerPort: {{ int $root.Values.peer.port }}
     protocol: TCP
+  {{- if $root.Values.admin.enabled }}
+  - name: {{ ternary "mrtr-admin" "admin" .sidecar }}
+    containerPort: {{ int $root.Values.admin.port }}
+    protocol: TCP
+  {{- end }}
 env:
   - name: POD_IP
     valueFrom:
@@ -243,6 +257,11 @@ volumeMounts:
     readOnly: true
   - name: mrtr-proxy-tmp
     mountPath: /tmp
+  {{- if $root.Values.admin.enabled }}
+  - name: mrtr-proxy-admin
+    mountPath: /etc/mrtr-proxy/admin
+    readOnly: true
+  {{- end }}
   {{- range (($root.Values.auth | default dict).secretMounts | default list) }}
   - name: mrtr-proxy-secret-{{ .name }}
     mountPath: /etc/mrtr-proxy/secrets/{{ .name }}
@@ -269,6 +288,14 @@ volumeMounts:
 - name: mrtr-proxy-tmp
   emptyDir:
     sizeLimit: 16Mi
+{{- if .Values.admin.enabled }}
+- name: mrtr-proxy-admin
+  secret:
+    secretName: {{ .Values.admin.tokenSecret }}
+    defaultMode: 288  # 0440
+    items:
+      - {key: {{ .Values.admin.tokenKey }}, path: {{ .Values.admin.tokenKey }}}
+{{- end }}
 {{- range ((.Values.auth | default dict).secretMounts | default list) }}
 - name: mrtr-proxy-secret-{{ .name }}
   secret:

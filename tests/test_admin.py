@@ -6,11 +6,12 @@ client's retry gets -31013), the tool name in the request log line and in a boun
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import io
 import json
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,6 +100,15 @@ async def admin_proxy(
         finally:
             await runner.cleanup()
             await server.close()
+
+
+async def until(condition: Callable[[], bool], limit_s: float = 10.0) -> None:
+    """Wait (bounded) for `condition`; fail if it never holds."""
+    for _ in range(int(limit_s / 0.02)):
+        if condition():
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError("condition never held")
 
 
 def tamper(state: str) -> str:
@@ -218,8 +228,17 @@ async def test_operator_lists_and_cancels_a_parked_call(
         live = admin.app[CALLS].registry.get(row["id"])
         assert live is not None and row["principal_digest"] == live.principal
 
+        session_id = live.session.session_id
+        assert session_id
         status, body = await admin.cancel(row["id"])
         assert (status, body) == (200, {"cancelled": row["id"], "upstream": "default"})
+        # The session is not given back to the pool: it is closed (DELETE with its id).
+        await until(
+            lambda: any(
+                s.method == "DELETE" and s.headers.get("mcp-session-id") == session_id
+                for s in admin.relay.sent
+            )
+        )
         # The legacy way: the pending elicitation answered with an error, then notifications/cancelled.
         cancels = admin.relay.posts("notifications/cancelled")
         assert len(cancels) == 1
@@ -256,6 +275,25 @@ async def test_operator_lists_and_cancels_a_parked_call(
     assert any(line.get("outcome") == f"failed:{CANCELLED}" for line in request_lines)
     assert any(line.get("event") == "admin.cancelled" for line in lines)
     assert "SECRET" not in captured.getvalue()
+
+
+@pytest.mark.peers
+@SESSION
+async def test_a_running_round_is_not_cancelled(fastmcp_url: str, tmp_path: Path) -> None:
+    async with admin_proxy(fastmcp_url, tmp_path) as admin:
+        running = asyncio.create_task(admin.proxy.call("slow_echo", {"text": "still here", "delay_s": 1.5}))
+        try:
+            registry = admin.app[CALLS].registry
+            await until(lambda: len(registry) == 1)
+            (row,) = (await admin.get("/admin/calls"))[1]["calls"]
+            assert row["state"] == "running" and row["tool"] == "slow_echo" and row["expires_in_s"] is None
+            status, body = await admin.cancel(row["id"])
+            assert status == 409
+            assert body == {"error": "the call is running a round; only parked calls can be cancelled"}
+        finally:
+            done = await running
+        assert done.result["content"][0]["text"] == "still here"
+        assert not admin.relay.posts("notifications/cancelled")
 
 
 # -- /metrics: public without rejection reasons, admin with them; tools bounded by configuration -----

@@ -145,12 +145,13 @@ async def _serve(app: web.Application, config: Config, admin: AdminListener | No
     await GuardedSite(runner, config.listen.host, config.listen.port, guard).start()
     if config.replica.peer_port is not None:  # where other replicas forward retries to this one
         await GuardedSite(runner, config.listen.host, config.replica.peer_port, guard).start()
-    admin_runner = await admin.start(app) if admin is not None else None
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    admin_runner = None
     try:
+        admin_runner = await admin.start(app) if admin is not None else None  # proxy/admin.py
         await stop.wait()
         await drain(app)
     finally:

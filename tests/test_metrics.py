@@ -333,3 +333,26 @@ def test_limits_and_drain_are_gauges_alerts_can_compare_against() -> None:
     # every known labelled series starts at 0 (rate() and ratio alerts work before the first event)
     assert m("mrtr_proxy_upstream_errors_total", upstream="b", kind="timeout") == 0
     assert m("mrtr_proxy_handle_rejections_total", reason="expired") == 0
+
+
+def test_public_render_sums_rejections_without_reason_and_tools_stay_bounded() -> None:
+    metrics = Metrics(["a"], tools=["known"])
+    for reason in ("auth_failed", "expired", "expired", "made-up"):
+        metrics.observe_request(
+            {"method": "tools/call", "upstream": "a", "outcome": "handle_rejected", "reason": reason}
+        )
+    for tool in ("known", "x" * 300, "another"):
+        metrics.observe_request(
+            {"method": "tools/call", "upstream": "a", "outcome": "complete", "tool": tool}
+        )
+    public = Scrape.parse(metrics.render(public=True).decode())
+    rejections = [k for k in public.samples if k[0] == "mrtr_proxy_handle_rejections_total"]
+    assert rejections == [("mrtr_proxy_handle_rejections_total", frozenset())]
+    assert public("mrtr_proxy_handle_rejections_total") == 4
+    private = Scrape.parse(metrics.render().decode())
+    assert private("mrtr_proxy_handle_rejections_total", reason="expired") == 2
+    assert private("mrtr_proxy_handle_rejections_total", reason="other") == 1
+    calls = "mrtr_proxy_tool_calls_total"
+    assert private(calls, upstream="a", tool="known", outcome="complete") == 1
+    assert private(calls, upstream="a", tool="other", outcome="complete") == 2
+    assert {dict(labels)["tool"] for name, labels in private.samples if name == calls} == {"known", "other"}

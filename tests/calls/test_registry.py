@@ -293,3 +293,25 @@ def test_principals_that_never_answered_park_for_the_first_round_ttl_only(clock:
     clock.now += 6
     assert reg.overdue(new) and not reg.overdue(known)
     assert reg.expired() == [new]
+
+
+def test_operator_cancelled_calls_are_remembered_like_ended_ones(reg: CallRegistry, clock: Clock) -> None:
+    """A call an operator cancelled is told apart from one that simply ended, for as long as its handles
+    live, and forgotten with the other ended calls (bounded, pruned on expiry)."""
+    cancelled, finished = call("cancelled"), call("finished")
+    for c in (cancelled, finished):
+        reg.add(c)
+    reg.remove(cancelled, handle_ttl=60, by_operator=True)
+    reg.remove(finished, handle_ttl=60)
+    assert reg.cancelled_by_operator("cancelled") and reg.ended("cancelled")
+    assert not reg.cancelled_by_operator("finished") and reg.ended("finished")
+    clock.now += 61
+    reg.expired()
+    assert not reg.cancelled_by_operator("cancelled") and not reg._cancelled
+    bound = ENDED_PER_CALL * 3
+    for i in range(bound + 1):
+        c = call(f"c{i}", f"p{i}")
+        reg.add(c)
+        reg.remove(c, handle_ttl=60, by_operator=True)
+    assert len(reg._cancelled) == len(reg._ended) == bound  # the oldest went with its ended entry
+    assert not reg.cancelled_by_operator("c0") and reg.cancelled_by_operator(f"c{bound}")

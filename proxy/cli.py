@@ -89,7 +89,8 @@ def main(argv: list[str] | None = None) -> int:
             checked = load_config(args.file)
             try:
                 prepare(checked)  # the TLS files, static JWKS and service credentials it names
-            except AuthSetupError as exc:
+                prepare_admin(checked)  # the admin token file, when admin.listen is set
+            except (AuthSetupError, AdminSetupError) as exc:
                 print(f"mrtr-proxy: invalid configuration in {args.file}:", file=sys.stderr)
                 print(str(exc), file=sys.stderr)
                 return 2

@@ -399,3 +399,17 @@ async def test_serve_refuses_an_unusable_admin_token_file(tmp_path: Path) -> Non
     )
     assert run.returncode == 2
     assert "admin.token_file: cannot read" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_check_config_reads_the_admin_token_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from proxy.cli import main
+
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(
+        "admin: {listen: '127.0.0.1:9100', token_file: tok}\nupstreams: [{name: a, url: 'http://127.0.0.1:1/mcp'}]\n"
+    )
+    assert main(["check-config", str(cfg)]) == 2
+    assert "admin.token_file: cannot read" in capsys.readouterr().err
+    (tmp_path / "tok").write_text(TOKEN)
+    assert main(["check-config", str(cfg)]) == 0
+    assert TOKEN not in capsys.readouterr().out  # never printed

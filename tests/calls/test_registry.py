@@ -30,7 +30,7 @@ def call(call_id: str, principal: str = "alice") -> LiveCall:
         upstream="up",
         method="tools/call",
         principal=principal,
-        target="t",
+        target_source="t",
         key=key,
         session=session,
         exchange=Exchange(ClientCapabilities()),
@@ -293,3 +293,18 @@ def test_principals_that_never_answered_park_for_the_first_round_ttl_only(clock:
     clock.now += 6
     assert reg.overdue(new) and not reg.overdue(known)
     assert reg.expired() == [new]
+
+
+def test_the_target_digest_is_computed_once_when_first_needed() -> None:
+    computed: list[int] = []
+
+    def digest() -> str:
+        computed.append(1)
+        return "digest"
+
+    live = call("c1")
+    live.target_source = digest
+    assert computed == []  # a call that never parks never computes it
+    assert live.target == live.target == "digest"
+    assert computed == [1]
+    assert live.target_source == "digest"  # what it was computed from is no longer held

@@ -52,7 +52,9 @@ class LiveCall:
     upstream: str
     method: str
     principal: str
-    target: str
+    # The target digest sealed into its handles (handle/codec.py), or how to compute it: computed when the
+    # first handle is sealed, so a call that never parks (most calls) never pays for it.
+    target_source: str | Callable[[], str]
     key: PoolKey
     session: UpstreamSession
     exchange: Exchange
@@ -72,6 +74,13 @@ class LiveCall:
     @property
     def parked(self) -> bool:
         return self.parked_until is not None
+
+    @property
+    def target(self) -> str:
+        source = self.target_source
+        if not isinstance(source, str):
+            source = self.target_source = source()  # and the request's params are no longer held
+        return source
 
 
 class CallRegistry:

@@ -12,6 +12,7 @@ call whose replica is gone), drain.py (reaping and shutdown); `CallService` puts
 from __future__ import annotations
 
 import asyncio
+import functools
 import secrets
 from collections.abc import Mapping
 from typing import Any
@@ -87,7 +88,7 @@ class CallService(Takeover, Draining):
             upstream=req.upstream,
             method=req.method,
             principal=req.principal,
-            target=target_digest(req.method, req.params),
+            target_source=functools.partial(target_digest, req.method, req.params),
             key=req.key,
             session=session,
             exchange=Exchange(req.key.capabilities),

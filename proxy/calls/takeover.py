@@ -76,7 +76,7 @@ class Takeover(CallDriver):
             upstream=req.upstream,
             method=req.method,
             principal=req.principal,
-            target=claims.target,
+            target_source=claims.target,
             key=req.key,
             session=session,
             exchange=exchange,

@@ -29,6 +29,7 @@ from proxy.front.peers import FORWARD_PREFIX
 from proxy.front.principal import PrincipalRefused, Resolver
 from proxy.front.reply import json_response
 from proxy.front.request_ids import REQUEST_ID_HEADER, request_id
+from proxy.logs import info_line
 from proxy.metrics import record_request
 from proxy.tracing import Tracing
 from proxy.upstream.propagation import propagating
@@ -92,7 +93,7 @@ class Endpoint:
         _joined(line, link)
         line["status"] = response.status
         line["duration_ms"] = round((time.perf_counter() - started) * 1000, 2)
-        log.info("request", **line)
+        info_line(log, "request", line)
         record_request(request.app, line)  # the metrics, from the same line
         span.finish(line, first_round=link.first_span)
         if not response.prepared:  # one prepared while handling got it from echo_request_id

@@ -6,6 +6,8 @@ input response is refused to the client rather than passed upstream.
 
 from __future__ import annotations
 
+import functools
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -80,11 +82,36 @@ def _schema_problem(schema: dict[str, Any], content: Any) -> str | None:
     (`content.<path>: <reason>`), or None. A schema that is not valid JSON Schema is the upstream's
     problem, not the client's: nothing is checked against it."""
     try:
-        validators.Draft202012Validator.check_schema(schema)
-        error = schema_errors.best_match(_TYPES_ONLY(schema).iter_errors(content))
-    except schema_errors.SchemaError:
+        key = json.dumps(schema)
+    except (TypeError, ValueError):
+        key = None
+    checker = _checker(key) if key is not None and len(key) <= MAX_CACHED_SCHEMA else _compile(schema)
+    if checker is None:
         return None
+    error = schema_errors.best_match(checker.iter_errors(content))
     if error is None:
         return None
     where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
     return f"content{where}: {error.message}"
+
+
+# Checking a schema against the JSON Schema meta-schema costs ~0.4 ms, paid for every answered elicitation,
+# while a tool asks with the same schema every time: the checked validators of recent schemas are kept, by
+# their JSON text (key order kept: it decides which of several errors is reported first).
+MAX_CACHED_SCHEMA = 16 * 1024  # bytes of JSON; a larger schema is checked afresh every time
+Checker = Any  # a jsonschema validator of _TYPES_ONLY's class
+
+
+def _compile(schema: dict[str, Any]) -> Checker | None:
+    """The types-only validator of a valid schema, or None (a schema that is not valid JSON Schema)."""
+    try:
+        validators.Draft202012Validator.check_schema(schema)
+    except schema_errors.SchemaError:
+        return None
+    return _TYPES_ONLY(schema)
+
+
+@functools.lru_cache(maxsize=256)
+def _checker(key: str) -> Checker | None:
+    """`_compile` of the schema `key` is the JSON text of, from its own copy (never the caller's dict)."""
+    return _compile(json.loads(key))

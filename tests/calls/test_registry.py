@@ -30,7 +30,7 @@ def call(call_id: str, principal: str = "alice") -> LiveCall:
         upstream="up",
         method="tools/call",
         principal=principal,
-        target="t",
+        target_source="t",
         key=key,
         session=session,
         exchange=Exchange(ClientCapabilities()),
@@ -315,3 +315,18 @@ def test_operator_cancelled_calls_are_remembered_like_ended_ones(reg: CallRegist
         reg.remove(c, handle_ttl=60, by_operator=True)
     assert len(reg._cancelled) == len(reg._ended) == bound  # the oldest went with its ended entry
     assert not reg.cancelled_by_operator("c0") and reg.cancelled_by_operator(f"c{bound}")
+
+
+def test_the_target_digest_is_computed_once_when_first_needed() -> None:
+    computed: list[int] = []
+
+    def digest() -> str:
+        computed.append(1)
+        return "digest"
+
+    live = call("c1")
+    live.target_source = digest
+    assert computed == []  # a call that never parks never computes it
+    assert live.target == live.target == "digest"
+    assert computed == [1]
+    assert live.target_source == "digest"  # what it was computed from is no longer held

@@ -2,7 +2,12 @@
 # mrtr-proxy image: the proxy in a venv on python:3.11-slim, run as uid 10001, nothing written at run time
 # (bytecode is compiled at build time, so a read-only root filesystem works).
 #   docker build -t mrtr-proxy:0.1.0 .
-#   docker run --rm -p 8080:8080 -v "$PWD/config/sidecar.yaml:/etc/mrtr-proxy/config.yaml:ro" mrtr-proxy:0.1.0
+# As a sidecar: the proxy joins the legacy server's network namespace, so config/sidecar.yaml's upstream
+# (http://127.0.0.1:8000/mcp) is that server, not the proxy's own container; publish 8080 on the server's:
+#   docker run -d --name legacy -p 8080:8080 my-legacy-mcp-server        # listens on 127.0.0.1:8000
+#   docker run --rm --network container:legacy \
+#     -v "$PWD/config/sidecar.yaml:/etc/mrtr-proxy/config.yaml:ro" mrtr-proxy:0.1.0
+# (or, on a network of its own: -e MRTR_PROXY_UPSTREAM=http://<server host>:8000/mcp)
 # The Helm chart (helm/mrtr-proxy) mounts its config at /etc/mrtr-proxy/config/config.yaml and passes it
 # in args; keys are mounted at /etc/mrtr-proxy/keys.
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm

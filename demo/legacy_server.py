@@ -4,7 +4,8 @@
 inline on the tool call's SSE stream, blocking until the client answers. A 2026-07-28 client cannot answer
 that; through mrtr-proxy it arrives as an `input_required` round instead.
 
-Run with the mcp==1.30.0 virtualenv: `.peers/legacy/bin/python demo/legacy_server.py --port 8000`.
+Run with the mcp==1.30.0 virtualenv: `.peers/legacy/bin/python demo/legacy_server.py --port 8000`
+(`--stdio`: on stdin/stdout, as config/example.yaml's stdio upstream runs it).
 """
 
 from __future__ import annotations
@@ -37,4 +38,6 @@ def build(port: int) -> FastMCP:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=8000)
-    build(parser.parse_args().port).run("streamable-http")
+    parser.add_argument("--stdio", action="store_true", help="serve on stdin/stdout instead of HTTP")
+    options = parser.parse_args()
+    build(options.port).run("stdio" if options.stdio else "streamable-http")

@@ -12,12 +12,12 @@ from typing import Any
 
 from aiohttp import web
 
-from proxy import logs
+from proxy import cli_keys, logs
 from proxy.admin import AdminListener, AdminSetupError, prepare_admin
 from proxy.app import create_app, drain
 from proxy.auth.setup import AuthSetupError, prepare
 from proxy.config import AuthConfig, Config, ConfigError, load_config
-from proxy.handle import KeyLoadError, generate_key_b64
+from proxy.handle import KeyLoadError
 from proxy.hardening import forbid_process_inspection
 from proxy.listener import GuardedSite, ListenerCollector, ListenerGuard, ListenerLimits
 from proxy.metrics import METRICS
@@ -29,26 +29,37 @@ SHUTDOWN_TIMEOUT_S = 10.0  # < the chart's drain.terminationMarginSeconds (15): 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mrtr-proxy", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"mrtr-proxy {cli_keys.version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run the proxy")
     serve.add_argument("--config", type=Path, help="YAML configuration file")
     serve.add_argument(
         "--upstream", help="URL of one legacy Streamable HTTP server (replaces the file's upstreams)"
     )
-    serve.add_argument("--listen", help="HOST:PORT to listen on (default 127.0.0.1:8080)")
-    serve.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
-    serve.add_argument("--log-format", choices=["auto", "json", "console"])
-    serve.add_argument("--replica-address", help="address other replicas reach this one at")
-    sub.add_parser("keygen", help="print a new base64 sealing key (32 random bytes)")
     check = sub.add_parser("check-config", help="validate a configuration file and print what it would serve")
     check.add_argument("file", type=Path)
+    check.add_argument("--effective", action="store_true", help="print the merged configuration as YAML")
+    for command in (serve, check):  # check-config takes serve's overrides: --effective shows their result
+        command.add_argument("--listen", help="HOST:PORT to listen on (default 127.0.0.1:8080)")
+        command.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
+        command.add_argument("--log-format", choices=["auto", "json", "console"])
+        command.add_argument("--replica-address", help="address other replicas reach this one at")
+        command.add_argument(
+            "--key-file", type=Path, action="append", help="sealing key file (replaces keys.files)"
+        )
+    keygen = sub.add_parser("keygen", help="print a new base64 sealing key (32 random bytes)")
+    keygen.add_argument("--out", type=Path, help="write it to this file (mode 0600) instead")
+    keygen.add_argument("--force", action="store_true", help="with --out: replace an existing file")
     probe_cli.add_parser(sub)
     return parser
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     names = ("upstream", "listen", "log_level", "log_format", "replica_address")
-    return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+    out = {name: getattr(args, name, None) for name in names if getattr(args, name, None) is not None}
+    if args.key_file:
+        out["keys.files"] = [str(p.absolute()) for p in args.key_file]
+    return out
 
 
 def _auth(auth: AuthConfig) -> str:
@@ -82,11 +93,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "probe":
         return probe_cli.run(args)
     if args.command == "keygen":
-        print(generate_key_b64())
-        return 0
+        return cli_keys.keygen(args.out, args.force)
     try:
         if args.command == "check-config":
-            checked = load_config(args.file)
+            checked = load_config(args.file, _overrides(args))
             try:
                 prepare(checked)  # the TLS files, static JWKS and service credentials it names
                 prepare_admin(checked)  # the admin token file, when admin.listen is set
@@ -94,7 +104,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"mrtr-proxy: invalid configuration in {args.file}:", file=sys.stderr)
                 print(str(exc), file=sys.stderr)
                 return 2
-            print(_describe(checked))
+            if (code := cli_keys.check_keys(checked, "check-config")) is not None:
+                return code
+            print(cli_keys.effective_yaml(checked) if args.effective else _describe(checked))
             return 0
         config = load_config(args.config, _overrides(args))
     except ConfigError as exc:
@@ -104,6 +116,8 @@ def main(argv: list[str] | None = None) -> int:
         print(str(exc), file=sys.stderr)
         return 2
     logs.configure(config.logging.level, config.logging.format)
+    if (code := cli_keys.check_keys(config, "serve")) is not None:
+        return code
     forbid_process_inspection()  # before any stdio child starts: /proc/<pid>/environ, mem, fd: root only
     try:
         app = create_app(config, handle_signals=True)

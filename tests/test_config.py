@@ -435,7 +435,7 @@ def test_listen_override(tmp_path: Path, value: str, host: str, port: int) -> No
 @pytest.mark.parametrize(
     ("value", "path", "fragment"),
     [
-        ("8080", "listen", "expected host:port or [ipv6]:port, got '8080' (from override)"),
+        ("8080", "listen", "expected host:port or [ipv6]:port, got '8080' (from --listen)"),
         ("::1:8080", "listen", "expected host:port"),
         ("host:", "listen.port", "'' is not of type 'integer'"),
         ("host:http", "listen.port", "'http' is not of type 'integer'"),
@@ -523,6 +523,30 @@ def test_bad_environment_value_names_the_variable() -> None:
     with pytest.raises(ConfigError) as info:
         load_config(None, {"upstream": "http://x/"}, env={"MRTR_PROXY_LISTEN": "nonsense"})
     assert_problem(info.value.problems, "listen", "(from MRTR_PROXY_LISTEN)")
+
+
+def test_a_bad_value_from_a_variable_is_not_reported_as_in_the_file(tmp_path: Path) -> None:
+    """Issue 20: each problem names its source; a variable's bad value is not "in" the YAML file."""
+    with pytest.raises(ConfigError) as info:
+        load_text(tmp_path, UP, env={"MRTR_PROXY_LOG_LEVEL": "loud"})
+    assert info.value.source is None  # so the CLI does not say "invalid configuration in proxy.yaml"
+    assert info.value.problems == (
+        "logging.level: 'loud' is not one of ['debug', 'info', 'warning', 'error']"
+        " (from MRTR_PROXY_LOG_LEVEL)",
+    )
+    with pytest.raises(ConfigError) as mixed:
+        load_text(tmp_path, "logging: {format: xml}\n" + UP, env={"MRTR_PROXY_LOG_LEVEL": "loud"})
+    assert mixed.value.source is None
+    assert_problem(mixed.value.problems, "logging.format", f"(in {tmp_path / 'proxy.yaml'})")
+    assert_problem(mixed.value.problems, "logging.level", "(from MRTR_PROXY_LOG_LEVEL)")
+    with pytest.raises(ConfigError) as flag:
+        load_text(tmp_path, UP, overrides={"log_format": "xml", "keys.files": "nope"})
+    assert_problem(flag.value.problems, "logging.format", "(from --log-format)")
+    assert_problem(flag.value.problems, "keys.files", "(from --key-file)")
+    with pytest.raises(ConfigError) as own:
+        load_text(tmp_path, "logging: {format: xml}\n" + UP, env={"MRTR_PROXY_LOG_LEVEL": "info"})
+    assert own.value.source == tmp_path / "proxy.yaml"  # only the file's problems: the file is named once
+    assert own.value.problems == ("logging.format: 'xml' is not one of ['auto', 'json', 'console']",)
 
 
 def test_tasks_section(tmp_path: Path) -> None:

@@ -38,6 +38,7 @@ from .schema import path_order, schema_problems, schema_type, semantic_problems
 ENV_PREFIX = "MRTR_PROXY_"
 ALIASES = {"log_level": "logging.level", "log_format": "logging.format", "replica_address": "replica.address"}
 SHORTCUTS = ("listen", "upstream", *ALIASES)  # override names besides dotted paths; env: MRTR_PROXY_<NAME>
+FLAGS = {"keys.files": "key-file"}  # dotted overrides the CLI sets with a flag of another name
 
 
 class _Loader(yaml.SafeLoader):
@@ -129,6 +130,34 @@ def _set(raw: dict[str, Any], dotted: str, value: Any, problems: list[str], orig
             return
 
 
+def _target(name: str) -> str:
+    """The dotted path an override or variable sets."""
+    return {"listen": "listen", "upstream": "upstreams"}.get(name) or ALIASES.get(name, name)
+
+
+def _attribute(problems: list[str], origins: Mapping[str, str], path: Path | None) -> tuple[list[str], bool]:
+    """Each problem names its source: a problem under a path set by a variable or flag gets that origin;
+    when any does, the file's own problems say `(in FILE)`. Second value: every problem is the file's."""
+    out: list[str] = []
+    mine: list[bool] = []
+    for line in problems:
+        where = line.split(": ", 1)[0]
+        origin = next(
+            (
+                o
+                for t, o in origins.items()
+                if where == t or where.startswith(t + ".") or where.startswith(t + "[")
+            ),
+            None,
+        )
+        from_file = "(from " not in line and origin is None
+        mine.append(from_file)
+        out.append(line if origin is None or "(from " in line else f"{line} ({origin})")
+    if path is not None and not all(mine):
+        out = [f"{line} (in {path})" if m else line for line, m in zip(out, mine, strict=True)]
+    return out, all(mine)
+
+
 def _apply(raw: dict[str, Any], name: str, value: Any, problems: list[str], origin: str) -> None:
     if name == "listen":
         host, sep, port = str(value).rpartition(":")
@@ -215,16 +244,23 @@ def load_config(
     if path is not None:
         _resolve_paths(raw, path.absolute().parent)
     problems: list[str] = []
+    origins: dict[str, str] = {}
     env = os.environ if env is None else env
     for name in SHORTCUTS:
         if (var := ENV_PREFIX + name.upper()) in env:
+            origins[_target(name)] = f"from {var}"
             _apply(raw, name, env[var], problems, f"from {var}")
     for name, value in (overrides or {}).items():
         if value is not None:
-            _apply(raw, name, value, problems, "from override")
+            origin = (
+                f"from --{FLAGS.get(name, name).replace('_', '-')}" if name in (*SHORTCUTS, *FLAGS) else ""
+            )
+            origins[_target(name)] = origin or "from override"
+            _apply(raw, name, value, problems, origin or "from override")
     problems += [*schema_problems(raw), *semantic_problems(raw)]
     if problems:
-        raise ConfigError(sorted(dict.fromkeys(problems), key=path_order), path)
+        lines, all_file = _attribute(sorted(dict.fromkeys(problems), key=path_order), origins, path)
+        raise ConfigError(lines, path if all_file else None)
     return Config(
         upstreams=tuple(_build_upstream(up) for up in raw["upstreams"]),
         listen=_section(ListenConfig, raw.get("listen")),

@@ -107,3 +107,17 @@ def test_chart_runs_the_image_with_the_charts_config_path() -> None:
     volume = next(v for v in r.pod["volumes"] if v["name"] == mounts["/etc/mrtr-proxy/config"])
     assert volume["configMap"]["name"] == r.one("ConfigMap")["metadata"]["name"]
     assert yaml.safe_load(r.config_text)["listen"]["port"] == 8080  # EXPOSEd by the image
+
+
+def test_the_sidecar_example_does_not_point_the_proxy_at_its_own_container() -> None:
+    """Issue 20: config/sidecar.yaml's upstream is 127.0.0.1:8000; the proxy's `docker run` must share the
+    legacy server's network namespace (or name the server), not publish a port of a container of its own."""
+    comment = "\n".join(line for line in DOCKERFILE.read_text().splitlines() if line.startswith("#"))
+    run = re.search(r"docker run --rm (.*?)mrtr-proxy:0\.1\.0", comment.replace("\\\n#", " "), re.S)
+    assert run, comment
+    assert "--network container:legacy" in run.group(1)
+    assert "-p " not in run.group(1)
+    assert "docker run -d --name legacy -p 8080:8080" in comment
+    sidecar = yaml.safe_load((ROOT / "config" / "sidecar.yaml").read_text())
+    assert sidecar["upstreams"][0]["url"] == "http://127.0.0.1:8000/mcp"
+    assert sidecar["listen"] == {"host": "0.0.0.0", "port": 8080}

@@ -97,7 +97,10 @@ def loose_key_files(config: Config) -> list[str]:
 
 
 def _plain(value: Any, name: str = "") -> Any:
-    secret_name = any(word in name.lower() for word in _SECRET_NAMES) and value not in (None, "", {}, ())
+    where = name.lower().endswith(("_file", "_env", "_header", "source"))  # names where a secret is, not it
+    secret_name = (
+        not where and any(w in name.lower() for w in _SECRET_NAMES) and value not in (None, "", {}, ())
+    )
     if secret_name and not isinstance(value, Mapping | tuple | list) and not dataclasses.is_dataclass(value):
         return REDACTED
     if dataclasses.is_dataclass(value) and not isinstance(value, type):

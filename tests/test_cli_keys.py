@@ -141,6 +141,7 @@ async def test_check_config_effective_prints_the_merged_configuration_redacted(t
     assert doc["upstreams"][0]["headers"] == {"x-api-key": "<redacted>"}
     assert doc["upstreams"][0]["pool"]["max_sessions"] == 1024  # defaults included
     assert doc["calls"]["gather_window_ms"] == 50
+    assert doc["admin"] == {"listen": None, "token_file": None}  # a path names the secret: shown
     assert doc["tracing"]["otlp_endpoint"] == "http://<redacted>@collector:4318/v1?api_key=<redacted>&x=1"
 
 

@@ -153,3 +153,25 @@ async def test_a_bad_value_from_a_variable_is_not_reported_in_the_file(tmp_path:
     assert run.stderr.splitlines()[0] == "mrtr-proxy: invalid configuration:"  # not "in c.yaml"
     assert "logging.level: 'loud' is not one of" in run.stderr
     assert "(from MRTR_PROXY_LOG_LEVEL)" in run.stderr
+
+
+async def test_an_empty_key_directory_or_a_missing_key_file_flag_stops_the_start(tmp_path: Path) -> None:
+    empty = tmp_path / "keys"
+    empty.mkdir()  # a Secret mounted with no keys in it
+    cfg = _config(tmp_path, f"{{dirs: ['{empty}']}}")
+    run = await peers.run_once([*PROXY, "serve", "--config", str(cfg), "--listen", "127.0.0.1:1"], limit_s=30)
+    assert run.returncode == 2
+    assert f"keys: key from {empty}: no key files in directory" in run.stderr
+    argv = [
+        *PROXY,
+        "serve",
+        "--config",
+        str(_config(tmp_path, "{}")),
+        "--key-file",
+        "nope",
+        "--listen",
+        "127.0.0.1:1",
+    ]
+    flag = await peers.run_once(argv, limit_s=30, cwd=tmp_path)
+    assert flag.returncode == 2
+    assert f"keys: key from {tmp_path / 'nope'}: cannot read (No such file or directory)" in flag.stderr

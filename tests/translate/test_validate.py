@@ -112,7 +112,7 @@ def test_invalid_server_request(method: str, params: dict[str, Any], fragment: s
         ),
         pytest.param(
             mcp.SAMPLE,
-            {"role": "assistant", "content": [{"type": "text", "text": "x"}]},
+            {"role": "assistant", "content": [{"type": "text", "text": "x"}], "model": "m"},
             id="sampling-content-array",
         ),
         pytest.param(mcp.ROOTS, {"roots": []}, id="roots-empty"),
@@ -185,14 +185,14 @@ NESTED_SCHEMA: dict[str, Any] = {
         ({"name": "x", "prefs": {"age": "old"}}, "content.prefs.age: 'old' is not of type 'integer'"),
         ({"name": "x", "tags": ["a", 3]}, "content.tags[1]: 3 is not of type 'string'"),
         ({"name": ["x"]}, "content.name: ['x'] is not of type 'string'"),
-        # Constraints other than types are the server's to judge (some accept these):
-        ({"name": "x", "prefs": {"age": -1}}, None),
-        ({"name": "x", "tags": ["c"]}, None),
-        ({"prefs": {}}, None),
+        # The whole schema, not only the types (proxy/translate/answers.py; tests/translate/test_answers.py):
+        ({"name": "x", "prefs": {"age": -1}}, "content.prefs.age: -1 is less than the minimum of 0"),
+        ({"name": "x", "tags": ["c"]}, "content.tags[0]: 'c' is not one of ['a', 'b']"),
+        ({"prefs": {}}, "content.name: 'name' is a required property"),
         ({"name": "x", "prefs": {"age": 3}, "tags": ["b"]}, None),
     ],
 )
-def test_accepted_content_is_type_checked_against_the_whole_requested_schema(
+def test_accepted_content_is_checked_against_the_whole_requested_schema(
     content: dict[str, Any], problem: str | None
 ) -> None:
     params = {"message": "m", "requestedSchema": NESTED_SCHEMA}

@@ -1,4 +1,4 @@
-"""The checked validators `translate/validate.py` keeps per requested schema: the same answers as checking
+"""The checked validators `translate/answers.py` keeps per requested schema: the same answers as checking
 afresh, whatever the caller does with its schema afterwards, and never a broken schema's checks."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from proxy.translate import validate
+from proxy.translate import answers as validate  # where the cache lives since the full checks
 from proxy.translate.validate import invalid_input_response
 from proxy.wire import mcp
 

@@ -94,6 +94,28 @@ async def test_jwt_claim_principal_survives_token_refresh(
         assert final.result["content"][0]["text"] == "accept:Alice"
 
 
+@pytest.mark.parametrize(
+    "forged", ["jwt:sub=alice", "Bearer jwt:sub=alice", "Bearer e30.e30", "Bearer a.b.c"]
+)
+async def test_jwt_claim_refuses_a_header_that_is_not_a_jwt(
+    fastmcp_url: str, http: aiohttp.ClientSession, forged: str
+) -> None:
+    """Issue 14, item 6: `Authorization: jwt:sub=alice` once became alice. Now a 401 before anything is
+    read or sent upstream, and alice's parked call is untouched."""
+    principal = PrincipalConfig(source="jwt_claim", claim="sub")
+    async with running_proxy(fastmcp_url, principal=principal) as proxy:
+        alice = RawClient(proxy.url, http, authorization=jwt({"sub": "alice"}))
+        first = await alice.call("ask_name")
+        mallory = RawClient(proxy.url, http, authorization=forged)
+        refused = await mallory.retry(first, {"elicit-1": accept_name("M")}, "ask_name")
+        assert refused.status == 401
+        assert refused.error == {"code": -32600, "message": "Unauthorized: the access token is not a JWT"}
+        assert (await mallory.call("echo", {"text": "x"})).status == 401
+        assert proxy.parked == 1
+        final = await alice.retry(first, {"elicit-1": accept_name("Alice")}, "ask_name")
+        assert final.result["content"][0]["text"] == "accept:Alice"
+
+
 async def test_trusted_header_principal(fastmcp_url: str, http: aiohttp.ClientSession) -> None:
     principal = PrincipalConfig(source="header", header="X-Authenticated-User")
     async with running_proxy(fastmcp_url, principal=principal) as proxy:

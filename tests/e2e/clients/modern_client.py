@@ -59,8 +59,10 @@ async def on_elicit(context: Any, params: types.ElicitRequestParams) -> types.El
             content[name] = spec["enum"][0]
         elif isinstance(spec.get("oneOf"), list):
             content[name] = spec["oneOf"][0].get("const")
-        elif kind == "array":
-            content[name] = []
+        elif kind == "array":  # a multi-select: its first option (the proxy checks minItems)
+            items = spec.get("items", {})
+            options = items.get("enum") or [o.get("const") for o in items.get("anyOf", [])]
+            content[name] = options[:1]
         else:
             content[name] = {"name": "Alice", "color": "green", "email": "alice@example.com"}.get(name, "x")
     return types.ElicitResult(action="accept", content=content)

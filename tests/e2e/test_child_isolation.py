@@ -63,7 +63,10 @@ async def test_a_stdio_child_cannot_read_the_proxys_environment() -> None:
                 text: str = reply.result["content"][0]["text"]
                 return text
 
-            assert "PATH=" in await read("self", "environ")  # the child reads its own /proc entries
+            own = await read("self", "environ")
+            assert "PATH=" in own  # the child reads its own /proc entries
+            assert secret not in own and "hunter2" not in own  # and inherited no secret (the key removed)
+            assert "MRTR_TEST_KEY" not in own and "MRTR_TEST_OTHER_SECRET" not in own
             for name in ("environ", "mem", "auxv"):
                 assert await read("parent", name) == "error:PermissionError", name
             log = proxy.log_text(tail=None)

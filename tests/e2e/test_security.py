@@ -14,7 +14,7 @@ import pytest_asyncio
 
 from e2e.harness import RawClient, accept_name, running_proxy
 from proxy.app import CODEC, reload_keys
-from proxy.config import FrontConfig, KeysConfig, PrincipalConfig
+from proxy.config import FrontConfig, KeysConfig, PrincipalConfig, UpstreamConfig
 from proxy.handle import generate_key_b64
 
 pytestmark = [pytest.mark.peers, pytest.mark.asyncio(loop_scope="session")]
@@ -187,3 +187,22 @@ async def test_authorization_is_passed_through_per_principal(
         assert seen["bob"][0] == "Bearer bob-token"
         assert seen["alice"][1] != seen["bob"][1]  # different upstream sessions
         assert seen["alice-again"][1] == seen["alice"][1]  # and the pool reuses alice's own
+
+
+async def test_forward_headers_empty_keeps_the_clients_token_from_the_upstream(
+    fastmcp_url: str, http: aiohttp.ClientSession
+) -> None:
+    """Issue 14, item 6: token pass-through is explicit (`forward_headers`, default `[authorization]`);
+    `forward_headers: []` sends the upstream no client credential, and principals still get their own
+    sessions and handles."""
+    config = UpstreamConfig(name="default", url=fastmcp_url, forward_headers=())
+    async with running_proxy(config) as proxy:
+        alice = RawClient(proxy.url, http, authorization="Bearer alice-token")
+        bob = RawClient(proxy.url, http, authorization="Bearer bob-token")
+        auth, _session = (await alice.call("whoami")).result["content"][0]["text"].split("|")
+        assert auth == ""
+        first = await alice.call("ask_name")
+        refused = await bob.retry(first, {"elicit-1": accept_name("B")}, "ask_name")
+        assert refused.error == INVALID
+        final = await alice.retry(first, {"elicit-1": accept_name("Alice")}, "ask_name")
+        assert final.result["content"][0]["text"] == "accept:Alice"

@@ -93,7 +93,11 @@ client.setRequestHandler('elicitation/create', async request => {
     else if (spec?.type === 'number' || spec?.type === 'integer') content[name] = 1;
     else if (Array.isArray(spec?.enum)) content[name] = spec.enum[0];
     else if (Array.isArray(spec?.oneOf)) content[name] = spec.oneOf[0]?.const;
-    else if (spec?.type === 'array') content[name] = [];
+    else if (spec?.type === 'array') {
+      // A multi-select: its first option (the proxy checks minItems).
+      const options = spec.items?.enum ?? (spec.items?.anyOf ?? []).map(o => o?.const);
+      content[name] = options.slice(0, 1);
+    }
     else content[name] = { name: 'Alice', color: 'green', email: 'alice@example.com' }[name] ?? 'x';
   }
   // Drop optional fields we could not fill sensibly (e.g. format-restricted strings other than email).

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import sys
 from pathlib import Path
 
@@ -138,3 +139,68 @@ async def test_a_thousand_slow_connections_are_cut_and_memory_returns(
         assert after <= idle + max(25.0, (during - idle) * 0.25), (idle, during, after)
         assert await plain_call() == 200
         assert proxy.returncode is None
+
+
+async def read_until_closed(reader: asyncio.StreamReader) -> bytes:
+    """Everything the server sends until it closes the connection (bounded: BOUND_S)."""
+    async with asyncio.timeout(BOUND_S):
+        chunks = []
+        while chunk := await reader.read(65536):
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+
+async def test_the_connection_cap_and_the_idle_cut_on_the_real_proxy(
+    fastmcp_url: peers.PeerUrl, tmp_path: Path
+) -> None:
+    """`front.max_connections` and `front.idle_timeout_s` on `mrtr-proxy serve`: with 3 connections held,
+    a fourth gets `503` with JSON-RPC `-31003 Too many connections: 3 open (front.max_connections)` and is
+    closed; a keep-alive connection left idle after a served request is closed by the proxy."""
+    front = {"header_timeout_s": 30, "body_timeout_s": 30, "idle_timeout_s": 2, "max_connections": 3}
+    config = tmp_path / "proxy.yaml"
+    config.write_text(yaml.safe_dump({"front": front, "upstreams": [{"name": "a", "url": str(fastmcp_url)}]}))
+    async with peers.run_peer(
+        "mrtr-proxy",
+        lambda port: [
+            sys.executable, "-m", "proxy", "serve", "--config", str(config),
+            "--listen", f"127.0.0.1:{port}", "--log-format", "json",
+        ],
+    ) as proxy:  # fmt: skip
+        held = [await asyncio.open_connection("127.0.0.1", proxy.port) for _ in range(3)]
+        try:
+            for _, w in held:  # a partial head each: the proxy has surely accepted them once it answers
+                w.write(b"POST /mcp HTTP/1.1\r\nHost: x\r\n")
+                await w.drain()
+            reader, writer = await asyncio.open_connection("127.0.0.1", proxy.port)
+            data = await read_until_closed(reader)
+            writer.close()
+            head, _, body = data.partition(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 503 "), data
+            assert json.loads(body)["error"] == {
+                "code": -31003,
+                "message": "Too many connections: 3 open (front.max_connections)",
+            }
+        finally:
+            for _, w in held:
+                w.close()
+
+        # Once those are gone, a served keep-alive connection left idle is closed by the proxy.
+        async with asyncio.timeout(BOUND_S):
+            while True:
+                reader, writer = await asyncio.open_connection("127.0.0.1", proxy.port)
+                payload = json.dumps(LIST).encode()
+                head = "".join(f"{k}: {v}\r\n" for k, v in HEADERS.items())
+                writer.write(
+                    f"POST /mcp HTTP/1.1\r\nHost: x\r\n{head}Content-Length: {len(payload)}\r\n\r\n".encode()
+                    + payload
+                )
+                first = await reader.read(65536)
+                if first.startswith(b"HTTP/1.1 503 "):  # the held ones not yet reaped: try again
+                    writer.close()
+                    await asyncio.sleep(0.2)
+                    continue
+                break
+        assert first.startswith(b"HTTP/1.1 200 "), first
+        rest = await read_until_closed(reader)  # no request follows: the idle deadline closes it
+        writer.close()
+        assert b"HTTP/1.1" not in rest  # nothing but the end of the one response

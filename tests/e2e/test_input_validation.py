@@ -16,7 +16,7 @@ import aiohttp
 import peers
 import pytest
 
-from e2e.harness import RawClient, running_proxy
+from e2e.harness import ROOTS, SAMPLED, RawClient, running_proxy
 
 pytestmark = [pytest.mark.peers, pytest.mark.asyncio(loop_scope="session")]
 
@@ -117,3 +117,48 @@ async def test_fastmcp_profile_refusals_keep_the_call_then_one_run_completes() -
         assert done.result["content"][0]["text"] == "accept:Ann/30/green/a+b"
         runs = await client.call("profiles")
         assert runs.result["content"][0]["text"] == "accept:Ann/30/green/a+b"  # one run, only the good answer
+
+
+@pytest.mark.parametrize(
+    ("tool", "bad", "message", "good", "expected"),
+    [
+        (
+            "sample",
+            {k: v for k, v in SAMPLED.items() if k != "model"},
+            "model: a sampling response needs a string 'model'",
+            SAMPLED,
+            "Paris",
+        ),
+        (
+            "sample_inline",
+            {**SAMPLED, "role": "system"},
+            "role: 'system' is not 'user' or 'assistant'",
+            SAMPLED,
+            "Paris",
+        ),
+        (
+            "roots",
+            {"roots": [{"uri": "https://example.com/x"}]},
+            "roots[0].uri: must be a file:// URI",
+            ROOTS,
+            "file:///work/project",
+        ),
+    ],
+)
+async def test_fastmcp_sampling_and_roots_results_are_checked_too(
+    tool: str, bad: dict[str, Any], message: str, good: dict[str, Any], expected: str
+) -> None:
+    async with (
+        peers.start_fastmcp() as fastmcp,
+        running_proxy(fastmcp) as proxy,
+        aiohttp.ClientSession() as http,
+    ):
+        client = RawClient(proxy.url, http)
+        args = {"prompt": "capital of France?"} if tool.startswith("sample") else {}
+        first = await client.call(tool, args)
+        (key,) = first.result["inputRequests"]
+        refused = await client.retry(first, {key: bad}, tool, args)
+        assert refused.error == {"code": -32602, "message": f"inputResponses[{key!r}] {message}"}
+        assert proxy.parked == 1
+        done = await client.retry(first, {key: good}, tool, args)
+        assert done.result["content"][0]["text"] == expected

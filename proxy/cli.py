@@ -3,28 +3,20 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
-import signal
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from aiohttp import web
-
-from proxy import cli_keys, logs
-from proxy.admin import AdminListener, AdminSetupError, prepare_admin
-from proxy.app import create_app, drain
+from proxy import cli_keys, logs, startup
+from proxy.admin import AdminSetupError, prepare_admin
+from proxy.app import create_app
 from proxy.auth.setup import AuthSetupError, prepare
 from proxy.config import AuthConfig, Config, ConfigError, load_config
 from proxy.handle import KeyLoadError
 from proxy.hardening import forbid_process_inspection
-from proxy.listener import GuardedSite, ListenerCollector, ListenerGuard, ListenerLimits
-from proxy.metrics import METRICS
+from proxy.listener import ListenerLimits
 from proxy.probe import cli as probe_cli
 from proxy.tracing import TracingUnavailable
-
-SHUTDOWN_TIMEOUT_S = 10.0  # < the chart's drain.terminationMarginSeconds (15): exit before SIGKILL
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -116,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         print(str(exc), file=sys.stderr)
         return 2
     logs.configure(config.logging.level, config.logging.format)
+    startup.capture_process_output(config.logging.level)  # one logging path: JSON lines when JSON
     if (code := cli_keys.check_keys(config, "serve")) is not None:
         return code
     forbid_process_inspection()  # before any stdio child starts: /proc/<pid>/environ, mem, fd: root only
@@ -123,57 +116,10 @@ def main(argv: list[str] | None = None) -> int:
         app = create_app(config, handle_signals=True)
         admin = prepare_admin(config)  # the operator's listener (proxy/admin.py), when configured
     except (KeyLoadError, TracingUnavailable, AuthSetupError, AdminSetupError) as exc:
-        print(f"mrtr-proxy: {exc}", file=sys.stderr)
+        startup.fatal(str(exc))
         return 2
-    print(_describe(config), file=sys.stderr, flush=True)
-    with asyncio.Runner(loop_factory=_loop_factory()) as runner:
-        runner.run(_serve(app, config, admin))
-    return 0
-
-
-def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
-    """uvloop where it is installed (a dependency on Linux and macOS): the proxy spends most of its time in
-    socket I/O, which libuv does several times cheaper than asyncio's selector loop."""
-    try:
-        import uvloop  # noqa: PLC0415 - optional at run time
-    except ImportError:
-        return None
-    return uvloop.new_event_loop
-
-
-async def _serve(app: web.Application, config: Config, admin: AdminListener | None = None) -> None:
-    """Run until SIGTERM or SIGINT, then drain (readiness off, parked calls finished or handed over)."""
-    guard = ListenerGuard(listener_limits(config))  # slowloris: deadlines and a connection cap
-    app.middlewares.append(guard.middleware)
-    # handler_cancellation: a client closing its response stream cancels its request and the upstream call
-    # shutdown_timeout: after the drain, requests still in flight are ones answered at once (refusals, rounds
-    # cut with -31011) or streams that end with the drain; never the aiohttp default of 60 s of silence.
-    runner = web.AppRunner(
-        app,
-        access_log=None,
-        handler_cancellation=True,
-        shutdown_timeout=SHUTDOWN_TIMEOUT_S,
-        keepalive_timeout=3600,  # the guard's front.idle_timeout_s cuts idle connections, and counts it
-    )
-    await runner.setup()
-    app[METRICS].registry.register(ListenerCollector(guard.stats))
-    await GuardedSite(runner, config.listen.host, config.listen.port, guard).start()
-    if config.replica.peer_port is not None:  # where other replicas forward retries to this one
-        await GuardedSite(runner, config.listen.host, config.replica.peer_port, guard).start()
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    admin_runner = None
-    try:
-        admin_runner = await admin.start(app) if admin is not None else None  # proxy/admin.py
-        await stop.wait()
-        await drain(app)
-    finally:
-        if admin_runner is not None:
-            await admin_runner.cleanup()
-        await runner.cleanup()
-        await guard.close()
+    startup.announce(_describe(config))
+    return startup.run(app, config, listener_limits(config), admin)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -56,9 +56,18 @@ def redact(_: Any, __: str, event_dict: MutableMapping[str, Any]) -> MutableMapp
     return event_dict
 
 
+_rendering = {"json": False}  # what `configure` chose last: JSON lines, or the console
+
+
+def renders_json() -> bool:
+    """Whether the configured renderer writes JSON lines (`logging.format: json`, or auto off a terminal)."""
+    return _rendering["json"]
+
+
 def configure(level: str = "info", fmt: str = "auto", stream: TextIO | None = None) -> None:
     out = stream or sys.stderr
     as_json = fmt == "json" or (fmt == "auto" and not out.isatty())
+    _rendering["json"] = as_json
     renderer: Any = (
         structlog.processors.JSONRenderer() if as_json else structlog.dev.ConsoleRenderer(colors=out.isatty())
     )
@@ -122,3 +131,28 @@ def info_line(logger: Any, event: str, fields: Mapping[str, Any]) -> None:
             logger.info(event, **fields)
             return
     fast.printer.msg(json.dumps(line))
+
+
+class StructlogHandler(logging.Handler):
+    """The standard library's records (aiohttp's, asyncio's, the `warnings` module's) through structlog, so
+    there is one logging path: with JSON, every line the process writes is a JSON object."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            fields: dict[str, Any] = {"logger": record.name}
+            if record.exc_info and record.exc_info[1] is not None:
+                fields["exc_info"] = record.exc_info
+            event = "python.warning" if record.name == "py.warnings" else record.getMessage()
+            if record.name == "py.warnings":
+                fields["warning"] = record.getMessage().strip()
+            structlog.get_logger(record.name).log(record.levelno, event, **fields)
+        except Exception:  # pragma: no cover - logging must never raise into its caller
+            self.handleError(record)
+
+
+def capture_stdlib(level: str = "info") -> None:
+    """Route the standard library's logging and `warnings.warn` through structlog (see StructlogHandler)."""
+    root = logging.getLogger()
+    root.handlers[:] = [StructlogHandler()]
+    root.setLevel(logging.getLevelNamesMapping()[level.upper()])
+    logging.captureWarnings(True)

@@ -34,6 +34,7 @@ from proxy.calls.registry import CallBusy, LimitExceeded, LiveCall
 from proxy.calls.roots import ask_first
 from proxy.calls.scope import scoped_sink
 from proxy.calls.takeover import Takeover
+from proxy.calls.wording import unavailable
 from proxy.handle import HandleError, target_digest
 from proxy.pool import PoolExhausted
 from proxy.translate.exchange import Exchange
@@ -80,7 +81,7 @@ class CallService(Takeover, Draining):
             return Failed(ErrorObject(jsonrpc.LIMIT_EXCEEDED, f"Too many calls: {exc}"), refused=True)
         except UpstreamError as exc:
             return Failed(
-                ErrorObject(jsonrpc.UPSTREAM_FAILED, f"Upstream {req.upstream!r} unavailable: {exc}"),
+                unavailable(req.upstream, exc),
                 challenge=exc if isinstance(exc, UpstreamAuthChallenge) else None,
             )
         call = LiveCall(

@@ -26,6 +26,7 @@ from proxy.calls.outcomes import (
 )
 from proxy.calls.registry import LimitExceeded, LiveCall
 from proxy.calls.scope import scoped_sink
+from proxy.calls.wording import failed_during_call
 from proxy.handle import Claims
 from proxy.pool import PoolExhausted
 from proxy.translate.exchange import Exchange
@@ -70,7 +71,7 @@ class Takeover(CallDriver):
             return Failed(ErrorObject(jsonrpc.LIMIT_EXCEEDED, f"Too many calls: {exc}"))
         except UpstreamError as exc:
             self._observer.taken_over(req.upstream, ok=False)
-            return Failed(lost(f"taking it over failed: {exc}"))
+            return Failed(lost(f"taking it over failed: {failed_during_call(str(exc))}"))
         call = LiveCall(
             id=claims.call,
             upstream=req.upstream,
@@ -101,7 +102,7 @@ class Takeover(CallDriver):
         except UpstreamError as exc:
             await self._abandon(call, "could not take the call over")
             self._observer.taken_over(req.upstream, ok=False)
-            return Failed(lost(f"taking it over failed: {exc}"))
+            return Failed(lost(f"taking it over failed: {failed_during_call(str(exc))}"))
         except BaseException:
             await asyncio.shield(self._abandon(call, "the client went away"))
             raise

@@ -84,7 +84,11 @@ class Router:
         return waiter
 
     def forget(self, rid: jsonrpc.RequestId) -> None:
-        self._waiters.pop(rid, None)
+        waiter = self._waiters.pop(rid, None)
+        if waiter is not None and waiter.done() and not waiter.cancelled():
+            # Failed by `fail_all` while its request was still being delivered: the caller learnt of the
+            # failure from the delivery. Retrieved here, so asyncio never reports it as never retrieved.
+            waiter.exception()
 
     async def exchange(self, req: jsonrpc.Request, deliver: Deliver, timeout: float) -> jsonrpc.Response:
         """Deliver the plain request `req` and wait for its response, all within `timeout`. Raises

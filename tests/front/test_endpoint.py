@@ -147,7 +147,8 @@ async def test_initialize_opens_a_legacy_session_with_the_upstream(client: RawCl
     assert status == 502
     assert reply["error"] == {
         "code": -32600,
-        "message": "Upstream 'default' unavailable: ClientConnectorError",
+        "message": "Upstream 'default' unavailable (details in the proxy log under this request's "
+        "X-Request-Id)",
     }
 
 

@@ -45,6 +45,7 @@ import aiohttp
 import structlog
 from aiohttp import web
 
+from proxy.calls.wording import unavailable_message
 from proxy.config import UpstreamConfig
 from proxy.front.address import client_address
 from proxy.front.legacy.bridge_calls import BridgeCalls
@@ -158,8 +159,7 @@ class LegacyBridge:
                 await bridged.session.send(msg)
             return web.Response(status=202)
         except UpstreamError as exc:
-            log.warning("legacy_bridge.upstream_failed", upstream=upstream, error=str(exc))
-            return error_response(502, f"Upstream {upstream!r} unavailable")
+            return error_response(502, unavailable_message(upstream, exc))
         finally:
             bridged.busy -= 1
             bridged.last_used = time.monotonic()
@@ -228,8 +228,7 @@ class LegacyBridge:
                 response.headers["WWW-Authenticate"] = relayed
             return response
         except UpstreamError as exc:
-            log.warning("legacy_bridge.open_failed", upstream=config.name, error=str(exc))
-            return error_response(502, f"Upstream {config.name!r} unavailable")
+            return error_response(502, unavailable_message(config.name, exc))
         bridged.session.watch(bridged.notify)
         self._sessions[bridged.token] = bridged
         if self._reaper is None or self._reaper.done():

@@ -8,6 +8,7 @@ import asyncio
 import structlog
 from aiohttp import web
 
+from proxy.calls.wording import failed_during_call, unavailable
 from proxy.front.legacy.bridge_session import TICK, BridgedCall, BridgedSession, BridgeSettings
 from proxy.front.legacy.bridge_streams import BridgeReply
 from proxy.front.legacy.bridge_wire import upstream_cancel, with_id
@@ -34,7 +35,7 @@ class BridgeCalls:
             try:
                 plain = await session.request(msg.method, msg.params, self._settings.call_timeout)
             except UpstreamError as exc:
-                plain = jsonrpc.error(msg.id, jsonrpc.UPSTREAM_FAILED, f"Upstream failed: {exc}")
+                plain = jsonrpc.Error(msg.id, unavailable(bridged.config.name, exc))
             return await reply.finish(with_id(plain, msg.id))
         try:
             async with asyncio.timeout(self._settings.call_timeout):
@@ -111,7 +112,7 @@ class BridgeCalls:
                 continue
             last = loop.time()
             if isinstance(item, TransportLost):
-                why = f"Upstream failed: {item.reason}; the call was not re-run"
+                why = f"Upstream failed: {failed_during_call(item.reason)}; the call was not re-run"
                 return jsonrpc.error(call.client_id, jsonrpc.UPSTREAM_FAILED, why)
             if isinstance(item, jsonrpc.Result | jsonrpc.Error):
                 return with_id(item, call.client_id)

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 import aiohttp
 from aiohttp import web
 
+from proxy.calls.wording import unavailable_message
 from proxy.config import UpstreamConfig
 from proxy.front.address import client_address
 from proxy.front.legacy.bridge import LegacyBridge
@@ -143,7 +144,7 @@ class LegacyRelay:
                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=config.timeouts.connect_s),
             )
         except (aiohttp.ClientError, TimeoutError) as exc:
-            return _error(502, f"Upstream {upstream!r} unavailable: {type(exc).__name__}")
+            return _error(502, unavailable_message(upstream, exc))
         async with upstream_resp:
             out_headers = {n: upstream_resp.headers[n] for n in _PASS_RESPONSE if n in upstream_resp.headers}
             if upstream_resp.status in (401, 403) and challenge is not None:

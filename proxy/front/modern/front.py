@@ -26,6 +26,7 @@ from proxy.calls.outcomes import (
     OwnerGone,
 )
 from proxy.calls.service import CallService
+from proxy.calls.wording import unavailable
 from proxy.config import FrontConfig, UpstreamConfig
 from proxy.front.address import client_address
 from proxy.front.checks import InputLimits, Refusal, check_modern
@@ -324,7 +325,7 @@ class ModernFront:
             return pool_full(self._calls.registry, msg, exc, line)
         except (UpstreamError, TimeoutError) as exc:
             line["outcome"] = "upstream_failed"
-            return jsonrpc.error(msg.id, jsonrpc.UPSTREAM_FAILED, f"Upstream {upstream!r} unavailable: {exc}")
+            return jsonrpc.Error(msg.id, unavailable(upstream, exc))
         tasks = self._tasks
         result: dict[str, Any] = {
             "supportedVersions": list(mcp.MODERN_VERSIONS),
@@ -348,7 +349,7 @@ class ModernFront:
             return pool_full(self._calls.registry, msg, exc, line)
         except UpstreamError as exc:
             line["outcome"] = "upstream_failed"
-            return jsonrpc.error(msg.id, jsonrpc.UPSTREAM_FAILED, f"Upstream {upstream!r} failed: {exc}")
+            return jsonrpc.Error(msg.id, unavailable(upstream, exc))
         if isinstance(reply, jsonrpc.Error):
             line["outcome"] = f"upstream_error:{reply.error.code}"
             return jsonrpc.Error(msg.id, reply.error)

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 import structlog
 from aiohttp import web
 
+from proxy.calls.wording import unavailable
 from proxy.config import FrontConfig
 from proxy.front.reply import SSE_HEADERS, json_response
 from proxy.pool import PoolExhausted, PoolKey, SessionPool
@@ -179,9 +180,7 @@ class ListenFront:
         except PoolExhausted as exc:
             raise _Refused(jsonrpc.ErrorObject(jsonrpc.LIMIT_EXCEEDED, f"Too many sessions: {exc}")) from None
         except UpstreamError as exc:
-            raise _Refused(
-                jsonrpc.ErrorObject(jsonrpc.UPSTREAM_FAILED, f"Upstream {upstream!r} unavailable: {exc}")
-            ) from None
+            raise _Refused(unavailable(upstream, exc)) from None
         sub.session = session
         capabilities = session.info.capabilities
         for flag in wanted.flags:

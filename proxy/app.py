@@ -40,6 +40,7 @@ from proxy.calls.saturation import saturation
 from proxy.calls.service import CallService
 from proxy.config import Config
 from proxy.front.endpoint import Endpoint
+from proxy.front.fallback import json_answers
 from proxy.front.legacy.bridge import BridgeSettings, LegacyBridge
 from proxy.front.legacy.quota import SessionQuota
 from proxy.front.legacy.relay import LegacyRelay
@@ -148,7 +149,9 @@ def create_app(
     """The proxy as an aiohttp application. `handle_signals` installs SIGHUP (reload the key ring).
     `tracing`: instead of the one `config.tracing` asks for (tests). Raises TracingUnavailable, and
     AuthSetupError when a static JWKS, a service credential or a TLS file cannot be used."""
-    app = web.Application(client_max_size=config.front.max_body_bytes, middlewares=[readiness.ports])
+    app = web.Application(
+        client_max_size=config.front.max_body_bytes, middlewares=[json_answers, readiness.ports]
+    )
     app[CONFIG] = config
     app[PREPARED] = prepare(config)
     app[STATE] = RuntimeState()
@@ -304,6 +307,7 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
         await app[TASKS].close()
         await app[CALLS].close()
         await bridge.close()
+        await app[STATE].commands.close()  # a /readyz check of a stdio command still running
         await app[PEERS].close()
         await asyncio.gather(*(p.close() for p in pools.values()), return_exceptions=True)
         await asyncio.gather(*(c.close() for c in tls_clients.values()), return_exceptions=True)

@@ -4,7 +4,7 @@ re-exports them; `proxy.probes` reads them."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import aiohttp
 from aiohttp import web
@@ -20,6 +20,7 @@ from proxy.handle.rotation import Rotation
 from proxy.pool import SessionPool
 from proxy.tasks.manager import TaskManager
 from proxy.tracing import Tracing
+from proxy.upstream.reachability import CommandChecks
 
 __all__ = [
     "CALLS",
@@ -56,6 +57,7 @@ class RuntimeState:
     draining: bool = False
     stopped: bool = False  # the drain is over: nothing more is processed (forwarded retries get 503)
     forwarding: int = 0  # retries this replica is relaying to their owner right now
+    commands: CommandChecks = field(default_factory=CommandChecks)  # /readyz: do stdio commands answer
 
 
 STATE = web.AppKey("state", RuntimeState)

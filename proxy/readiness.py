@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import shutil
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from urllib.parse import urlsplit
@@ -15,6 +14,8 @@ from proxy.agreement import keys_detail, run_checks, serve_keys
 from proxy.appstate import CALLS, CODEC, CONFIG, KEY_CHECK, PEERS, POOLS, ROTATION, STATE
 from proxy.calls.saturation import saturation
 from proxy.config import UpstreamConfig
+from proxy.pool import no_call_answer
+from proxy.upstream.reachability import CommandChecks
 
 _ADMIN = frozenset({"/healthz", "/readyz", "/metrics"})
 
@@ -49,10 +50,15 @@ async def healthz(_: web.Request) -> web.Response:
     return web.json_response({"status": "ok"})
 
 
-async def upstream_reachable(upstream: UpstreamConfig, timeout: float = 1.0) -> bool:
-    """Can the upstream be reached at all: a TCP connect for URLs, the executable for a command."""
+async def upstream_reachable(
+    upstream: UpstreamConfig, commands: CommandChecks | None = None, timeout: float = 1.0
+) -> bool:
+    """Can the upstream be reached: a TCP connection to a URL's host and port opens within `timeout` (no
+    MCP exchange: a probe opens no session); a stdio command starts and answers `initialize`
+    (upstream/reachability.py)."""
     if upstream.command is not None:
-        return shutil.which(upstream.command) is not None
+        commands = commands or CommandChecks()
+        return await commands.reachable(upstream, no_call_answer(upstream))
     parts = urlsplit(upstream.url or "")
     port = parts.port or (443 if parts.scheme == "https" else 80)
     try:
@@ -71,7 +77,8 @@ async def readyz(request: web.Request) -> web.Response:
     upstream down does not take a gateway out of rotation for the others: the body says which is down."""
     app = request.app
     upstreams = app[CONFIG].upstreams
-    reachable = await asyncio.gather(*(upstream_reachable(up) for up in upstreams))
+    commands = app[STATE].commands
+    reachable = await asyncio.gather(*(upstream_reachable(up, commands) for up in upstreams))
     ring, agreement = app[CODEC].ring, app[KEY_CHECK].agreement
     body = {
         "key_ring": keys_detail(ring, app[ROTATION].describe(ring, time.monotonic()), agreement),

@@ -74,7 +74,9 @@ def exception_handler(_: asyncio.AbstractEventLoop, context: dict[str, Any]) -> 
         if name in context:
             fields[name] = repr(context[name])[:200]
     if isinstance(exc, BaseException):
-        fields["exc_info"] = (type(exc), exc, exc.__traceback__)
+        fields["error"] = f"{type(exc).__name__}: {exc}"
+        if exc.__traceback__ is not None:
+            fields["exc_info"] = (type(exc), exc, exc.__traceback__)
     log.error("asyncio.error", **fields)
 
 

@@ -39,6 +39,11 @@ from proxy.wire.jsonrpc import ErrorObject
 MAX_TOOL_NAME = 128  # characters of a tools/call's name the request line keeps
 
 log = structlog.get_logger("proxy.request")
+MODERN = frozenset(mcp.MODERN_VERSIONS)
+NO_SESSION = (
+    "Missing Mcp-Session-Id: a legacy client starts with initialize (a 2026-07-28 client sends "
+    f"params._meta[{mcp.META_PROTOCOL_VERSION!r}] with every request)"
+)
 Identity = tuple[str, tuple[tuple[str, str], ...] | None]  # the principal, the headers for upstream
 
 
@@ -113,10 +118,8 @@ class Endpoint:
         if request.method in ("GET", "DELETE") and mcp.SESSION_HEADER in request.headers:
             return await self._legacy(request, upstream, None, None, line, who=who)  # a stream, or goodbye
         if request.method != "POST":
-            line["outcome"] = "method_not_allowed"
-            return web.Response(
-                status=405, headers={"Allow": "POST"}, text="2026-07-28 clients use POST only"
-            )
+            message = "2026-07-28 clients use POST only (GET and DELETE are for a legacy session)"
+            raise Refusal(405, ErrorObject(jsonrpc.INVALID_REQUEST, message), (("Allow", "POST"),))
         body = await read_body(request, self._front.max_body_bytes)
         forwarded = request.path.startswith(FORWARD_PREFIX)
         if forwarded:  # the peer route: signed by a replica, or nothing is looked at
@@ -139,6 +142,11 @@ class Endpoint:
             raise Refusal(400, ErrorObject(jsonrpc.INVALID_REQUEST, "Clients send requests, not responses"))
         line.update(id=msg.id, method=msg.method)
         _name_tool(line, msg)
+        if _meta_version(msg) is None and request.headers.get("MCP-Protocol-Version") not in MODERN:
+            line["era"] = (
+                "legacy"  # no session and nothing modern about it: a legacy client that lost its way
+            )
+            raise Refusal(400, ErrorObject(jsonrpc.INVALID_REQUEST, NO_SESSION))
         return await self._modern.handle(
             request, upstream, msg, body, line=line, link=link, principal=who[0], upstream_headers=who[1]
         )

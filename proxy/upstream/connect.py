@@ -40,6 +40,7 @@ async def open_upstream_session(
                 versions=versions,
                 capabilities=capabilities,
                 initialize_timeout=upstream.timeouts.initialize_s,
+                connect_timeout=upstream.timeouts.connect_s,
             ),
             no_call,
         )
@@ -111,4 +112,5 @@ def _http_settings(
         capabilities=capabilities,
         headers={**upstream.headers, **headers},
         initialize_timeout=upstream.timeouts.initialize_s,
+        connect_timeout=upstream.timeouts.connect_s,
     )

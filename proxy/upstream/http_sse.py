@@ -132,14 +132,16 @@ class HttpSseSession(SessionCore):
 
     async def open(self) -> None:
         """Open the stream, wait (bounded) for its `endpoint` event, then initialize over it."""
-        timeout = self._settings.initialize_timeout
+        timeout, connect = self._settings.initialize_timeout, self._settings.connect_timeout
         stream = self._stream = _SingleStream(self._settings.url, self._http, self._settings.headers)
         try:
-            async with asyncio.timeout(timeout):
+            async with asyncio.timeout(min(timeout, connect)):  # connecting ends with the endpoint event
                 await stream.connect()
                 data = await self._endpoint_event(stream)
         except TimeoutError:
-            raise UpstreamError(f"upstream sent no endpoint event within {timeout:g}s") from None
+            raise UpstreamError(
+                f"upstream sent no endpoint event within {min(timeout, connect):g}s (timeouts.connect_s)"
+            ) from None
         except aiohttp.ClientResponseError as exc:
             challenge = rejected_status(exc.status, exc.headers)
             raise challenge or UpstreamError(f"GET {self._settings.url} answered HTTP {exc.status}") from None

@@ -48,6 +48,10 @@ SESSION_WIDE_NOTIFICATIONS: Final = frozenset(
 )
 
 
+class NoAnswer(UpstreamError):
+    """A plain request got no answer within its timeout."""
+
+
 class Router:
     """Routes one session's messages: responses by id, server requests to the receiving call, and the call's
     own notifications (progress, logging) to it too."""
@@ -99,7 +103,7 @@ class Router:
                 await deliver(req)
                 return await waiter
         except TimeoutError:
-            raise UpstreamError(f"upstream did not answer {req.method} within {timeout:g}s") from None
+            raise NoAnswer(f"upstream did not answer {req.method} within {timeout:g}s") from None
         finally:
             self.forget(req.id)
 
@@ -152,18 +156,30 @@ class Router:
 
 
 async def negotiate(
-    exchange: Exchange, versions: tuple[str, ...], capabilities: Mapping[str, Any], timeout: float
+    exchange: Exchange,
+    versions: tuple[str, ...],
+    capabilities: Mapping[str, Any],
+    timeout: float,
+    *,
+    first_timeout: float | None = None,
 ) -> ServerInfo:
     """`initialize`, offering each of `versions` (newest first) until the upstream answers with one of them.
+    The first offer waits at most `first_timeout` (stdio: timeouts.connect_s, the child's first answer),
+    the others `timeout`; an offer left unanswered ends the negotiation (a silent server does not answer
+    the next one sooner).
 
     Raises UpstreamError listing what each offer got."""
     problems = []
-    for version in versions:
+    for i, version in enumerate(versions):
         params = {"protocolVersion": version, "capabilities": dict(capabilities), "clientInfo": CLIENT_INFO}
+        wait = min(timeout, first_timeout) if i == 0 and first_timeout is not None else timeout
         try:
-            reply = await exchange("initialize", params, timeout)
+            reply = await exchange("initialize", params, wait)
         except UpstreamAuthChallenge:
             raise  # the credentials, not the version: another offer would only be refused again
+        except NoAnswer as exc:
+            problems.append(f"{version}: {exc}")
+            break
         except UpstreamError as exc:
             problems.append(f"{version}: {exc}")
             continue
@@ -196,6 +212,7 @@ __all__ = [
     "SESSION_WIDE_NOTIFICATIONS",
     "Deliver",
     "Exchange",
+    "NoAnswer",
     "NoCallAnswer",
     "Router",
     "SessionListener",

@@ -65,6 +65,7 @@ class StdioSettings:
     versions: tuple[str, ...] = mcp.LEGACY_VERSIONS
     capabilities: Mapping[str, Any] = field(default_factory=dict)  # legacy capabilities for initialize
     initialize_timeout: float = 30.0
+    connect_timeout: float = 10.0  # timeouts.connect_s: from starting the child to its first answer
     write_timeout: float = 30.0  # longest wait for the child to take a message off its stdin
     stdin_grace: float = 2.0  # on close: wait after closing stdin, before SIGTERM
     term_grace: float = 2.0  # on close: wait after SIGTERM, before SIGKILL
@@ -138,7 +139,11 @@ class StdioSession(SessionCore):
         self._stderr_task = self._spawn(self._read_stderr(self._proc))
         self._spawn(self._supervise(self._proc))
         self._info = await negotiate(
-            self._exchange, settings.versions, settings.capabilities, settings.initialize_timeout
+            self._exchange,
+            settings.versions,
+            settings.capabilities,
+            settings.initialize_timeout,
+            first_timeout=settings.connect_timeout,
         )
         await self.send(jsonrpc.Notification(mcp.INITIALIZED, {}))
         self._alive = self._lost is None

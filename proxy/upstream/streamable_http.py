@@ -47,6 +47,7 @@ class SessionSettings:
     ]  # legacy capabilities declared at initialize; see ClientCapabilities.legacy
     headers: Mapping[str, str] = field(default_factory=dict)  # static + forwarded client headers
     initialize_timeout: float = 30.0
+    connect_timeout: float = 10.0  # timeouts.connect_s (HTTP+SSE: until the stream's endpoint event)
 
 
 class StreamableHttpSession(SessionCore):

@@ -1,0 +1,45 @@
+"""The answers no room words itself: whatever aiohttp would answer in text/plain, as JSON-RPC.
+
+An unknown route (404), a method a route does not take (405), and any other HTTP error raised on the way
+(the peer port's refusals, `no upstream named …`) get a JSON-RPC error body, so every answer a client can
+get parses as JSON. And every 429 and 503 the proxy sends carries `Retry-After` (1 s unless the answer set
+its own): a client or balancer always knows when to try again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+
+from proxy.wire import jsonrpc
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+RETRY_AFTER_S = "1"
+_ROUTES = "MCP is served at /mcp and /servers/<name>/mcp"
+_DEFAULTS = {
+    404: f"Not found ({_ROUTES})",
+    405: "Method not allowed",
+}
+
+
+@web.middleware
+async def json_answers(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        response = await handler(request)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        response = _as_json_rpc(exc)
+    if response.status in (429, 503) and "Retry-After" not in response.headers and not response.prepared:
+        response.headers["Retry-After"] = RETRY_AFTER_S
+    return response
+
+
+def _as_json_rpc(exc: web.HTTPException) -> web.Response:
+    default_text = f"{exc.status}: {exc.reason}"
+    custom = exc.text if exc.text and exc.text != default_text else None
+    message = custom or _DEFAULTS.get(exc.status, exc.reason)
+    body = jsonrpc.dumps(jsonrpc.error(None, jsonrpc.INVALID_REQUEST, message))
+    headers = {k: v for k, v in exc.headers.items() if k.lower() not in ("content-type", "content-length")}
+    return web.Response(status=exc.status, body=body, content_type="application/json", headers=headers)

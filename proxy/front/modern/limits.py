@@ -4,6 +4,7 @@ new call turned away at admission (503 -31003, so a balancer can send it elsewhe
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from proxy.calls.registry import CallRegistry
@@ -33,6 +34,7 @@ class RateGate:
                     f"Too many requests: at most {self._per_s:g}/s "
                     f"for this client (front.rate_limit_per_s); retry in {wait:.1f}s",
                 ),
+                (("Retry-After", str(max(1, math.ceil(wait)))),),
             )
 
 

@@ -1,0 +1,52 @@
+"""What a client is told when its upstream fails (calls/wording.py): the proxy's own words, never a
+library's text, an internal host:port, or an exception's class."""
+
+from __future__ import annotations
+
+import pytest
+from structlog.testing import capture_logs
+
+from proxy.calls.outcomes import upstream_failed
+from proxy.calls.wording import CONNECTION_FAILED, SEE_LOG, public_reason, unavailable
+
+
+@pytest.mark.parametrize(
+    ("reason", "said"),
+    [
+        ("upstream process was killed by SIGKILL", "upstream process was killed by SIGKILL"),
+        ("upstream process exited with code 3", "upstream process exited with code 3"),
+        (
+            "the upstream's SSE stream ended; a 2024-11-05 session cannot be resumed",
+            "the upstream's SSE stream ended; a 2024-11-05 session cannot be resumed",
+        ),
+        ("upstream answered HTTP 500: <html>internal 10.0.0.7:8000</html>", "upstream answered HTTP 500"),
+        (
+            "upstream sent an invalid JSON-RPC message: Expecting value: line 1",
+            "upstream sent an invalid JSON-RPC message",
+        ),
+        (
+            "could not connect to upstream: ClientConnectorError: Cannot connect to host 10.0.0.7:8000",
+            CONNECTION_FAILED,
+        ),
+        ("could not reach upstream: ServerDisconnectedError: Server disconnected", CONNECTION_FAILED),
+        ("reading the upstream failed: KeyError: 'x'", CONNECTION_FAILED),
+    ],
+)
+def test_public_reason(reason: str, said: str) -> None:
+    assert public_reason(reason) == said
+
+
+def test_the_detail_goes_to_the_log_only() -> None:
+    detail = (
+        "initialize failed: 2025-11-25: could not connect to upstream: ClientConnectorError: 10.0.0.7:8000"
+    )
+    with capture_logs() as logs:
+        error = unavailable("search", OSError(detail))
+        failed = upstream_failed("could not reach upstream: ClientOSError: [Errno 104] 10.0.0.7:8000")
+    assert error.code == failed.code == -31001
+    assert error.message == f"Upstream 'search' unavailable ({SEE_LOG})"
+    assert failed.message == f"Upstream failed during the call ({CONNECTION_FAILED}); it was not re-run"
+    assert [(e["event"], "10.0.0.7:8000" in e["error"]) for e in logs] == [
+        ("upstream.unavailable", True),
+        ("upstream.call_failed", True),
+    ]

@@ -1,0 +1,98 @@
+"""Answers no room words itself (proxy/front/fallback.py), and the legacy client that lost its session id
+(issue 20, item 7): JSON bodies for unknown routes and methods, `Retry-After` on every 429 and 503."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+
+import aiohttp
+import peers
+import pytest
+import pytest_asyncio
+from e2e.harness import RawClient, RunningProxy, running_proxy
+
+from proxy.config import FrontConfig
+from proxy.front.endpoint import NO_SESSION
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def proxy() -> AsyncIterator[RunningProxy]:
+    front = FrontConfig(rate_limit_per_s=0.01, rate_burst=1)  # the second request of a principal: 429
+    async with running_proxy(f"http://127.0.0.1:{peers.free_port()}/mcp", front=front) as running:
+        yield running
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def http() -> AsyncIterator[aiohttp.ClientSession]:
+    async with aiohttp.ClientSession() as session:
+        yield session
+
+
+def base(proxy: RunningProxy) -> str:
+    return proxy.url.removesuffix("/mcp")
+
+
+@pytest.mark.parametrize("path", ["/", "/nope", "/servers/nobody/mcp", "/_mrtr/peer/nothing", "/mcp/x"])
+async def test_unknown_routes_answer_json(
+    proxy: RunningProxy, http: aiohttp.ClientSession, path: str
+) -> None:
+    async with http.get(base(proxy) + path, headers={"Authorization": f"Bearer {path}"}) as r:
+        assert r.status == 404
+        assert r.content_type == "application/json"
+        body = await r.json()
+    assert body["jsonrpc"] == "2.0" and body["id"] is None
+    assert body["error"]["code"] == -32600
+    expected = "no upstream named 'nobody'" if "nobody" in path else "Not found (MCP is served at /mcp and"
+    assert body["error"]["message"].startswith(expected)
+
+
+async def test_a_method_the_route_does_not_take_answers_json(
+    proxy: RunningProxy, http: aiohttp.ClientSession
+) -> None:
+    async with http.put(proxy.url, headers={"Authorization": "Bearer put"}) as r:
+        assert (r.status, r.content_type, r.headers["Allow"]) == (405, "application/json", "POST")
+        assert "X-Request-Id" in r.headers
+        assert (await r.json())["error"]["message"].startswith("2026-07-28 clients use POST only")
+    async with http.delete(base(proxy) + "/healthz") as r:
+        assert (r.status, r.content_type) == (405, "application/json")
+
+
+async def test_a_legacy_client_without_a_session_id_is_told_to_initialize(
+    proxy: RunningProxy, http: aiohttp.ClientSession
+) -> None:
+    """A legacy client's tools/list without Mcp-Session-Id: not a lecture about modern headers."""
+    for headers in ({}, {"MCP-Protocol-Version": "2025-06-18"}):
+        body = {"jsonrpc": "2.0", "id": 7, "method": "tools/list"}
+        auth = {"Authorization": f"Bearer legacy-{len(headers)}"}
+        async with http.post(proxy.url, data=json.dumps(body), headers={**headers, **auth}) as r:
+            assert r.status == 400
+            answer = await r.json()
+        assert answer == {"jsonrpc": "2.0", "id": 7, "error": {"code": -32600, "message": NO_SESSION}}
+        assert "MCP-Protocol-Version" not in answer["error"]["message"]
+        assert NO_SESSION.startswith("Missing Mcp-Session-Id: a legacy client starts with initialize")
+
+
+async def test_a_modern_request_missing_its_header_still_hears_about_it(
+    proxy: RunningProxy, http: aiohttp.ClientSession
+) -> None:
+    client = RawClient(proxy.url, http, authorization="Bearer modern")
+    body = client.body("tools/list")
+    headers = {k: v for k, v in client.headers(body).items() if k != "MCP-Protocol-Version"}
+    reply = await client.send(body, headers)
+    assert reply.status == 400
+    assert reply.error["message"] == "Header mismatch: the MCP-Protocol-Version header is required"
+
+
+async def test_429_and_503_carry_retry_after(proxy: RunningProxy, http: aiohttp.ClientSession) -> None:
+    client = RawClient(proxy.url, http, authorization="Bearer hasty")
+    await client.request("tools/list")  # the burst of one
+    limited = await client.request("tools/list")
+    assert limited.status == 429 and limited.error["code"] == -31003
+    assert int(limited.headers["Retry-After"]) >= 1
+    async with http.get(base(proxy) + "/readyz") as r:  # nothing listens at the upstream's port
+        assert r.status == 503
+        assert r.headers["Retry-After"] == "1"
+        assert (await r.json())["status"] == "no upstream reachable"

@@ -33,12 +33,17 @@ _OWN_WORDING: Final = (
     "a stdio upstream runs inside the proxy",
     "a 2024-11-05 HTTP+SSE session cannot be taken over",
 )
+# What the proxy was doing when it failed: said, then the reason after it as above.
+_CONTEXTS: Final = ("could not deliver the input: ",)
 _HTTP_STATUS: Final = re.compile(r"upstream answered HTTP \d{3}")
 CONNECTION_FAILED: Final = "the connection to it failed"
 
 
 def public_reason(reason: str) -> str:
     """`reason` as a client may read it (see the module docstring)."""
+    for context in _CONTEXTS:
+        if reason.startswith(context):
+            return context + public_reason(reason.removeprefix(context))
     if (status := _HTTP_STATUS.match(reason)) is not None:
         return status.group(0)  # the status, not the upstream's body
     if reason.startswith(_OWN_WORDING):

@@ -30,6 +30,14 @@ from proxy.calls.wording import CONNECTION_FAILED, SEE_LOG, public_reason, unava
         ),
         ("could not reach upstream: ServerDisconnectedError: Server disconnected", CONNECTION_FAILED),
         ("reading the upstream failed: KeyError: 'x'", CONNECTION_FAILED),
+        (
+            "could not deliver the input: upstream process was killed by SIGKILL",
+            "could not deliver the input: upstream process was killed by SIGKILL",
+        ),
+        (
+            "could not deliver the input: could not reach upstream: ClientOSError: 10.0.0.7:8000",
+            f"could not deliver the input: {CONNECTION_FAILED}",
+        ),
     ],
 )
 def test_public_reason(reason: str, said: str) -> None:

@@ -2,18 +2,21 @@
 
 An unknown route (404), a method a route does not take (405), and any other HTTP error raised on the way
 (the peer port's refusals, `no upstream named …`) get a JSON-RPC error body, so every answer a client can
-get parses as JSON. And every 429 and 503 the proxy sends carries `Retry-After` (1 s unless the answer set
-its own): a client or balancer always knows when to try again.
+get parses as JSON (a bug's 500 too: `-32603`, its traceback in the log). And every 429 and 503 the proxy
+sends carries `Retry-After` (1 s unless the answer set its own): a client or balancer always knows when to
+try again.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
+import structlog
 from aiohttp import web
 
 from proxy.wire import jsonrpc
 
+log = structlog.get_logger("proxy.request")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 RETRY_AFTER_S = "1"
 _ROUTES = "MCP is served at /mcp and /servers/<name>/mcp"
@@ -31,6 +34,10 @@ async def json_answers(request: web.Request, handler: Handler) -> web.StreamResp
         if exc.status < 400:
             raise
         response = _as_json_rpc(exc)
+    except Exception:  # a bug: still a JSON-RPC answer, and the traceback in the log
+        log.exception("request.unhandled", path=request.path)
+        body = jsonrpc.dumps(jsonrpc.error(None, jsonrpc.INTERNAL_ERROR, "Internal error"))
+        response = web.Response(status=500, body=body, content_type="application/json")
     if response.status in (429, 503) and "Retry-After" not in response.headers and not response.prepared:
         response.headers["Retry-After"] = RETRY_AFTER_S
     return response

@@ -13,10 +13,14 @@ import functools
 import time
 from collections.abc import Callable
 
+import structlog
+
 from proxy.config import UpstreamConfig
 from proxy.upstream.base import UpstreamError
 from proxy.upstream.router import NoCallAnswer
 from proxy.upstream.stdio import StdioSession, StdioSettings
+
+log = structlog.get_logger(__name__)
 
 RECHECK_S = 30.0
 
@@ -42,6 +46,9 @@ async def command_answers(upstream: UpstreamConfig, no_call: NoCallAnswer) -> bo
         await session.open()
         return session.alive
     except UpstreamError:
+        return False
+    except Exception:  # a bug here must not fail the probe with a 500: the command is not known to answer
+        log.exception("readiness.check_failed", upstream=upstream.name)
         return False
     finally:
         await session.close()

@@ -182,7 +182,7 @@ class StdioSession(SessionCore):
                 await stdin.drain()
         except TimeoutError:
             raise UpstreamError(f"upstream process did not read its stdin for {timeout:g}s") from None
-        except ConnectionError as exc:
+        except (ConnectionError, RuntimeError) as exc:  # RuntimeError: uvloop, a pipe already closed
             raise UpstreamError(
                 self._lost or f"could not write to the upstream process: {type(exc).__name__}"
             ) from None

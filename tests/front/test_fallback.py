@@ -10,10 +10,14 @@ import aiohttp
 import peers
 import pytest
 import pytest_asyncio
+from aiohttp import web
+from aiohttp.test_utils import TestServer
 from e2e.harness import RawClient, RunningProxy, running_proxy
+from structlog.testing import capture_logs
 
 from proxy.config import FrontConfig
 from proxy.front.endpoint import NO_SESSION
+from proxy.front.fallback import json_answers
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -96,3 +100,21 @@ async def test_429_and_503_carry_retry_after(proxy: RunningProxy, http: aiohttp.
         assert r.status == 503
         assert r.headers["Retry-After"] == "1"
         assert (await r.json())["status"] == "no upstream reachable"
+
+
+async def test_a_bug_is_still_a_json_rpc_answer(http: aiohttp.ClientSession) -> None:
+    async def broken(_: web.Request) -> web.Response:
+        raise KeyError("a bug")
+
+    app = web.Application(middlewares=[json_answers])
+    app.router.add_get("/broken", broken)
+    server = TestServer(app, host="127.0.0.1")
+    await server.start_server()
+    try:
+        with capture_logs() as logs:
+            async with http.get(server.make_url("/broken")) as r:
+                assert (r.status, r.content_type) == (500, "application/json")
+                assert (await r.json())["error"] == {"code": -32603, "message": "Internal error"}
+    finally:
+        await server.close()
+    assert [e["event"] for e in logs] == ["request.unhandled"]

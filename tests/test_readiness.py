@@ -1,0 +1,36 @@
+"""`/readyz` reachability as the real process judges it (proxy/readiness.py, upstream/reachability.py;
+issue 20, item 7): a stdio command that starts and answers `initialize` is reachable, one on PATH that
+exits at once is not; a URL with nothing listening is not."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import aiohttp
+import peers
+import pytest
+
+PROXY = [sys.executable, "-m", "proxy"]
+FAKE = Path(__file__).parent / "upstream" / "fakes" / "fake_stdio_server.py"
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_readyz_says_which_upstreams_answer(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.yaml"
+    upstreams = [
+        {"name": "answers", "command": sys.executable, "args": [str(FAKE)]},
+        {"name": "exits", "command": "false"},  # on PATH, dies at once
+        {"name": "down", "url": f"http://127.0.0.1:{peers.free_port()}/mcp"},
+    ]
+    cfg.write_text(json.dumps({"logging": {"format": "json"}, "upstreams": upstreams}))
+    argv = [*PROXY, "serve", "--config", str(cfg)]
+    async with (
+        peers.run_peer("mrtr-proxy", lambda p: [*argv, "--listen", f"127.0.0.1:{p}"]) as proxy,
+        aiohttp.ClientSession() as http,
+        http.get(f"http://127.0.0.1:{proxy.port}/readyz") as r,
+    ):
+        status, body = r.status, await r.json()
+    assert status == 200 and body["status"] == "ready"
+    assert body["upstreams"] == {"answers": "reachable", "exits": "unreachable", "down": "unreachable"}

@@ -9,7 +9,7 @@ details go to the log as `upstream.unavailable` / `upstream.call_failed`, under 
 from __future__ import annotations
 
 import re
-from typing import Final
+from typing import Any, Final
 
 import structlog
 
@@ -61,6 +61,14 @@ def unavailable_message(upstream: str, detail: BaseException | str) -> str:
 def unavailable(upstream: str, detail: BaseException | str) -> ErrorObject:
     """-31001 for a request that never got going upstream (see `unavailable_message`)."""
     return ErrorObject(jsonrpc.UPSTREAM_FAILED, unavailable_message(upstream, detail))
+
+
+def unavailable_answer(
+    rid: jsonrpc.RequestId, upstream: str, detail: BaseException | str, line: dict[str, Any]
+) -> jsonrpc.Error:
+    """The answer to plain request `rid` when `upstream` is unavailable; its log line's outcome says so."""
+    line["outcome"] = "upstream_failed"
+    return jsonrpc.Error(rid, unavailable(upstream, detail))
 
 
 def failed_during_call(reason: str) -> str:

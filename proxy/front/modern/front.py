@@ -26,7 +26,7 @@ from proxy.calls.outcomes import (
     OwnerGone,
 )
 from proxy.calls.service import CallService
-from proxy.calls.wording import unavailable
+from proxy.calls.wording import unavailable_answer
 from proxy.config import FrontConfig, UpstreamConfig
 from proxy.front.address import client_address
 from proxy.front.checks import InputLimits, Refusal, check_modern
@@ -324,8 +324,7 @@ class ModernFront:
         except PoolExhausted as exc:
             return pool_full(self._calls.registry, msg, exc, line)
         except (UpstreamError, TimeoutError) as exc:
-            line["outcome"] = "upstream_failed"
-            return jsonrpc.Error(msg.id, unavailable(upstream, exc))
+            return unavailable_answer(msg.id, upstream, exc, line)
         tasks = self._tasks
         result: dict[str, Any] = {
             "supportedVersions": list(mcp.MODERN_VERSIONS),
@@ -348,8 +347,7 @@ class ModernFront:
         except PoolExhausted as exc:
             return pool_full(self._calls.registry, msg, exc, line)
         except UpstreamError as exc:
-            line["outcome"] = "upstream_failed"
-            return jsonrpc.Error(msg.id, unavailable(upstream, exc))
+            return unavailable_answer(msg.id, upstream, exc, line)
         if isinstance(reply, jsonrpc.Error):
             line["outcome"] = f"upstream_error:{reply.error.code}"
             return jsonrpc.Error(msg.id, reply.error)

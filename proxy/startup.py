@@ -100,6 +100,9 @@ def run(
     except KeyboardInterrupt:  # Ctrl-C before the signal handlers were installed
         log.warning("shutdown.interrupted", phase="start-up")
         return 128 + signal.SIGINT
+    except Exception:  # a bug: one log line (JSON when the logs are), its traceback inside it
+        log.exception("proxy.crashed")
+        return START_FAILED
 
 
 async def serve(

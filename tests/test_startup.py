@@ -177,3 +177,15 @@ async def test_a_second_sigint_during_the_drain_forces_the_exit(tmp_path: Path) 
     forced = [e for e in _json_lines(text) if e["event"] == "shutdown.forced"]
     assert forced and forced[0]["signal"] == "SIGINT"
     assert '"drain.finished"' not in text  # it did not wait out the 300 s grace
+
+
+def test_a_crash_is_one_log_line_and_exit_status_1(
+    json_stream: io.StringIO, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def crash(*_: Any) -> int:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(startup, "serve", crash)
+    assert startup.run(None, None, None) == startup.START_FAILED  # type: ignore[arg-type]
+    (line,) = lines_of(json_stream)
+    assert line["event"] == "proxy.crashed" and "RuntimeError: a bug" in line["exception"]

@@ -165,8 +165,8 @@ async def negotiate(
 ) -> ServerInfo:
     """`initialize`, offering each of `versions` (newest first) until the upstream answers with one of them.
     The first offer waits at most `first_timeout` (stdio: timeouts.connect_s, the child's first answer),
-    the others `timeout`; an offer left unanswered ends the negotiation (a silent server does not answer
-    the next one sooner).
+    the others `timeout`; an offer left unanswered, or a connection refused, ends the negotiation (a silent
+    or absent server does not fare better with the next offer).
 
     Raises UpstreamError listing what each offer got."""
     problems = []
@@ -177,7 +177,7 @@ async def negotiate(
             reply = await exchange("initialize", params, wait)
         except UpstreamAuthChallenge:
             raise  # the credentials, not the version: another offer would only be refused again
-        except NoAnswer as exc:
+        except (NoAnswer, NotDelivered) as exc:  # silent, or not there at all: no other offer fares better
             problems.append(f"{version}: {exc}")
             break
         except UpstreamError as exc:

@@ -143,9 +143,7 @@ class Endpoint:
         line.update(id=msg.id, method=msg.method)
         _name_tool(line, msg)
         if _meta_version(msg) is None and request.headers.get("MCP-Protocol-Version") not in MODERN:
-            line["era"] = (
-                "legacy"  # no session and nothing modern about it: a legacy client that lost its way
-            )
+            line["era"] = "legacy"  # no session, nothing modern: a legacy client that lost its way
             raise Refusal(400, ErrorObject(jsonrpc.INVALID_REQUEST, NO_SESSION))
         return await self._modern.handle(
             request, upstream, msg, body, line=line, link=link, principal=who[0], upstream_headers=who[1]

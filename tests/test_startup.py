@@ -189,3 +189,16 @@ def test_a_crash_is_one_log_line_and_exit_status_1(
     assert startup.run(None, None, None) == startup.START_FAILED  # type: ignore[arg-type]
     (line,) = lines_of(json_stream)
     assert line["event"] == "proxy.crashed" and "RuntimeError: a bug" in line["exception"]
+
+
+def test_on_a_console_the_banner_and_a_fatal_error_stay_text(capsys: pytest.CaptureFixture[str]) -> None:
+    logs.configure("info", "console", stream=io.StringIO())
+    try:
+        startup.announce("listen 127.0.0.1:8080 (replica 127.0.0.1:8080)")
+        startup.fatal("cannot listen on 127.0.0.1:8080: address already in use")
+    finally:
+        structlog.reset_defaults()
+    assert capsys.readouterr().err == (
+        "listen 127.0.0.1:8080 (replica 127.0.0.1:8080)\n"
+        "mrtr-proxy: cannot listen on 127.0.0.1:8080: address already in use\n"
+    )

@@ -9,6 +9,7 @@ import json
 import logging
 import os
 import signal
+import socket
 import sys
 import warnings
 from collections.abc import Iterator
@@ -202,3 +203,26 @@ def test_on_a_console_the_banner_and_a_fatal_error_stay_text(capsys: pytest.Capt
         "listen 127.0.0.1:8080 (replica 127.0.0.1:8080)\n"
         "mrtr-proxy: cannot listen on 127.0.0.1:8080: address already in use\n"
     )
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_a_taken_admin_port_is_one_line_and_exit_status_1(tmp_path: Path) -> None:
+    token = tmp_path / "admin-token"
+    token.write_text("t" * 40)
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        taken = held.getsockname()[1]
+        cfg = tmp_path / "c.yaml"
+        cfg.write_text(
+            "logging: {format: json}\n"
+            f"admin: {{listen: '127.0.0.1:{taken}', token_file: '{token}'}}\n"
+            f"upstreams: [{{name: a, url: 'http://127.0.0.1:{peers.free_port()}/mcp'}}]\n"
+        )
+        run = await peers.run_once(
+            [*PROXY, "serve", "--config", str(cfg), "--listen", f"127.0.0.1:{peers.free_port()}"], limit_s=30
+        )
+    assert run.returncode == 1, run
+    failed = [e for e in _json_lines(run.stderr) if e["level"] == "error"]
+    assert [e["event"] for e in failed] == ["startup.failed"]
+    assert f"cannot listen on 127.0.0.1:{taken} (admin.listen)" in failed[0]["error"]

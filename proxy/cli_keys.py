@@ -18,6 +18,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import structlog
 import yaml
 
+from proxy import logs
 from proxy.config import Config
 from proxy.config.load import ENV_PREFIX, SHORTCUTS
 from proxy.handle import KeyLoadError, generate_key_b64
@@ -173,6 +174,9 @@ def check_keys(config: Config, command: str, environ: Mapping[str, str] | None =
         _warn(command, "keys.file_readable_by_others", f"key file {path} is readable by others: chmod 600 it")
     problems = key_problems(config, env)
     if problems:
+        if command == "serve" and logs.renders_json():  # one logging path (proxy/startup.py): one JSON line
+            log.error("startup.failed", error="invalid key configuration", problems=problems)
+            return 2
         print("mrtr-proxy: invalid key configuration:", file=sys.stderr)
         print("\n".join(problems), file=sys.stderr)
         return 2

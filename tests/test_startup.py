@@ -226,3 +226,17 @@ async def test_a_taken_admin_port_is_one_line_and_exit_status_1(tmp_path: Path) 
     failed = [e for e in _json_lines(run.stderr) if e["level"] == "error"]
     assert [e["event"] for e in failed] == ["startup.failed"]
     assert f"cannot listen on 127.0.0.1:{taken} (admin.listen)" in failed[0]["error"]
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_a_key_problem_at_start_is_one_json_line_and_exit_status_2(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(
+        "logging: {format: json}\nkeys: {env: [MRTR_TEST_UNSET_KEY]}\n"
+        f"upstreams: [{{name: a, url: 'http://127.0.0.1:{peers.free_port()}/mcp'}}]\n"
+    )
+    run = await peers.run_once([*PROXY, "serve", "--config", str(cfg), "--listen", "127.0.0.1:1"], limit_s=30)
+    assert run.returncode == 2
+    (failed,) = [e for e in _json_lines(run.stderr) if e["level"] == "error"]
+    assert failed["event"] == "startup.failed" and failed["error"] == "invalid key configuration"
+    assert any("MRTR_TEST_UNSET_KEY is unset or empty" in problem for problem in failed["problems"])

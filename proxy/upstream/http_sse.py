@@ -37,7 +37,6 @@ from proxy.wire import jsonrpc, mcp
 log = structlog.get_logger(__name__)
 
 POST_TIMEOUT = 30.0  # a POST is only accepted (202) here; its answer comes on the stream
-CONNECT_TIMEOUT = 10.0
 # aiohttp-sse-client reads the stream line by line; aiohttp refuses a line longer than twice the read buffer
 # (256 KiB by default, so 512 KiB). A message is one `data:` line: allow large results.
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
@@ -57,7 +56,9 @@ class _SingleStream(EventSource):  # type: ignore[misc]  # untyped library
     backstop. `max_connect_retry=0`: a refused first connect fails at once (no 10 s backoff). The response is
     opened with `raise_for_status`, so an HTTP error is released by aiohttp and surfaces with its status."""
 
-    def __init__(self, url: str, http: aiohttp.ClientSession, headers: Mapping[str, str]) -> None:
+    def __init__(
+        self, url: str, http: aiohttp.ClientSession, headers: Mapping[str, str], connect_timeout: float
+    ) -> None:
         super().__init__(
             url,
             session=http,
@@ -67,7 +68,7 @@ class _SingleStream(EventSource):  # type: ignore[misc]  # untyped library
             headers=dict(headers),
             raise_for_status=True,
             read_bufsize=MAX_MESSAGE_BYTES // 2,
-            timeout=aiohttp.ClientTimeout(total=None, sock_connect=CONNECT_TIMEOUT),
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout),
         )
         self._connects = 0
 
@@ -133,7 +134,9 @@ class HttpSseSession(SessionCore):
     async def open(self) -> None:
         """Open the stream, wait (bounded) for its `endpoint` event, then initialize over it."""
         timeout, connect = self._settings.initialize_timeout, self._settings.connect_timeout
-        stream = self._stream = _SingleStream(self._settings.url, self._http, self._settings.headers)
+        stream = self._stream = _SingleStream(
+            self._settings.url, self._http, self._settings.headers, self._settings.connect_timeout
+        )
         try:
             async with asyncio.timeout(min(timeout, connect)):  # connecting ends with the endpoint event
                 await stream.connect()
@@ -199,7 +202,9 @@ class HttpSseSession(SessionCore):
                 self._endpoint,
                 data=jsonrpc.dumps(message),
                 headers=headers,
-                timeout=aiohttp.ClientTimeout(total=POST_TIMEOUT, sock_connect=CONNECT_TIMEOUT),
+                timeout=aiohttp.ClientTimeout(
+                    total=POST_TIMEOUT, sock_connect=self._settings.connect_timeout
+                ),
             ) as resp:
                 if resp.status == 404:
                     raise session_gone(self._lose_stream)

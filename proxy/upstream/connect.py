@@ -16,6 +16,29 @@ from proxy.upstream.stdio import StdioSession, StdioSettings
 from proxy.upstream.streamable_http import SessionSettings, StreamableHttpSession
 
 
+def stdio_settings(
+    upstream: UpstreamConfig,
+    versions: tuple[str, ...],
+    capabilities: Mapping[str, Any],
+    *,
+    initialize_timeout: float | None = None,
+) -> StdioSettings:
+    """The child process of a stdio upstream (`command` is set), as the configuration describes it."""
+    assert upstream.command is not None
+    timeouts = upstream.timeouts
+    return StdioSettings(
+        upstream=upstream.name,
+        command=upstream.command,
+        args=upstream.args,
+        env=upstream.env,
+        cwd=upstream.cwd,
+        versions=versions,
+        capabilities=capabilities,
+        initialize_timeout=timeouts.initialize_s if initialize_timeout is None else initialize_timeout,
+        connect_timeout=timeouts.connect_s,
+    )
+
+
 async def open_upstream_session(
     http: aiohttp.ClientSession,
     upstream: UpstreamConfig,
@@ -30,20 +53,7 @@ async def open_upstream_session(
     transports, after the upstream's static ones; a child process cannot take them. Raises UpstreamError."""
     session: StreamableHttpSession | HttpSseSession | StdioSession
     if upstream.transport == "stdio" and upstream.command is not None:
-        session = StdioSession(
-            StdioSettings(
-                upstream=upstream.name,
-                command=upstream.command,
-                args=upstream.args,
-                env=upstream.env,
-                cwd=upstream.cwd,
-                versions=versions,
-                capabilities=capabilities,
-                initialize_timeout=upstream.timeouts.initialize_s,
-                connect_timeout=upstream.timeouts.connect_s,
-            ),
-            no_call,
-        )
+        session = StdioSession(stdio_settings(upstream, versions, capabilities), no_call)
     elif upstream.transport in ("streamable-http", "sse") and upstream.url is not None:
         settings = _http_settings(upstream, upstream.url, versions, capabilities, headers)
         session_class = HttpSseSession if upstream.transport == "sse" else StreamableHttpSession

@@ -17,8 +17,9 @@ import structlog
 
 from proxy.config import UpstreamConfig
 from proxy.upstream.base import UpstreamError
+from proxy.upstream.connect import stdio_settings
 from proxy.upstream.router import NoCallAnswer
-from proxy.upstream.stdio import StdioSession, StdioSettings
+from proxy.upstream.stdio import StdioSession
 
 log = structlog.get_logger(__name__)
 
@@ -27,21 +28,9 @@ RECHECK_S = 30.0
 
 async def command_answers(upstream: UpstreamConfig, no_call: NoCallAnswer) -> bool:
     """Start the command, offer `initialize` (first answer within timeouts.connect_s), stop it again."""
-    assert upstream.command is not None
-    connect = upstream.timeouts.connect_s
-    session = StdioSession(
-        StdioSettings(
-            upstream=upstream.name,
-            command=upstream.command,
-            args=upstream.args,
-            env=upstream.env,
-            cwd=upstream.cwd,
-            versions=upstream.protocol_versions,
-            initialize_timeout=max(connect, upstream.timeouts.initialize_s),
-            connect_timeout=connect,
-        ),
-        no_call,
-    )
+    timeout = max(upstream.timeouts.connect_s, upstream.timeouts.initialize_s)
+    settings = stdio_settings(upstream, upstream.protocol_versions, {}, initialize_timeout=timeout)
+    session = StdioSession(settings, no_call)
     try:
         await session.open()
         return session.alive

@@ -39,6 +39,8 @@ from proxy.calls.roots import RootsBook
 from proxy.calls.saturation import saturation
 from proxy.calls.service import CallService
 from proxy.config import Config
+from proxy.front.cors import Cors
+from proxy.front.cors import middleware as cors_middleware
 from proxy.front.endpoint import Endpoint
 from proxy.front.fallback import json_answers
 from proxy.front.legacy.bridge import BridgeSettings, LegacyBridge
@@ -149,8 +151,10 @@ def create_app(
     """The proxy as an aiohttp application. `handle_signals` installs SIGHUP (reload the key ring).
     `tracing`: instead of the one `config.tracing` asks for (tests). Raises TracingUnavailable, and
     AuthSetupError when a static JWKS, a service credential or a TLS file cannot be used."""
+    cors = Cors(config.front.allowed_origins)  # browsers on front.allowed_origins (front/cors.py)
     app = web.Application(
-        client_max_size=config.front.max_body_bytes, middlewares=[json_answers, readiness.ports]
+        client_max_size=config.front.max_body_bytes,
+        middlewares=[json_answers, readiness.ports, cors_middleware(cors)],
     )
     app[CONFIG] = config
     app[PREPARED] = prepare(config)
@@ -170,6 +174,7 @@ def create_app(
     )
     app[TRACING] = tracing if tracing is not None else setup_tracing(config.tracing)
     app.on_response_prepare.append(echo_request_id)
+    app.on_response_prepare.append(cors.on_prepare)
     app.on_cleanup.append(_stop_tracing)
     app.cleanup_ctx.append(_upstreams)
     app.cleanup_ctx.append(_housekeeping)

@@ -11,7 +11,11 @@
 #                  the chart tests check the observability objects with
 # Idempotent: a peer already at the pinned version is left alone.
 #   nginx          the round-robin load balancer for the multi-replica tests (Debian's nginx-light)
-# Usage: scripts/setup-peers.sh [legacy] [client] [fastmcp2] [servers] [node] [nginx]   (no argument: all)
+#   browser        headless Chromium for the real-browser CORS test (Debian's chromium, /usr/bin/chromium) and
+#                  .peers/browser, a python venv with playwright==1.65.2 that drives it (its own browser
+#                  downloads are never used: `playwright install` is not run)
+# Usage: scripts/setup-peers.sh [legacy] [client] [fastmcp2] [servers] [node] [nginx] [browser]
+#        (no argument: all)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 peers="$root/.peers"
@@ -33,7 +37,7 @@ venv_with() {  # venv_with DIR REQUIREMENT... (each NAME==VERSION; the first one
   "$dir/bin/python" -c "import $module" # fail loudly if the install did not work
 }
 
-wanted=" ${*:-legacy client fastmcp2 servers node nginx} "
+wanted=" ${*:-legacy client fastmcp2 servers node nginx browser} "
 case "$wanted" in *" legacy "*) venv_with "$peers/legacy" mcp "mcp==1.30.0" & ;; esac
 case "$wanted" in *" client "*) venv_with "$peers/client" mcp "mcp==2.3.0" & ;; esac
 case "$wanted" in *" fastmcp2 "*) venv_with "$peers/fastmcp2" fastmcp "fastmcp==2.14.7" "mcp==1.30.0" & ;; esac
@@ -52,14 +56,21 @@ case "$wanted" in *" node "*) (
     cp package.json .installed
   fi
 ) & ;; esac
+apt_packages=()  # the OS packages to install (one apt-get for all: dpkg takes one install at a time)
 case "$wanted" in *" nginx "*)
-  if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-      (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx-light >/dev/null) &
-    else
-      echo "setup-peers: nginx is missing and cannot be installed here (needs root and apt-get);" \
-        "the multi-replica tests will fail until it is installed" >&2
-    fi
-  fi ;; esac
+  if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then apt_packages+=(nginx-light); fi ;; esac
+case "$wanted" in *" browser "*)
+  venv_with "$peers/browser" playwright "playwright==1.65.2" &
+  if [ ! -x /usr/bin/chromium ]; then apt_packages+=(chromium); fi ;; esac
+if [ "${#apt_packages[@]}" -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+      apt-get install -y -qq --no-install-recommends "${apt_packages[@]}" >/dev/null) &
+  else
+    echo "setup-peers: ${apt_packages[*]} missing and cannot be installed here (needs root and apt-get);" \
+      "the multi-replica tests (nginx) and the real-browser test (chromium; it skips only on an OS" \
+      "without a chromium package) fail until they are installed" >&2
+  fi
+fi
 for job in $(jobs -p); do wait "$job"; done
 echo "peers ready in $peers"

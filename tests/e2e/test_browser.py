@@ -4,8 +4,9 @@ Headless Chromium (Debian's `chromium` package, installed by `scripts/setup-peer
 Playwright for Python (.peers/browser) loads a page from another origin (an aiohttp server on another
 127.0.0.1 port) whose JavaScript completes an MRTR round trip with `fetch` through the real proxy in front of
 FastMCP 1.30: `tools/call ask_name` → `input_required` → the retry with `inputResponses` and `requestState`
-→ `accept:Chromium`. A page from an origin that is not allowed is refused: its preflighted request and its
-simple request both reject in the page, and the proxy logged both refusals.
+→ `accept:Chromium`; a legacy (2025-11-25) client on the same page reads its `Mcp-Session-Id`, calls a tool
+in that session and ends it with DELETE. A page from an origin that is not allowed is refused: its
+preflighted request and its simple request both reject in the page, and the proxy logged both refusals.
 
 The same round trip with an aiohttp client (the headers a browser relies on) runs without the browser.
 """
@@ -140,8 +141,9 @@ async def test_chromium_page_on_an_allowed_origin_completes_an_mrtr_round_trip(s
     require_browser()
     allowed_url = f"{setup.allowed.origin}/?proxy={setup.proxy.url}&mode=mrtr"
     other_url = f"{setup.other.origin}/?proxy={setup.proxy.url}&mode=refused"
+    legacy_url = f"{setup.allowed.origin}/?proxy={setup.proxy.url}&mode=legacy"
     with capture_logs() as logs:
-        allowed, other = await run_pages(allowed_url, other_url)
+        allowed, legacy, other = await run_pages(allowed_url, legacy_url, other_url)
 
     done = allowed["result"]
     assert "error" not in done, allowed
@@ -162,6 +164,14 @@ async def test_chromium_page_on_an_allowed_origin_completes_an_mrtr_round_trip(s
     assert done["final"]["text"] == "accept:Chromium"
     assert setup.proxy.live == 0
 
+    session = legacy["result"]
+    assert "error" not in session, legacy
+    assert session["initialize"]["status"] == 200
+    assert session["initialize"]["protocolVersion"] == "2025-11-25"
+    assert session["initialize"]["sessionIdLength"] > 60  # read by the page (exposed): the sealed id
+    assert (session["notification"], session["delete"]) == (202, 200)
+    assert session["call"] == {"status": 200, "text": "from a page"}
+
     refused = other["result"]
     assert refused["origin"] == setup.other.origin
     assert refused["preflighted"]["rejected"] is True, refused  # fetch rejects: TypeError: Failed to fetch
@@ -173,5 +183,14 @@ async def test_chromium_page_on_an_allowed_origin_completes_an_mrtr_round_trip(s
     assert any(e["status"] == 204 for e in preflights), "the allowed page's preflight was answered"
     refused_posts = [e for e in requests if e["http_method"] == "POST" and e["status"] == 403]
     assert [e["outcome"] for e in refused_posts] == ["refused:-32600"]  # the simple request, not preflighted
-    served = [e for e in requests if e["http_method"] == "POST" and e["status"] == 200]
-    assert [e["outcome"] for e in served] == ["input_required", "complete"]
+    served = [
+        e for e in requests if e["http_method"] == "POST" and e.get("era") != "legacy" and e["status"] != 403
+    ]
+    assert [(e["status"], e["outcome"]) for e in served] == [(200, "input_required"), (200, "complete")]
+    relayed = [(e["http_method"], e["outcome"]) for e in requests if e.get("era") == "legacy"]
+    assert relayed == [
+        ("POST", "relayed:200"),
+        ("POST", "relayed:202"),
+        ("POST", "relayed:200"),
+        ("DELETE", "relayed:200"),
+    ]

@@ -11,11 +11,13 @@ import aiohttp
 import peers
 import pytest
 import pytest_asyncio
+from aiohttp import web
+from aiohttp.test_utils import make_mocked_request
 from e2e.harness import RawClient, RunningProxy, running_proxy
 from structlog.testing import capture_logs
 
 from proxy.config import AuthConfig, FrontConfig, UpstreamConfig
-from proxy.front.cors import ALLOW_HEADERS, EXPOSE_HEADERS, MAX_AGE_S, is_mcp_path
+from proxy.front.cors import ALLOW_HEADERS, EXPOSE_HEADERS, MAX_AGE_S, Cors, is_mcp_path
 
 APP = "https://app.example"
 EVIL = "https://evil.example"
@@ -203,3 +205,40 @@ async def test_a_401_challenge_is_readable_by_an_allowed_origin(
     async with http.post(validating.url, json=body, headers={**client.headers(body), "Origin": EVIL}) as resp:
         assert resp.status == 403
         no_cors(resp.headers)
+
+
+# ---- the response hook on its own (aiohttp's mocked request: no server needed) ---------------------------
+
+
+async def _prepared(path: str, headers: dict[str, str], response_headers: dict[str, str]) -> Any:
+    response = web.Response(status=200, headers=response_headers)
+    await Cors((APP,)).on_prepare(make_mocked_request("POST", path, headers=headers), response)
+    return response.headers
+
+
+async def test_another_origin_loses_any_access_control_header_whoever_set_it() -> None:
+    got = await _prepared(
+        "/mcp",
+        {"Origin": EVIL},
+        {"Access-Control-Allow-Origin": "*", "access-control-allow-credentials": "true"},
+    )
+    no_cors(got)
+    assert got["Vary"] == "Origin"
+
+
+async def test_an_allowed_origin_gets_its_own_origin_never_a_wildcard() -> None:
+    got = await _prepared(
+        "/servers/a/mcp", {"Origin": APP}, {"Access-Control-Allow-Origin": "*", "Vary": "Accept"}
+    )
+    assert got["Access-Control-Allow-Origin"] == APP
+    assert got["Vary"] == "Accept, Origin"  # appended, once
+    again = await _prepared("/mcp", {"Origin": APP}, {"Vary": "accept, origin"})
+    assert again["Vary"] == "accept, origin"
+
+
+async def test_other_paths_are_left_alone() -> None:
+    got = await _prepared(
+        "/.well-known/oauth-protected-resource", {"Origin": EVIL}, {"Access-Control-Allow-Origin": "*"}
+    )
+    assert got["Access-Control-Allow-Origin"] == "*"  # the public metadata document keeps its own
+    assert "Vary" not in got

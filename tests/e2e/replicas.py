@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import json
@@ -10,15 +11,16 @@ import shutil
 import sys
 import tempfile
 import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import peers
 import yaml
 
-from proxy.handle import generate_key_b64
+from proxy.handle import generate_key_b64, parse_key
 
 NGINX = Path("/usr/sbin/nginx")
 
@@ -212,3 +214,27 @@ http {{
 
         async with peers.run_peer("nginx", argv) as lb:
             yield f"http://127.0.0.1:{lb.port}/mcp"
+
+
+def kid(key_b64: str) -> str:
+    return parse_key(key_b64, "test").kid
+
+
+async def readyz(http: aiohttp.ClientSession, replica: peers.PeerProcess) -> tuple[int, dict[str, Any]]:
+    async with http.get(f"http://127.0.0.1:{replica.port}/readyz") as resp:
+        return resp.status, await resp.json()
+
+
+async def until(check: Callable[[], Any], what: str, limit_s: float = 30.0) -> None:
+    for _ in range(int(limit_s / 0.1)):
+        if await check():
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+async def all_replicas(
+    http: aiohttp.ClientSession, group: Cluster, ok: Callable[[dict[str, Any]], bool]
+) -> bool:
+    bodies = [body for _, body in await asyncio.gather(*(readyz(http, r) for r in group.replicas))]
+    return all(ok(body["key_ring"]) for body in bodies)

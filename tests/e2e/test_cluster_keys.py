@@ -10,46 +10,20 @@ import asyncio
 import collections
 import os
 import re
-from collections.abc import Callable
-from typing import Any
 
 import aiohttp
 import peers
 import pytest
 
 from e2e.harness import RawClient, Reply, accept_name
-from e2e.replicas import Cluster, cluster, log_lines, round_robin, url_of
-from proxy.handle import generate_key_b64, parse_key
+from e2e.replicas import all_replicas, cluster, kid, log_lines, readyz, round_robin, until, url_of
+from proxy.handle import generate_key_b64
 
 pytestmark = [pytest.mark.peers, pytest.mark.asyncio(loop_scope="session")]
 
 CLIENTS = int(os.environ.get("MRTR_CLUSTER_CLIENTS", "4"))
 PARKED = int(os.environ.get("MRTR_CLUSTER_PARKED", "6"))
 STAGGER_S = float(os.environ.get("MRTR_CLUSTER_STAGGER_S", "1"))  # a Secret reaching pods at different times
-
-
-def kid(key_b64: str) -> str:
-    return parse_key(key_b64, "test").kid
-
-
-async def readyz(http: aiohttp.ClientSession, replica: peers.PeerProcess) -> tuple[int, dict[str, Any]]:
-    async with http.get(f"http://127.0.0.1:{replica.port}/readyz") as resp:
-        return resp.status, await resp.json()
-
-
-async def until(check: Callable[[], Any], what: str, limit_s: float = 30.0) -> None:
-    for _ in range(int(limit_s / 0.1)):
-        if await check():
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-async def all_replicas(
-    http: aiohttp.ClientSession, group: Cluster, ok: Callable[[dict[str, Any]], bool]
-) -> bool:
-    bodies = [body for _, body in await asyncio.gather(*(readyz(http, r) for r in group.replicas))]
-    return all(ok(body["key_ring"]) for body in bodies)
 
 
 async def two_round_flow(client: RawClient, tag: str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -102,6 +103,9 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         config = load_config(args.config, _overrides(args))
     except ConfigError as exc:
+        if args.command == "serve" and startup.json_wanted(args.log_format, args.config, os.environ):
+            startup.config_failed(str(exc.source) if exc.source else None, str(exc))
+            return 2
         print(
             f"mrtr-proxy: invalid configuration{f' in {exc.source}' if exc.source else ''}:", file=sys.stderr
         )

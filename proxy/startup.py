@@ -3,7 +3,8 @@
 With `logging.format: json` (or `auto` off a terminal) every line the process writes is a JSON object: the
 start-up banner, the standard library's logging and `warnings` (logs.capture_stdlib), asyncio's own error
 reports (its exception handler), exceptions Python can only report as unraisable, and a fatal start-up error
-such as a port already taken — one line and exit status 1, no traceback.
+such as a port already taken — one line and exit status 1, no traceback. An invalid configuration is one
+line too (exit status 2) when JSON was asked for by `--log-format`, `MRTR_PROXY_LOG_FORMAT` or the file.
 
 Signals: the first SIGTERM or SIGINT drains (app.drain); a second one during the drain forces the exit at
 once, with status 128 + the signal's number (130 for a second Ctrl-C).
@@ -12,13 +13,16 @@ once, with status 128 + the signal's number (130 for a second Ctrl-C).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import structlog
+import yaml
 from aiohttp import web
 
 from proxy import logs
@@ -40,6 +44,22 @@ def fatal(message: str, **fields: Any) -> None:
         log.error("startup.failed", error=message, **fields)
     else:
         print(f"mrtr-proxy: {message}", file=sys.stderr, flush=True)
+
+
+def json_wanted(flag: str | None, config_file: Path | None, environ: Mapping[str, str]) -> bool:
+    """Before any configuration is valid: did the operator ask for JSON logs, by flag, variable or the file
+    itself? Then a configuration error is one JSON line too (the rest of the file may be what is wrong)."""
+    wanted = flag or environ.get("MRTR_PROXY_LOG_FORMAT")
+    if wanted is None and config_file is not None:
+        with contextlib.suppress(OSError, yaml.YAMLError, AttributeError, TypeError):
+            wanted = yaml.safe_load(config_file.read_text()).get("logging", {}).get("format")
+    return wanted == "json"
+
+
+def config_failed(source: str | None, problems: str) -> None:
+    """An invalid configuration at `serve`'s start, as one JSON line (see `json_wanted`)."""
+    logs.configure("info", "json")
+    log.error("startup.failed", error="invalid configuration", source=source, problems=problems.splitlines())
 
 
 def announce(summary: str) -> None:

@@ -240,3 +240,35 @@ async def test_a_key_problem_at_start_is_one_json_line_and_exit_status_2(tmp_pat
     (failed,) = [e for e in _json_lines(run.stderr) if e["level"] == "error"]
     assert failed["event"] == "startup.failed" and failed["error"] == "invalid key configuration"
     assert any("MRTR_TEST_UNSET_KEY is unset or empty" in problem for problem in failed["problems"])
+
+
+@pytest.mark.asyncio(loop_scope="session")
+@pytest.mark.parametrize("asked", ["file", "flag", "variable"])
+async def test_an_invalid_configuration_is_one_json_line_when_json_was_asked_for(
+    tmp_path: Path, asked: str
+) -> None:
+    """Issue 20 item 2: `logging.format: json` (or the flag, or the variable) and a bad value elsewhere in
+    the file: the error is one JSON line naming the file and the problem, exit status 2, no plain text."""
+    cfg = tmp_path / "c.yaml"
+    fmt = "logging: {format: json}\n" if asked == "file" else ""
+    cfg.write_text(
+        f"{fmt}calls: {{max_parked: -3}}\nupstreams: [{{name: a, url: 'http://127.0.0.1:1/mcp'}}]\n"
+    )
+    argv = [*PROXY, "serve", "--config", str(cfg), *(["--log-format", "json"] if asked == "flag" else [])]
+    env = {"MRTR_PROXY_LOG_FORMAT": "json"} if asked == "variable" else None
+    run = await peers.run_once(argv, limit_s=30, env=env)
+    assert run.returncode == 2
+    lines = [line for line in run.stderr.splitlines() if line.strip()]
+    (failed,) = [json.loads(line) for line in lines]  # every line JSON, and only one
+    assert failed["event"] == "startup.failed" and failed["error"] == "invalid configuration"
+    assert failed["source"] == str(cfg)
+    assert any("calls.max_parked" in problem for problem in failed["problems"]), failed
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_an_invalid_configuration_stays_plain_text_unless_json_was_asked_for(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("calls: {max_parked: -3}\nupstreams: [{name: a, url: 'http://127.0.0.1:1/mcp'}]\n")
+    run = await peers.run_once([*PROXY, "serve", "--config", str(cfg)], limit_s=30)
+    assert run.returncode == 2
+    assert run.stderr.startswith(f"mrtr-proxy: invalid configuration in {cfg}:"), run.stderr

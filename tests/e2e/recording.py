@@ -6,6 +6,7 @@ through unchanged and streamed (SSE included), so the server behaves exactly as 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator, Mapping
@@ -39,6 +40,8 @@ class Sent:
 class Recording:
     url: str  # point the proxy here
     sent: list[Sent] = field(default_factory=list)
+    # Cleared: the upstream's streamed bytes are held back (it has answered; the proxy has not heard yet).
+    flowing: asyncio.Event = field(default_factory=asyncio.Event)
 
     def posts(self, rpc: str | None = None) -> list[Sent]:
         return [s for s in self.sent if s.method == "POST" and (rpc is None or s.rpc == rpc)]
@@ -70,6 +73,7 @@ async def recording_relay(target: str) -> AsyncIterator[Recording]:
                 )
                 await response.prepare(request)
                 async for chunk in upstream.content.iter_any():
+                    await recording.flowing.wait()
                     await response.write(chunk)
                 await response.write_eof()
                 return response
@@ -79,6 +83,7 @@ async def recording_relay(target: str) -> AsyncIterator[Recording]:
         server = TestServer(app, host="127.0.0.1", handler_cancellation=True, shutdown_timeout=1.0)
         await server.start_server()
         recording = Recording(str(server.make_url(base.path)))
+        recording.flowing.set()
         try:
             yield recording
         finally:

@@ -3,10 +3,10 @@ Streamable HTTP with an in-memory event store) behind 3 replicas and real nginx 
 
 server-everything's tools cannot count their own runs (FastMCP's fixture can: test_cluster_keys.py), so a
 recording relay between the replicas and the server counts what reached it: every flow must cost exactly
-one upstream `tools/call`, and every elicitation answer must arrive once. Its only tool that keeps working
-after an answer runs as an upstream task (simulate-research-query), so "the owner dies after taking a
-forwarded retry" is staged with FastMCP only (test_cluster_peers.py); a round cut by drain is staged here
-with trigger-long-running-operation."""
+one upstream `tools/call`, and every elicitation answer must arrive once. Its tools answer at once after an
+elicitation answer, so "the owner dies after taking a forwarded retry" is staged by the relay holding the
+upstream's result back until the owner is dead (the upstream is resumable: the survivor takes over); a
+round cut by drain is staged with trigger-long-running-operation."""
 
 from __future__ import annotations
 
@@ -207,3 +207,46 @@ async def test_drain_cutting_a_running_round_on_server_everything_says_the_repli
         assert reply.error["code"] == -31011, reply.body
         assert reply.error["message"].startswith("This proxy replica shut down while the call was running")
         assert len(relay.posts("notifications/cancelled")) == 1  # the upstream was told
+
+
+async def test_owner_dies_after_taking_a_forwarded_retry_on_server_everything() -> None:
+    """server-everything keeps an event store, so it is resumable: the owner takes a forwarded retry,
+    delivers the answer upstream and dies before the result (held back by the relay) reaches it; the
+    survivor takes the call over and the client gets the tool's real result — one tools/call, the answer
+    delivered once, never "start over"."""
+    async with (
+        peers.start_server_everything() as everything,
+        recording_relay(everything) as relay,
+        cluster(relay.url, 2, peer_ports=True) as group,
+        aiohttp.ClientSession() as http,
+    ):
+        owner, other = group.replicas
+        first = await RawClient(url_of(owner), http, capabilities=CAPS).call(TOOL)
+        assert first.result["resultType"] == "input_required", first.body
+        (key,) = first.result["inputRequests"]
+        relay.flowing.clear()  # the upstream's result will not reach the owner
+        survivor = RawClient(url_of(other), http, capabilities=CAPS)
+        retry = asyncio.create_task(survivor.retry(first, {key: answer("Taken")}, TOOL))
+
+        async def delivered() -> bool:
+            return bool(relay.posts("response"))
+
+        await until(delivered, "the owner to deliver the forwarded answer upstream")
+        owner.process.send_signal(signal.SIGKILL)
+        await asyncio.wait_for(owner.process.wait(), 10)
+        relay.flowing.set()
+        reply = await asyncio.wait_for(retry, 60)
+        extra_calls, answered_twice = ran_twice(relay, 1)
+        print(
+            f"server-everything owner died: tool ran twice {extra_calls}; answer sent twice {answered_twice}"
+        )
+        assert "start over" not in str(reply.body)
+        assert "- Name: Taken" in text_of(reply), reply.body
+        assert any(line.get("event") == "call.taken_over" for line in log_lines(other))
+        assert extra_calls == 0  # one upstream tools/call: the tool ran once
+        # The survivor cannot know the owner delivered the answer, so it delivers it again on the same
+        # session (docs/scale-out.md: "an input delivered twice is answered twice: the upstream ignores the
+        # second" — a JSON-RPC response to a request id already answered), then resumes the stream.
+        assert answered_twice == 1
+        resumes = [s for s in relay.sent if s.method == "GET" and s.headers.get("last-event-id")]
+        assert len(resumes) == 1, "the survivor resumed the owner's stream from its last event id"

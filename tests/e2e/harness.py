@@ -191,6 +191,21 @@ def accept_name(name: str = "Alice") -> dict[str, Any]:
     return {"action": "accept", "content": {"name": name}}
 
 
+# A complete, valid answer to server-everything's `trigger-elicitation-request` form (its requestedSchema).
+EVERYTHING_FORM: dict[str, Any] = {
+    "name": "Ann",
+    "email": "ann@example.com",
+    "homepage": "https://ann.example",
+    "birthdate": "1990-02-28",
+    "integer": 7,
+    "number": 2.5,
+    "untitledSingleSelectEnum": "Joey",
+    "untitledMultipleSelectEnum": ["Piano"],
+    "titledSingleSelectEnum": "hero-2",
+    "titledMultipleSelectEnum": ["fish-1", "fish-3"],
+}
+
+
 SAMPLED = {
     "role": "assistant",
     "content": {"type": "text", "text": "Paris"},

@@ -19,7 +19,7 @@ import aiohttp
 import peers
 import pytest
 
-from e2e.harness import RawClient, Reply
+from e2e.harness import EVERYTHING_FORM, RawClient, Reply
 from e2e.recording import Recording, recording_relay
 from e2e.replicas import all_replicas, cluster, kid, log_lines, readyz, round_robin, until, url_of
 from proxy.handle import generate_key_b64
@@ -32,22 +32,8 @@ CLIENTS, PARKED, STAGGER_S = 3, 4, 1.0
 
 
 def answer(name: str) -> dict[str, Any]:
-    """A complete, valid answer to server-everything's elicitation form (its requestedSchema)."""
-    return {
-        "action": "accept",
-        "content": {
-            "name": name,
-            "email": "ann@example.com",
-            "homepage": "https://ann.example",
-            "birthdate": "1990-02-28",
-            "integer": 7,
-            "number": 2.5,
-            "untitledSingleSelectEnum": "Joey",
-            "untitledMultipleSelectEnum": ["Piano"],
-            "titledSingleSelectEnum": "hero-2",
-            "titledMultipleSelectEnum": ["fish-1"],
-        },
-    }
+    """A complete, valid answer to server-everything's elicitation form, under `name`."""
+    return {"action": "accept", "content": {**EVERYTHING_FORM, "name": name}}
 
 
 def text_of(reply: Reply) -> str:

@@ -16,23 +16,12 @@ import aiohttp
 import peers
 import pytest
 
-from e2e.harness import ROOTS, SAMPLED, RawClient, running_proxy
+from e2e.harness import EVERYTHING_FORM, ROOTS, SAMPLED, RawClient, running_proxy
 
 pytestmark = [pytest.mark.peers, pytest.mark.asyncio(loop_scope="session")]
 
 EVERYTHING_TOOL = "trigger-elicitation-request"
-GOOD_EVERYTHING = {
-    "name": "Ann",
-    "email": "ann@example.com",
-    "homepage": "https://ann.example",
-    "birthdate": "1990-02-28",
-    "integer": 7,
-    "number": 2.5,
-    "untitledSingleSelectEnum": "Joey",
-    "untitledMultipleSelectEnum": ["Piano"],
-    "titledSingleSelectEnum": "hero-2",
-    "titledMultipleSelectEnum": ["fish-1", "fish-3"],
-}
+GOOD_EVERYTHING = EVERYTHING_FORM
 
 
 def accept(content: dict[str, Any]) -> dict[str, Any]:

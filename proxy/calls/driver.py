@@ -29,6 +29,7 @@ from proxy.calls.outcomes import (
     Outcome,
     Running,
     shut_down,
+    too_many_calls,
     upstream_failed,
 )
 from proxy.calls.registry import CallRegistry, LimitExceeded, LiveCall
@@ -186,7 +187,7 @@ class CallDriver:
             self._registry.may_park(call, self.park_cap(call.upstream))
         except LimitExceeded as exc:
             await self._abandon(call, "too many calls wait for input")
-            return Failed(ErrorObject(jsonrpc.LIMIT_EXCEEDED, f"Too many calls: {exc}"))
+            return Failed(too_many_calls(exc))
         ttl = self._registry.park(call, self._settings.parked_ttl if ttl is None else ttl)
         rnd = call.exchange.open_round()
         now = int(self._clock())

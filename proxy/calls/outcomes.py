@@ -129,6 +129,11 @@ class CallRequest:
     address: str = ""  # the client's address, for its share of the calls ("" when unknown)
 
 
+def too_many_calls(reason: object) -> ErrorObject:
+    """-31003 for a limit reached (a share, the pool, the parked share): `reason` names the setting."""
+    return ErrorObject(jsonrpc.LIMIT_EXCEEDED, f"Too many calls: {reason}")
+
+
 def upstream_failed(reason: str) -> ErrorObject:
     """-31001 for a call that failed upstream once begun; library text stays in the log (wording.py)."""
     return ErrorObject(

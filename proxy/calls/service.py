@@ -29,6 +29,7 @@ from proxy.calls.outcomes import (
     Outcome,
     OwnerGone,
     invalid_responses,
+    too_many_calls,
 )
 from proxy.calls.registry import CallBusy, LimitExceeded, LiveCall
 from proxy.calls.roots import ask_first
@@ -75,10 +76,10 @@ class CallService(Takeover, Draining):
             self._registry.admit(req.principal, req.address)
             session = await pool.acquire(req.key)
         except LimitExceeded as exc:
-            return Failed(ErrorObject(jsonrpc.LIMIT_EXCEEDED, f"Too many calls: {exc}"), refused=True)
+            return Failed(too_many_calls(exc), refused=True)
         except PoolExhausted as exc:
             self._registry.refused("pool_full")
-            return Failed(ErrorObject(jsonrpc.LIMIT_EXCEEDED, f"Too many calls: {exc}"), refused=True)
+            return Failed(too_many_calls(exc), refused=True)
         except UpstreamError as exc:
             return Failed(
                 unavailable(req.upstream, exc),
@@ -102,7 +103,7 @@ class CallService(Takeover, Draining):
             self._registry.add(call)
         except LimitExceeded as exc:
             pool.release(req.key, session, reusable=True)
-            return Failed(ErrorObject(jsonrpc.LIMIT_EXCEEDED, f"Too many calls: {exc}"), refused=True)
+            return Failed(too_many_calls(exc), refused=True)
         req.link.joined(call.id, 1, call.first_span)
         call.unsent = (req.method, with_progress_token(req.params, call_progress_token(call.id)))
         try:

@@ -23,6 +23,7 @@ from proxy.calls.outcomes import (
     invalid_responses,
     lost,
     outcome_unknown,
+    too_many_calls,
 )
 from proxy.calls.registry import LimitExceeded, LiveCall
 from proxy.calls.scope import scoped_sink
@@ -31,8 +32,6 @@ from proxy.handle import Claims
 from proxy.pool import PoolExhausted
 from proxy.translate.exchange import Exchange
 from proxy.upstream.base import UpstreamError
-from proxy.wire import jsonrpc
-from proxy.wire.jsonrpc import ErrorObject
 
 
 class Takeover(CallDriver):
@@ -68,7 +67,7 @@ class Takeover(CallDriver):
             self._registry.admit(req.principal, req.address)
             session = await pool.adopt(req.key, claims.session)
         except (LimitExceeded, PoolExhausted) as exc:
-            return Failed(ErrorObject(jsonrpc.LIMIT_EXCEEDED, f"Too many calls: {exc}"))
+            return Failed(too_many_calls(exc))
         except UpstreamError as exc:
             self._observer.taken_over(req.upstream, ok=False)
             return Failed(lost(f"taking it over failed: {failed_during_call(str(exc))}"))

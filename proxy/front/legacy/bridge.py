@@ -45,6 +45,7 @@ import aiohttp
 import structlog
 from aiohttp import web
 
+from proxy.calls.outcomes import too_many_calls
 from proxy.calls.wording import unavailable_message
 from proxy.config import UpstreamConfig
 from proxy.front.address import client_address
@@ -191,7 +192,7 @@ class LegacyBridge:
         refusal = self._quota.refusal(config.name, principal, address, config.pool.max_sessions)
         if refusal is not None:
             log.info("legacy_bridge.refused", upstream=config.name, reason=refusal)
-            error = jsonrpc.error(msg.id, jsonrpc.LIMIT_EXCEEDED, f"Too many calls: {refusal}")
+            error = jsonrpc.Error(msg.id, too_many_calls(refusal))
             return await BridgeReply(request).finish(error)
         bridged = BridgedSession(config, principal, self._settings, self._no_call(config))
         self._quota.opened(bridged.token, config.name, principal, address, None)  # counted while opening

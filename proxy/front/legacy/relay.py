@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 import aiohttp
 from aiohttp import web
 
+from proxy.calls.outcomes import too_many_calls
 from proxy.calls.wording import unavailable_message
 from proxy.config import UpstreamConfig
 from proxy.front.address import client_address
@@ -110,7 +111,7 @@ class LegacyRelay:
             address = client_address(request.headers, request.remote, self._address_header)
             refusal = quota.refusal(upstream, principal, address, config.pool.max_sessions)
             if refusal is not None:
-                error = jsonrpc.error(msg.id, jsonrpc.LIMIT_EXCEEDED, f"Too many calls: {refusal}")
+                error = jsonrpc.Error(msg.id, too_many_calls(refusal))
                 return web.Response(body=jsonrpc.dumps(error), content_type="application/json")
             reserved = f"initializing:{secrets.token_hex(8)}"
             quota.opened(reserved, upstream, principal, address, ttl)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from proxy.calls.outcomes import too_many_calls
 from proxy.calls.registry import CallRegistry
 from proxy.config import FrontConfig
 from proxy.front.checks import Refusal
@@ -44,7 +45,7 @@ def pool_full(
     """No session came free in time for a plain request: -31003, like a call, with its log line's outcome."""
     registry.refused("pool_full")
     line.update(outcome=f"failed:{jsonrpc.LIMIT_EXCEEDED}", refusal="pool_full")
-    return jsonrpc.error(msg.id, jsonrpc.LIMIT_EXCEEDED, f"Too many calls: {exc}")
+    return jsonrpc.Error(msg.id, too_many_calls(exc))
 
 
 ADMISSION_RETRY_AFTER = (("Retry-After", "1"),)  # a full replica: room comes back as calls end

@@ -6,7 +6,7 @@ request line shows (a parked call resumed or reaped, a takeover) through its obs
 Gauges (calls, sessions) are read from the call registry and the pools at scrape time.
 
 Every label value comes from a fixed set (methods, outcome classes, rejection reasons, configured upstream
-and tool names); anything else is counted as "other", so label cardinality stays bounded whatever clients send
+and tool names); anything else is counted as "other", so label cardinality is bounded whatever clients send.
 """
 
 from __future__ import annotations

@@ -47,6 +47,8 @@ ALLOW_HEADERS = (
     "tracestate",
 )
 EXPOSE_HEADERS = ("Mcp-Session-Id", "WWW-Authenticate", "Retry-After", REQUEST_ID_HEADER)
+_ALLOW_HEADERS_VALUE = ", ".join(ALLOW_HEADERS)  # joined once: sent on every preflight
+_EXPOSE_HEADERS_VALUE = ", ".join(EXPOSE_HEADERS)  # and this on every answer to an allowed origin
 MAX_AGE_S = 600  # how long a browser may reuse a preflight's answer
 MAX_LOGGED_ORIGIN = 200  # characters of a refused Origin the request line keeps
 
@@ -90,7 +92,7 @@ class Cors:
                 response.headers.update(
                     {
                         "Access-Control-Allow-Methods": ALLOW_METHODS,
-                        "Access-Control-Allow-Headers": ", ".join(ALLOW_HEADERS),
+                        "Access-Control-Allow-Headers": _ALLOW_HEADERS_VALUE,
                         "Access-Control-Max-Age": str(MAX_AGE_S),
                     }
                 )
@@ -114,7 +116,7 @@ class Cors:
             return
         response.headers["Access-Control-Allow-Origin"] = origin
         if request.method != "OPTIONS":
-            response.headers["Access-Control-Expose-Headers"] = ", ".join(EXPOSE_HEADERS)
+            response.headers["Access-Control-Expose-Headers"] = _EXPOSE_HEADERS_VALUE
 
 
 def middleware(cors: Cors) -> Middleware:

@@ -57,22 +57,20 @@ def unknown_env(environ: Mapping[str, str], config: Config) -> list[str]:
     return sorted(k for k in environ if k.startswith(ENV_PREFIX) and k not in named)
 
 
-def key_problems(config: Config, environ: Mapping[str, str]) -> list[str]:
-    """What is wrong with the configured key sources, as `keys.<section>: reason` lines (never key text)."""
+def key_problems(config: Config, environ: Mapping[str, str]) -> tuple[list[str], int]:
+    """What is wrong with the configured key sources, as `keys.<section>: reason` lines (never key text),
+    and how many keys load (read once)."""
     problems = [
         f"keys.env: environment variable {name} is unset or empty"
         for name in config.keys.env
         if not environ.get(name, "").strip()
     ]
+    count = 0
     try:
-        configured_staged_keys(config, environ)
+        count = len(configured_staged_keys(config, environ))
     except KeyLoadError as exc:
         problems.append(f"keys: {exc}")
-    return problems
-
-
-def key_count(config: Config, environ: Mapping[str, str]) -> int:
-    return len(configured_staged_keys(config, environ))
+    return problems, count
 
 
 def loose_key_files(config: Config) -> list[str]:
@@ -172,7 +170,7 @@ def check_keys(config: Config, command: str, environ: Mapping[str, str] | None =
         _warn(command, "config.unknown_env", f"{name} is not a setting (known: {', '.join(KNOWN_ENV)})")
     for path in loose_key_files(config):
         _warn(command, "keys.file_readable_by_others", f"key file {path} is readable by others: chmod 600 it")
-    problems = key_problems(config, env)
+    problems, count = key_problems(config, env)
     if problems:
         if command == "serve" and logs.renders_json():  # one logging path (proxy/startup.py): one JSON line
             log.error("startup.failed", error="invalid key configuration", problems=problems)
@@ -181,7 +179,6 @@ def check_keys(config: Config, command: str, environ: Mapping[str, str] | None =
         print("\n".join(problems), file=sys.stderr)
         return 2
     if command == "check-config":
-        count = key_count(config, env)
         what = f"{count} key(s) loaded" if count else "no key configured: an ephemeral key at start"
         print(f"keys: {what}")
     return None

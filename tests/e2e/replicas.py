@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import functools
 import json
@@ -11,7 +12,7 @@ import shutil
 import sys
 import tempfile
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ import aiohttp
 import peers
 import yaml
 
+from e2e.harness import RawClient
 from proxy.handle import generate_key_b64, parse_key
 
 NGINX = Path("/usr/sbin/nginx")
@@ -238,3 +240,19 @@ async def all_replicas(
 ) -> bool:
     bodies = [body for _, body in await asyncio.gather(*(readyz(http, r) for r in group.replicas))]
     return all(ok(body["key_ring"]) for body in bodies)
+
+
+Flow = Callable[[RawClient, str], Awaitable[str]]  # one client flow under a tag: "ok" or what failed
+
+
+async def flows_until(
+    stop: asyncio.Event, flow: Flow, client: RawClient, who: int, tally: collections.Counter[str]
+) -> None:
+    """Run `flow` again and again (tags c<who>f<n>) until `stop`; count "ok", "failed" and each failure."""
+    n = 0
+    while not stop.is_set():
+        outcome = await flow(client, f"c{who}f{n}")
+        tally["ok" if outcome == "ok" else "failed"] += 1
+        if outcome != "ok":
+            tally[outcome[:120]] += 1
+        n += 1

@@ -21,7 +21,17 @@ import pytest
 
 from e2e.harness import EVERYTHING_FORM, RawClient, Reply
 from e2e.recording import Recording, recording_relay
-from e2e.replicas import all_replicas, cluster, kid, log_lines, readyz, round_robin, until, url_of
+from e2e.replicas import (
+    all_replicas,
+    cluster,
+    flows_until,
+    kid,
+    log_lines,
+    readyz,
+    round_robin,
+    until,
+    url_of,
+)
 from proxy.handle import generate_key_b64
 
 pytestmark = [pytest.mark.peers, pytest.mark.asyncio(loop_scope="session")]
@@ -48,18 +58,6 @@ async def flow(client: RawClient, name: str) -> str:
     (key,) = first.result["inputRequests"]
     final = await client.retry(first, {key: answer(name)}, TOOL)
     return "ok" if f"- Name: {name}" in text_of(final) else f"end: {final.status} {final.body}"
-
-
-async def flows_until(
-    stop: asyncio.Event, client: RawClient, who: int, tally: collections.Counter[str]
-) -> None:
-    n = 0
-    while not stop.is_set():
-        outcome = await flow(client, f"c{who}f{n}")
-        tally["ok" if outcome == "ok" else "failed"] += 1
-        if outcome != "ok":
-            tally[outcome[:120]] += 1
-        n += 1
 
 
 async def park(client: RawClient, count: int) -> list[Reply]:
@@ -104,7 +102,7 @@ async def test_rolling_rotation_on_server_everything_loses_no_flow() -> None:
         client = RawClient(lb, http, capabilities=CAPS)
         parked = await park(client, PARKED)
         stop, tally = asyncio.Event(), collections.Counter[str]()
-        runners = [asyncio.create_task(flows_until(stop, client, i, tally)) for i in range(CLIENTS)]
+        runners = [asyncio.create_task(flows_until(stop, flow, client, i, tally)) for i in range(CLIENTS)]
         try:
             for i in range(3):  # step 1: the new key reaches each replica as `next` (unseal only)
                 group.write_keys(i, {"0-current": old, "2-next": new})

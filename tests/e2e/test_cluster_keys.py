@@ -16,7 +16,17 @@ import peers
 import pytest
 
 from e2e.harness import RawClient, Reply, accept_name
-from e2e.replicas import all_replicas, cluster, kid, log_lines, readyz, round_robin, until, url_of
+from e2e.replicas import (
+    all_replicas,
+    cluster,
+    flows_until,
+    kid,
+    log_lines,
+    readyz,
+    round_robin,
+    until,
+    url_of,
+)
 from proxy.handle import generate_key_b64
 
 pytestmark = [pytest.mark.peers, pytest.mark.asyncio(loop_scope="session")]
@@ -37,18 +47,6 @@ async def two_round_flow(client: RawClient, tag: str) -> str:
         reply = await client.retry(reply, {key: accept_name(f"{tag}r{r}")}, "ask_n", args)
     text = reply.body.get("result", {}).get("content", [{}])[0].get("text")
     return "ok" if text == f"accept:{tag}r0|accept:{tag}r1" else f"end: {reply.status} {reply.body}"
-
-
-async def flows_until(
-    stop: asyncio.Event, client: RawClient, who: int, tally: collections.Counter[str]
-) -> None:
-    n = 0
-    while not stop.is_set():
-        outcome = await two_round_flow(client, f"c{who}f{n}")
-        tally["ok" if outcome == "ok" else "failed"] += 1
-        if outcome != "ok":
-            tally[outcome[:120]] += 1
-        n += 1
 
 
 async def park(client: RawClient, count: int) -> list[Reply]:
@@ -83,7 +81,9 @@ async def test_rolling_rotation_loses_no_flow(fastmcp_url: str, procedure: str) 
         client = RawClient(lb, http)
         parked = await park(client, PARKED)
         stop, tally = asyncio.Event(), collections.Counter[str]()
-        flows = [asyncio.create_task(flows_until(stop, client, i, tally)) for i in range(CLIENTS)]
+        flows = [
+            asyncio.create_task(flows_until(stop, two_round_flow, client, i, tally)) for i in range(CLIENTS)
+        ]
         try:
             if procedure == "two-step":
                 for i in range(3):  # step 1: the new key reaches each replica in turn, as `next`

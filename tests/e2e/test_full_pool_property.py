@@ -58,17 +58,27 @@ Answer = tuple[int, list[dict[str, Any]], str | None]  # status, JSON-RPC messag
 SEEN: Counter[str] = Counter()  # what the examples got, printed at the end (`-s`)
 
 
+POOL = PoolConfig(max_sessions=2, acquire_timeout_s=0.2, idle_ttl_s=1)
+
+
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def proxy() -> AsyncIterator[RunningProxy]:
+async def upstreams() -> AsyncIterator[tuple[UpstreamConfig, UpstreamConfig]]:
+    """FastMCP 1.30 over Streamable HTTP (`default`) and over HTTP+SSE (`bridged`), two sessions each."""
     async with peers.start_fastmcp() as url, peers.start_fastmcp("sse") as sse_url:
-        pool = PoolConfig(max_sessions=2, acquire_timeout_s=0.2, idle_ttl_s=1)
-        upstream = UpstreamConfig(name="default", url=url, pool=pool)
-        bridged = UpstreamConfig(name="bridged", url=sse_url, transport="sse", pool=pool)
-        # Parked calls die young here, so that later examples see a pool that frees up again.
-        async with running_proxy(
-            upstream, extra=(bridged,), max_calls_per_address=0, first_round_ttl_s=1
-        ) as running:
-            yield running
+        yield (
+            UpstreamConfig(name="default", url=url, pool=POOL),
+            UpstreamConfig(name="bridged", url=sse_url, transport="sse", pool=POOL),
+        )
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def proxy(upstreams: tuple[UpstreamConfig, UpstreamConfig]) -> AsyncIterator[RunningProxy]:
+    upstream, bridged = upstreams
+    # Parked calls die young here, so that later examples see a pool that frees up again.
+    async with running_proxy(
+        upstream, extra=(bridged,), max_calls_per_address=0, first_round_ttl_s=1
+    ) as running:
+        yield running
     print(f"\nfull-pool property: answers by kind {dict(SEEN)}")
 
 
@@ -160,15 +170,17 @@ async def test_full_pools_never_give_a_server_error(
 
 
 @pytest.mark.asyncio(loop_scope="session")
-async def test_a_full_pool_answers_31003_with_its_log_line_and_metric(proxy: RunningProxy) -> None:
+async def test_a_full_pool_answers_31003_with_its_log_line_and_metric(
+    upstreams: tuple[UpstreamConfig, UpstreamConfig],
+) -> None:
     """One principal parks a call, another runs a slow one: both sessions held. A third principal's
     tools/list waits pool.acquire_timeout_s, then gets -31003; its request line says so and the refusal is
-    counted."""
-    for _ in range(300):  # calls the property's examples left parked die young (first_round_ttl_s)
-        if proxy.live == 0:
-            break
-        await asyncio.sleep(0.02)
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as http:
+    counted. A proxy of its own, with the default first-round TTL: the parked call must outlive the wait
+    however slow the machine (the property's proxy lets parked calls die after a second)."""
+    async with (
+        running_proxy(upstreams[0], max_calls_per_address=0) as proxy,
+        aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as http,
+    ):
         holder, runner = (RawClient(proxy.url, http, authorization=f"Bearer holder-{i}") for i in range(2))
         first = await holder.call("ask_name")
         assert first.result["resultType"] == "input_required"

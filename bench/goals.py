@@ -41,10 +41,11 @@ def new_conns_per_1000(data: dict[str, Any], kind: str) -> tuple[float | None, f
     return _median(rates), (max(rates) if rates else None)
 
 
-def cpu_ratio(data: dict[str, Any], kind: str, c: str) -> float | None:
-    """Proxy CPU per call ÷ legacy server CPU per call, both in the proxy's own run (median over reps)."""
+def cpu_ratio(data: dict[str, Any], kind: str, c: str, path: str = "mrtr") -> float | None:
+    """Proxy CPU per call ÷ legacy server CPU per call, both in the proxy's own run (median over reps);
+    `path` "floor": the same for the aiohttp floor relay (bench/floor_relay.py)."""
     ratios = []
-    for r in _runs(data, kind, c, "mrtr"):
+    for r in _runs(data, kind, c, path):
         per = r.get("cpu_us_per_req") or {}
         proxy, server = per.get("proxy"), per.get("upstream")
         if proxy and server:
@@ -78,14 +79,21 @@ def goals(data: dict[str, Any], s: dict[str, Any]) -> list[dict[str, Any]]:
         if not cs:
             continue
         ratios = {c: cpu_ratio(data, kind, c) for c in cs}
+        floors = {c: cpu_ratio(data, kind, c, "floor") for c in cs}
         top = ratios.get("16", ratios[cs[-1]])
+        floor_text = ""
+        if any(f is not None for f in floors.values()):
+            floor_text = "; the aiohttp floor relay: " + ", ".join(
+                f"c={c}: {_fmt(f, '.2f')}" for c, f in floors.items()
+            )
         add(
             f"proxy CPU per pass-through call ÷ {label} CPU per call",
             top,
-            ", ".join(f"c={c}: {_fmt(r, '.2f')}" for c, r in ratios.items()),
+            ", ".join(f"c={c}: {_fmt(r, '.2f')}" for c, r in ratios.items()) + floor_text,
             f"≤ {goal:g}",
             ok=None if top is None else top <= goal,
-            note="both from /proc in the proxy's own run; verdict at 16 clients",
+            note="both from /proc in the proxy's own run; verdict at 16 clients; the floor relay is one "
+            "aiohttp server request + one pooled aiohttp client request per call and nothing else",
         )
     throughput_goals = (("fastmcp130", "FastMCP 1.30", 0.9), ("minimal", "minimal aiohttp server", 0.45))
     for kind, label, goal in throughput_goals:

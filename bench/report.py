@@ -21,6 +21,7 @@ UPSTREAM_LABEL = {"minimal": "minimal aiohttp legacy server", "fastmcp130": "Fas
 PATH_LABEL = {
     "direct": "direct",
     "mrtr": "mrtr-proxy",
+    "floor": "aiohttp floor relay",
     "fastmcp": "FastMCP proxy",
     "fastmcp_shared": "FastMCP proxy, shared session",
 }
@@ -442,7 +443,9 @@ def _machine_lines(data: dict[str, Any]) -> list[str]:
 
 def _pass_lines(kind: str, rows: dict[str, Any]) -> list[str]:
     has_shared = any("fastmcp_shared" in r for r in rows.values())
-    paths = ["direct", "mrtr", "fastmcp"] + (["fastmcp_shared"] if has_shared else [])
+    has_floor = any("floor" in r for r in rows.values())
+    paths = ["direct", "mrtr", *(["floor"] if has_floor else []), "fastmcp"]
+    paths += ["fastmcp_shared"] if has_shared else []
     ratios = ["mrtr ÷ direct", "mrtr ÷ FastMCP"] + (["mrtr ÷ FastMCP shared"] if has_shared else [])
     lines = [
         f"### 1. Pass-through: plain tool call, {UPSTREAM_LABEL.get(kind, kind)}",

@@ -59,7 +59,7 @@ LOOPBACK = "127.0.0.1"
 STOP_S = 1.0  # SIGTERM, then SIGKILL after this long: nothing here needs a graceful shutdown
 NOFILE = 65536  # 10,000 parked calls hold ~20,000 upstream connections in the proxy and as many in the server
 UPSTREAMS = ("minimal", "fastmcp130")
-PATHS = ("direct", "mrtr", "fastmcp", "fastmcp_shared")
+PATHS = ("direct", "mrtr", "floor", "fastmcp", "fastmcp_shared")
 
 
 @dataclass(frozen=True)
@@ -311,6 +311,18 @@ async def fastmcp_proxy(upstream: str, *, shared: bool = False) -> AsyncIterator
         yield Piece(f"http://{LOOPBACK}:{peer.port}/mcp", peer.pid)
 
 
+@contextlib.asynccontextmanager
+async def floor_relay(upstream: str) -> AsyncIterator[Piece]:
+    """The aiohttp floor (bench/floor_relay.py): one server request + one pooled client request per call."""
+
+    def command(port: int) -> list[str]:
+        return [PY, str(BENCH / "floor_relay.py"), "--upstream", upstream, "--port", str(port)]
+
+    env = {"PYTHONUNBUFFERED": "1"}
+    async with peers.run_peer("floor-relay", command, env=env, stop_timeout=STOP_S) as peer:
+        yield Piece(f"http://{LOOPBACK}:{peer.port}/mcp", peer.pid)
+
+
 TOOLS = {
     "minimal": {"echo": "echo", "ask": "ask"},
     "fastmcp130": {"echo": "echo", "ask": "ask_name"},
@@ -380,6 +392,7 @@ async def pass_and_roundtrip(
         legacy_server(kind) as up,
         mrtr_proxy(up.url, tmp) as mp,
         mrtr_proxy(up.url, tmp, gather_window_ms=0) as mp0,
+        floor_relay(up.url) as fl,
         fastmcp_proxy(up.url) as fp,
         fastmcp_proxy(up.url, shared=True) if shared else contextlib.nullcontext() as fps,
     ):
@@ -390,6 +403,7 @@ async def pass_and_roundtrip(
         targets = {
             "direct": ("legacy", up.url, {"upstream": up.pid}),
             "mrtr": ("modern", mp.url, {"proxy": mp.pid, "upstream": up.pid}),
+            "floor": ("modern", fl.url, {"proxy": fl.pid, "upstream": up.pid}),
             "fastmcp": ("legacy", fp.url, {"proxy": fp.pid, "upstream": up.pid}),
         }
         if fps is not None:

@@ -1,0 +1,87 @@
+"""The floor: the least an aiohttp process can do to relay a tool call to a legacy server, for the benchmarks.
+
+mrtr-proxy is an aiohttp server that makes an aiohttp client request per call. This relay does only that:
+it opens one legacy session to the upstream at start (``initialize``, ``notifications/initialized``), then
+answers each ``POST /mcp`` by POSTing the body as it came to the upstream on that session (one pooled
+keep-alive ``ClientSession``) and returning the JSON-RPC response as JSON (taken from the SSE stream when the
+upstream answers with one). No checks, no principal, no pool, no handles, no logging, no metrics: not a
+proxy anyone should run, but what CPU per call a pass-through on aiohttp cannot go below. `make bench` puts
+mrtr-proxy's CPU per call next to it, so a goal below this floor shows as such.
+
+Run: ``python bench/floor_relay.py --upstream http://127.0.0.1:8000/mcp --port 8091`` (binds 127.0.0.1).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+LEGACY_VERSION = "2025-11-25"
+UPSTREAM = web.AppKey("upstream", dict)
+
+
+async def open_session(http: aiohttp.ClientSession, url: str) -> dict[str, str]:
+    """A legacy session on the upstream; the headers every later POST carries."""
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": LEGACY_VERSION, "capabilities": {}, "clientInfo": {"name": "floor", "version": "1"}
+    }}  # fmt: skip
+    async with http.post(url, json=init, headers=headers) as resp:
+        await resp.read()
+        headers["Mcp-Session-Id"] = resp.headers["Mcp-Session-Id"]
+    headers["MCP-Protocol-Version"] = LEGACY_VERSION
+    note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    async with http.post(url, json=note, headers=headers) as resp:
+        await resp.read()
+    return headers
+
+
+def from_sse(raw: bytes) -> bytes:
+    """The last `data:` of an SSE body (the response ends the stream)."""
+    data = b""
+    for line in raw.splitlines():
+        if line.startswith(b"data:"):
+            data = line[5:].strip()
+    return data
+
+
+async def relay(request: web.Request) -> web.Response:
+    up: dict[str, Any] = request.app[UPSTREAM]
+    body = await request.read()
+    async with up["http"].post(up["url"], data=body, headers=up["headers"]) as resp:
+        raw = await resp.read()
+        if resp.content_type == "text/event-stream":
+            raw = from_sse(raw)
+    return web.Response(body=raw, content_type="application/json")
+
+
+def create_app(url: str) -> web.Application:
+    app = web.Application()
+    state: dict[str, Any] = {"url": url}
+    app[UPSTREAM] = state
+
+    async def upstream_session(_: web.Application) -> Any:
+        async with aiohttp.ClientSession() as http:
+            state["http"] = http
+            state["headers"] = await open_session(http, url)
+            yield
+
+    app.cleanup_ctx.append(upstream_session)
+    app.router.add_post("/mcp", relay)
+    return app
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--upstream", required=True)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, required=True)
+    args = parser.parse_args()
+    web.run_app(create_app(args.upstream), host=args.host, port=args.port, print=None, access_log=None)
+
+
+if __name__ == "__main__":
+    main()

@@ -20,13 +20,15 @@ import aiohttp
 import structlog
 
 from proxy.upstream.base import Inbox, ServerInfo, TransportLost, UpstreamError
+from proxy.upstream.event_stream import StreamEnded, open_event_stream
 from proxy.upstream.http_errors import SESSION_GONE, refused, rejected_status, session_gone, unreachable
 from proxy.upstream.keepalive import finish_body
 from proxy.upstream.propagation import detach_from_request, with_propagated
 from proxy.upstream.router import CLIENT_INFO, NoCallAnswer, negotiate
 from proxy.upstream.session_core import SessionCore
+from proxy.upstream.tls import context_of
 from proxy.wire import jsonrpc, mcp
-from proxy.wire.sse import SSEDecoder
+from proxy.wire.sse import SSEDecoder, SSEEvent
 
 log = structlog.get_logger(__name__)
 
@@ -97,12 +99,12 @@ class StreamableHttpSession(SessionCore):
         return session
 
     async def _open_get_stream(self) -> None:
-        get_ready = asyncio.Event()
+        get_ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._spawn(self._run_get_stream(get_ready))
         # Servers drop messages for the standalone stream while none is connected: no call before it is.
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(self._settings.initialize_timeout):
-                await get_ready.wait()
+                await asyncio.shield(get_ready)
 
     async def detach(self) -> None:
         self._alive = False
@@ -190,7 +192,6 @@ class StreamableHttpSession(SessionCore):
         resp: aiohttp.ClientResponse,
         until: jsonrpc.RequestId | None,
         *,
-        standalone: bool = False,
         on_event_id: Callable[[str], None] | None = None,
     ) -> bool:
         """Dispatch the stream's messages; True once the response with id `until` was seen.
@@ -199,52 +200,78 @@ class StreamableHttpSession(SessionCore):
         decoder = SSEDecoder()
         async for chunk in resp.content.iter_any():
             for event in decoder.feed(chunk):
-                if event.id is not None and on_event_id is not None:
-                    on_event_id(event.id)
-                if not event.data.strip():
-                    continue  # priming event (SEP-1699)
-                try:
-                    msg = jsonrpc.decode(event.data)
-                except jsonrpc.InvalidMessage as exc:
-                    log.warning("upstream.bad_message", error=str(exc))
-                    continue
-                self._dispatch(msg, standalone=standalone)
+                msg = self._on_event(event, on_event_id=on_event_id)
                 if until is not None and isinstance(msg, jsonrpc.Result | jsonrpc.Error) and msg.id == until:
                     return True
         return False
 
-    async def _run_get_stream(self, ready: asyncio.Event) -> None:
-        """Hold the standalone GET stream open: servers send unrelated requests (sampling, roots) on it.
+    def _on_event(
+        self,
+        event: SSEEvent,
+        *,
+        standalone: bool = False,
+        on_event_id: Callable[[str], None] | None = None,
+    ) -> jsonrpc.Message | None:
+        """Dispatch one SSE event's message (None: a priming event, or a message that is not JSON-RPC)."""
+        if event.id is not None and on_event_id is not None:
+            on_event_id(event.id)
+        if not event.data.strip():
+            return None  # priming event (SEP-1699)
+        try:
+            msg = jsonrpc.decode(event.data)
+        except jsonrpc.InvalidMessage as exc:
+            log.warning("upstream.bad_message", error=str(exc))
+            return None
+        self._dispatch(msg, standalone=standalone)
+        return msg
 
-        `ready` is set once the stream is up, or known to be unavailable."""
+    async def _run_get_stream(self, ready: asyncio.Future[None]) -> None:
+        """Hold the standalone GET stream open: servers send unrelated requests (sampling, roots) on it. It
+        lives as long as the session, so it runs on a lean protocol of its own (event_stream.py).
+
+        `ready` is done once the stream is up, or known to be unavailable."""
         detach_from_request()  # the stream is the session's, not the request's that opened it
         failures = 0
         position = _StreamPosition()  # this stream's own last event id, for Last-Event-ID on reconnect
+
+        def on_event(event: SSEEvent) -> None:
+            self._on_event(event, standalone=True, on_event_id=position.saw)
+
         while self._alive:
             headers = self._headers()
             if position.last_id is not None:
                 headers["Last-Event-ID"] = position.last_id
+            stream = None
             try:
-                async with self._http.get(
-                    self._settings.url, headers=headers, timeout=aiohttp.ClientTimeout(sock_connect=10)
-                ) as resp:
-                    if resp.status == 405:
-                        ready.set()
-                        return  # the server offers no standalone stream
-                    if resp.status == 404:
-                        ready.set()
-                        self._die(SESSION_GONE)
-                        return
-                    if resp.status != 200:
-                        raise UpstreamError(f"GET stream answered HTTP {resp.status}")
-                    failures = 0
-                    ready.set()
-                    await self._read_sse(resp, until=None, standalone=True, on_event_id=position.saw)
-            except (aiohttp.ClientError, UpstreamError, TimeoutError) as exc:
+                stream, head = await open_event_stream(
+                    self._settings.url,
+                    headers,
+                    on_event,
+                    tls=context_of(self._http),
+                    connect_timeout=self._settings.connect_timeout,
+                    head_timeout=self._settings.initialize_timeout,
+                )
+                if head.status == 405:
+                    _done(ready)
+                    return  # the server offers no standalone stream
+                if head.status == 404:
+                    _done(ready)
+                    self._die(SESSION_GONE)
+                    return
+                if head.status != 200:
+                    raise UpstreamError(f"GET stream answered HTTP {head.status}")
+                failures = 0
+                _done(ready)
+                why = await stream.ended
+                log.debug("upstream.get_stream_ended", reason=why)
+            except (OSError, StreamEnded, UpstreamError, TimeoutError) as exc:
                 failures += 1
                 log.debug("upstream.get_stream_lost", error=str(exc), failures=failures)
+            finally:
+                if stream is not None:
+                    stream.close()
             if failures >= len(GET_RETRY_DELAYS):
-                ready.set()
+                _done(ready)
                 log.warning("upstream.get_stream_gave_up", session=self._session_id)
                 return
             await asyncio.sleep(GET_RETRY_DELAYS[min(failures, len(GET_RETRY_DELAYS) - 1)])
@@ -292,6 +319,11 @@ class _StreamPosition:
 
     def saw(self, event_id: str) -> None:
         self.last_id = event_id
+
+
+def _done(ready: asyncio.Future[None]) -> None:
+    if not ready.done():
+        ready.set_result(None)
 
 
 def _kind(message: jsonrpc.Response | jsonrpc.Notification) -> str:

@@ -4,11 +4,16 @@ for mutual TLS. Built once at start; a file that cannot be used stops the start 
 from __future__ import annotations
 
 import ssl
+import weakref
 from collections.abc import Mapping
 
 import aiohttp
 
 from proxy.config import TlsConfig
+
+# The context each upstream's own HTTP client was made with, for what opens its connections itself (the
+# standalone GET streams, event_stream.py): an aiohttp session does not say which context it verifies with.
+_CONTEXTS: weakref.WeakKeyDictionary[aiohttp.ClientSession, ssl.SSLContext] = weakref.WeakKeyDictionary()
 
 
 class TlsSetupError(ValueError):
@@ -53,10 +58,15 @@ def tls_sessions(
     contexts: Mapping[str, ssl.SSLContext | None], timeout: aiohttp.ClientTimeout
 ) -> dict[str, aiohttp.ClientSession]:
     """An HTTP client of its own for each upstream with an SSL context (the others share the proxy's)."""
-    return {
-        name: aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=0, limit_per_host=0, ssl=ctx), timeout=timeout
-        )
-        for name, ctx in contexts.items()
-        if ctx is not None
-    }
+    clients = {}
+    for name, ctx in contexts.items():
+        if ctx is not None:
+            connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, ssl=ctx)
+            clients[name] = aiohttp.ClientSession(connector=connector, timeout=timeout)
+            _CONTEXTS[clients[name]] = ctx
+    return clients
+
+
+def context_of(http: aiohttp.ClientSession) -> ssl.SSLContext | None:
+    """The SSL context `http` was made with by `tls_sessions`; None: the default (system CAs)."""
+    return _CONTEXTS.get(http)

@@ -1,0 +1,143 @@
+"""A long-lived GET event stream on a plain asyncio protocol: the standalone stream of a legacy session.
+
+Every pooled session (and every parked call's) holds one standalone GET stream open for as long as it lives.
+On aiohttp's client each held stream cost ~14 KB of Python objects (request, response, stream reader,
+response handler, timers, a reading task's coroutine stack); this protocol reads the response with the pure
+`wire.http1.ResponseReader` and feeds the body straight to an `SSEDecoder`, calling `on_event` for each
+event from `data_received`: no reader task, no buffer between the socket and the decoder. The POSTs stay on
+aiohttp (pooled keep-alive connections, short-lived); only a stream that lives as long as its session
+comes here. The connection is never reused: it ends with the stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections.abc import Callable, Mapping
+from typing import cast
+from urllib.parse import urlsplit
+
+import structlog
+
+from proxy.wire.http1 import HttpError, ResponseHead, ResponseReader, request_head
+from proxy.wire.sse import SSEDecoder, SSEError, SSEEvent
+
+log = structlog.get_logger(__name__)
+
+EventHandler = Callable[[SSEEvent], None]
+
+
+class StreamEnded(Exception):
+    """The stream ended: the connection closed, or its bytes could not be read (the reason)."""
+
+
+class EventStream(asyncio.Protocol):
+    """One GET and its response, as the bytes arrive. `head` resolves to the response head once it is in (to
+    None if the stream ended first); `ended` to why the stream ended ("" when `close()` ended it). Neither
+    future ever holds an exception, so nothing is left unretrieved whoever stops waiting."""
+
+    __slots__ = ("_decoder", "_on_event", "_reader", "_request", "_transport", "ended", "head")
+
+    def __init__(self, request: bytes, on_event: EventHandler, loop: asyncio.AbstractEventLoop) -> None:
+        self._request = request
+        self._on_event = on_event
+        self._reader = ResponseReader()
+        self._decoder = SSEDecoder()
+        self._transport: asyncio.Transport | None = None
+        self.head: asyncio.Future[ResponseHead | None] = loop.create_future()
+        self.ended: asyncio.Future[str] = loop.create_future()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # A stream transport (asyncio's or uvloop's, which does not derive from asyncio.Transport).
+        self._transport = cast(asyncio.Transport, transport)
+        self._transport.write(self._request)
+        self._request = b""
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            head, body = self._reader.feed(data)
+            if head is not None and not self.head.done():
+                self.head.set_result(head)
+            if body:
+                for event in self._decoder.feed(body):
+                    self._on_event(event)
+        except (HttpError, SSEError) as exc:
+            self._end(str(exc))
+        except Exception as exc:  # a bug in what handles an event: the stream cannot go on consistently
+            log.exception("upstream.event_stream_failed")
+            self._end(f"{type(exc).__name__} handling an event")
+        else:
+            if self._reader.done:
+                self._end("the server ended the response")
+
+    def eof_received(self) -> bool:
+        return False  # close the transport: a half-closed stream carries nothing more
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._end(f"connection lost: {exc}" if exc else "the server closed the connection")
+
+    def close(self) -> None:
+        """End the stream from our side."""
+        self._end("")
+
+    def _end(self, why: str) -> None:
+        if not self.head.done():
+            self.head.set_result(None)
+        if not self.ended.done():
+            self.ended.set_result(why)
+        if self._transport is not None:
+            self._transport.close()
+            self._transport = None
+
+    def _shut(self) -> None:
+        if self._transport is not None:
+            self._transport.close()
+            self._transport = None
+
+
+async def open_event_stream(
+    url: str,
+    headers: Mapping[str, str],
+    on_event: EventHandler,
+    *,
+    tls: ssl.SSLContext | None,
+    connect_timeout: float,
+    head_timeout: float,
+) -> tuple[EventStream, ResponseHead]:
+    """GET `url` with `headers` and wait for the response head. The caller closes the stream (`close()`),
+    whatever its status. `tls`: the upstream's own context for https (None: the default, verifying).
+    Raises OSError or TimeoutError (no connection, or no head in time), StreamEnded (no head at all)."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise StreamEnded(f"cannot open an event stream to {url!r}")
+    secure = parts.scheme == "https"
+    port = parts.port or (443 if secure else 80)
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    host = parts.netloc.rpartition("@")[2]
+    wanted = {"Accept-Encoding": "identity", "User-Agent": "mrtr-proxy", **headers}
+    try:
+        request = request_head(target, host, wanted.items())
+    except HttpError as exc:
+        raise StreamEnded(str(exc)) from None
+    loop = asyncio.get_running_loop()
+    stream = EventStream(request, on_event, loop)
+    async with asyncio.timeout(connect_timeout):
+        await loop.create_connection(
+            lambda: stream,
+            parts.hostname,
+            port,
+            ssl=(tls or True) if secure else None,
+            server_hostname=parts.hostname if secure else None,
+        )
+    try:
+        async with asyncio.timeout(head_timeout):
+            head = await asyncio.shield(stream.head)
+    except BaseException:
+        stream.close()
+        raise
+    if head is None:
+        raise StreamEnded(stream.ended.result() or "the stream ended before its response head")
+    return stream, head
+
+
+__all__ = ["EventHandler", "EventStream", "StreamEnded", "open_event_stream"]

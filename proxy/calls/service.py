@@ -40,7 +40,7 @@ from proxy.handle import HandleError, target_digest
 from proxy.pool import PoolExhausted
 from proxy.translate.exchange import Exchange
 from proxy.translate.notes import call_progress_token, with_progress_token
-from proxy.upstream.base import UpstreamAuthChallenge, UpstreamError
+from proxy.upstream.base import Inbox, UpstreamAuthChallenge, UpstreamError
 from proxy.wire import jsonrpc
 from proxy.wire.jsonrpc import ErrorObject
 
@@ -94,7 +94,7 @@ class CallService(Takeover, Draining):
             key=req.key,
             session=session,
             exchange=Exchange(req.key.capabilities),
-            inbox=asyncio.Queue(),
+            inbox=Inbox(),
             first_span=req.link.span,
             address=req.address,
             tool=tool_of(req.method, req.params),

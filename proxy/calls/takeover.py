@@ -31,7 +31,7 @@ from proxy.calls.wording import failed_during_call
 from proxy.handle import Claims
 from proxy.pool import PoolExhausted
 from proxy.translate.exchange import Exchange
-from proxy.upstream.base import UpstreamError
+from proxy.upstream.base import Inbox, UpstreamError
 
 
 class Takeover(CallDriver):
@@ -80,7 +80,7 @@ class Takeover(CallDriver):
             key=req.key,
             session=session,
             exchange=exchange,
-            inbox=asyncio.Queue(),
+            inbox=Inbox(),
             upstream_id=claims.request,
             first_span=claims.trace,
             address=req.address,

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from proxy.upstream.inbox import LeanQueue
 from proxy.wire import jsonrpc
 
 
@@ -21,7 +21,7 @@ class TransportLost:
 
 
 Incoming = jsonrpc.Message | TransportLost
-Inbox = asyncio.Queue[Incoming]
+Inbox = LeanQueue[Incoming]  # one per call (inbox.py)
 # Told each session-wide notification (called synchronously, as the message is routed; must not block).
 SessionListener = Callable[[jsonrpc.Notification], None]
 

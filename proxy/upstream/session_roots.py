@@ -35,7 +35,7 @@ class SessionRoots:
         self._clock = clock
         self._held: list[jsonrpc.Request] = []
         self._since: dict[jsonrpc.RequestId, float] = {}  # when each held request arrived
-        self._refetched = asyncio.Event()
+        self._refetched: asyncio.Future[None] | None = None  # while tell_changed waits for the re-fetch
         self.given: list[Any] | None = None  # the roots the server was last given on this session
         self.asks_unprompted = False  # the server asked for roots outside a call at least once
         self._calls = 0  # calls begun on the session
@@ -45,7 +45,8 @@ class SessionRoots:
             return self._fallback(req)
         self.asks_unprompted = True
         if self.given is not None:
-            self._refetched.set()
+            if self._refetched is not None and not self._refetched.done():
+                self._refetched.set_result(None)
             return jsonrpc.Result(req.id, {"roots": self.given})
         self._held.append(req)
         self._since[req.id] = self._clock()
@@ -86,13 +87,15 @@ class SessionRoots:
 
     async def tell_changed(self, session: UpstreamSession) -> None:
         """`notifications/roots/list_changed` upstream, then wait (bounded) for its re-fetch."""
-        self._refetched.clear()
-        await session.send(jsonrpc.Notification(mcp.ROOTS_LIST_CHANGED, {}))
+        self._refetched = refetched = asyncio.get_running_loop().create_future()
         try:
+            await session.send(jsonrpc.Notification(mcp.ROOTS_LIST_CHANGED, {}))
             async with asyncio.timeout(REFETCH_WAIT):
-                await self._refetched.wait()
+                await refetched
         except TimeoutError:
             log.info("upstream.roots_not_refetched", waited_s=REFETCH_WAIT)
+        finally:
+            self._refetched = None
 
 
 class RootsBook:

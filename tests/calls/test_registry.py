@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
@@ -10,6 +9,7 @@ import pytest
 from proxy.calls.registry import ENDED_PER_CALL, CallBusy, CallRegistry, LimitExceeded, LiveCall
 from proxy.translate.capabilities import ClientCapabilities
 from proxy.translate.exchange import Exchange
+from proxy.upstream.base import Inbox
 
 PER_PRINCIPAL = "calls.max_parked_per_principal"
 
@@ -34,7 +34,7 @@ def call(call_id: str, principal: str = "alice") -> LiveCall:
         key=key,
         session=session,
         exchange=Exchange(ClientCapabilities()),
-        inbox=asyncio.Queue(),
+        inbox=Inbox(),
     )
 
 

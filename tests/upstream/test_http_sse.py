@@ -229,7 +229,7 @@ async def test_stream_end_kills_the_session_and_is_never_reconnected(fake: Runni
     session = fake.session()
     try:
         await session.open()
-        inbox: Inbox = asyncio.Queue()
+        inbox: Inbox = Inbox()
         rid = await session.call("tools/call", {"name": "slow", "arguments": {}}, inbox)
         plain = asyncio.create_task(session.request("prompts/list", {}, timeout=30))  # never answered
         await asyncio.sleep(0.1)
@@ -269,7 +269,7 @@ async def test_all_messages_of_the_call_go_to_its_inbox_and_session_wide_ones_do
     session = fake.session()
     try:
         await session.open()
-        inbox: Inbox = asyncio.Queue()
+        inbox: Inbox = Inbox()
         rid = await session.call("tools/call", {"name": "t", "arguments": {}}, inbox)
         await asyncio.sleep(0.05)
         fake.server.push({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
@@ -306,7 +306,7 @@ async def test_a_message_larger_than_aiohttps_default_line_limit_arrives(fake: R
     session = fake.session()
     try:
         await session.open()
-        inbox: Inbox = asyncio.Queue()
+        inbox: Inbox = Inbox()
         rid = await session.call("tools/call", {"name": "big", "arguments": {}}, inbox)
         text = "x" * (2 * 1024 * 1024)  # one 2 MiB `data:` line (aiohttp's default limit is 512 KiB)
         fake.server.push(
@@ -409,7 +409,7 @@ async def test_a_call_cannot_be_taken_over(fake: Running) -> None:
     try:
         await session.open()
         with pytest.raises(UpstreamError, match="cannot be taken over"):
-            await session.resume_call(asyncio.Queue(), 1, "ev-1")
+            await session.resume_call(Inbox(), 1, "ev-1")
         assert session.alive
     finally:
         await session.close()
@@ -424,7 +424,7 @@ async def test_nothing_sent_on_a_dead_session_is_marked_not_delivered(fake: Runn
         await until(lambda: not session.alive)
         with pytest.raises(NotDelivered):
             await session.request("tools/list", {}, timeout=5)
-        inbox: Inbox = asyncio.Queue()
+        inbox: Inbox = Inbox()
         await session.call("tools/call", {"name": "t", "arguments": {}}, inbox)
         lost = await _next(inbox)
         assert isinstance(lost, TransportLost) and lost.delivered is False
@@ -437,7 +437,7 @@ async def test_a_call_cut_off_after_it_was_accepted_counts_as_delivered(fake: Ru
     session = fake.session()
     try:
         await session.open()
-        inbox: Inbox = asyncio.Queue()
+        inbox: Inbox = Inbox()
         await session.call("tools/call", {"name": "t", "arguments": {}}, inbox)
         await until(lambda: bool(fake.server.received("tools/call")))
         fake.server.push(None)

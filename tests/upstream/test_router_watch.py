@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
-
-from proxy.upstream.base import Incoming
+from proxy.upstream.base import Inbox
 from proxy.upstream.router import Router
 from proxy.wire import jsonrpc
 
@@ -19,7 +17,7 @@ def no_call(req: jsonrpc.Request) -> jsonrpc.Response:
 async def test_standalone_notifications_reach_the_listener_only() -> None:
     router = Router(no_call)
     heard: list[jsonrpc.Notification] = []
-    inbox: asyncio.Queue[Incoming] = asyncio.Queue()
+    inbox: Inbox = Inbox()
     router.begin_call(7, inbox)
     assert router.dispatch(CHANGED, standalone=True) is None  # no listener yet: dropped
     router.watch(heard.append)

@@ -181,7 +181,7 @@ async def test_each_message_is_one_line_and_unicode_survives() -> None:
 async def test_a_message_split_across_writes_and_two_in_one_write() -> None:
     async with opened() as session:
         assert await call_tool(session, "split") == {"split": True}
-        inbox: Inbox = asyncio.Queue()
+        inbox: Inbox = Inbox()
         await session.call("tools/call", {"name": "pair", "arguments": {}}, inbox)
         note = await next_item(inbox)
         assert isinstance(note, jsonrpc.Notification) and note.method == "notifications/progress"
@@ -200,7 +200,7 @@ async def test_a_line_that_is_not_json_rpc_is_logged_and_skipped() -> None:
 
 async def test_a_line_over_the_limit_ends_the_session() -> None:
     async with opened(max_line_bytes=1024) as session:
-        inbox: Inbox = asyncio.Queue()
+        inbox: Inbox = Inbox()
         await session.call("tools/call", {"name": "big", "arguments": {"size": 4096}}, inbox)
         lost = await next_item(inbox)
         assert isinstance(lost, TransportLost)
@@ -212,7 +212,7 @@ async def test_a_line_over_the_limit_ends_the_session() -> None:
 async def test_the_default_line_limit_is_16_mib() -> None:
     assert StdioSettings(upstream="x", command="x").max_line_bytes == 16 * 1024 * 1024
     async with opened() as session:  # a big line under the limit is fine
-        inbox: Inbox = asyncio.Queue()
+        inbox: Inbox = Inbox()
         await session.call("tools/call", {"name": "big", "arguments": {"size": 2 * 1024 * 1024}}, inbox)
         done = await next_item(inbox)
         assert isinstance(done, jsonrpc.Result) and done.result == {"ok": True}
@@ -224,7 +224,7 @@ async def test_the_default_line_limit_is_16_mib() -> None:
 
 async def test_server_requests_go_to_the_receiving_call() -> None:
     async with opened() as session:
-        inbox: Inbox = asyncio.Queue()
+        inbox: Inbox = Inbox()
         rid = await session.call("tools/call", {"name": "ask", "arguments": {}}, inbox)
         ask = await next_item(inbox)
         assert isinstance(ask, jsonrpc.Request)
@@ -247,7 +247,7 @@ async def test_a_server_request_with_no_call_gets_the_no_call_answer() -> None:
 
 async def test_session_wide_notifications_are_not_part_of_the_call() -> None:
     async with opened() as session:
-        inbox: Inbox = asyncio.Queue()
+        inbox: Inbox = Inbox()
         await session.call("tools/call", {"name": "notify", "arguments": {}}, inbox)
         items = [await next_item(inbox), await next_item(inbox)]
         session.end_call()
@@ -282,7 +282,7 @@ async def test_stderr_goes_to_the_log_line_by_line_bounded() -> None:
 async def test_child_exit_mid_call_fails_the_call_with_the_exit_code() -> None:
     with capture_logs() as logs:
         async with opened() as session:
-            inbox: Inbox = asyncio.Queue()
+            inbox: Inbox = Inbox()
             await session.call("tools/call", {"name": "die", "arguments": {"code": 3}}, inbox)
             lost = await next_item(inbox)
             assert lost == TransportLost("upstream process exited with code 3")
@@ -299,7 +299,7 @@ async def test_child_exit_mid_call_fails_the_call_with_the_exit_code() -> None:
 
 async def test_a_killed_child_fails_the_call_and_every_waiter() -> None:
     async with opened() as session:
-        inbox: Inbox = asyncio.Queue()
+        inbox: Inbox = Inbox()
         await session.call("tools/call", {"name": "hang", "arguments": {}}, inbox)
         waiter = asyncio.ensure_future(session.request("tools/call", {"name": "hang", "arguments": {}}, WAIT))
         await asyncio.sleep(0.1)
@@ -314,7 +314,7 @@ async def test_a_killed_child_fails_the_call_and_every_waiter() -> None:
 
 async def test_a_child_that_closes_its_stdout_is_dead_and_stopped() -> None:
     async with opened(stdin_grace=0.2) as session:
-        inbox: Inbox = asyncio.Queue()
+        inbox: Inbox = Inbox()
         await session.call("tools/call", {"name": "close_stdout", "arguments": {}}, inbox)
         lost = await next_item(inbox)
         assert lost == TransportLost("upstream process closed its stdout")
@@ -383,7 +383,7 @@ async def test_close_reaches_the_whole_process_group() -> None:
 async def test_close_during_a_call_fails_it_and_close_twice_is_harmless() -> None:
     session = StdioSession(settings(), refuse)
     await session.open()
-    inbox: Inbox = asyncio.Queue()
+    inbox: Inbox = Inbox()
     await session.call("tools/call", {"name": "hang", "arguments": {}}, inbox)
     await session.close()
     await session.close()
@@ -412,7 +412,7 @@ async def test_pool_opens_a_fresh_child_after_one_dies_and_keeps_its_cap() -> No
         assert isinstance(first, StdioSession) and first.pid is not None
         with pytest.raises(PoolExhausted):
             await pool.acquire(key)  # one child per receiving call, at most max_sessions of them
-        inbox: Inbox = asyncio.Queue()
+        inbox: Inbox = Inbox()
         await first.call("tools/call", {"name": "hang", "arguments": {}}, inbox)
         os.kill(first.pid, signal.SIGKILL)
         assert isinstance(await next_item(inbox), TransportLost)
@@ -432,5 +432,5 @@ async def test_pool_opens_a_fresh_child_after_one_dies_and_keeps_its_cap() -> No
 async def test_another_replicas_call_cannot_be_resumed_on_a_child() -> None:
     async with opened() as session:
         with pytest.raises(UpstreamError, match="another replica's call cannot be resumed"):
-            await session.resume_call(asyncio.Queue(), 1, "event-1")
+            await session.resume_call(Inbox(), 1, "event-1")
         assert session.alive

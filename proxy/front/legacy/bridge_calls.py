@@ -46,7 +46,7 @@ class BridgeCalls:
         call: BridgedCall | None = None
         handed_off = False
         try:
-            inbox: Inbox = asyncio.Queue()
+            inbox: Inbox = Inbox()
             call = bridged.call = BridgedCall(
                 msg.id, await session.call(msg.method, msg.params, inbox), inbox
             )

@@ -1,0 +1,69 @@
+"""A call's inbox: what the upstream sends for one call, in arrival order, for whoever drives the call.
+
+The subset of `asyncio.Queue` the proxy uses (`put_nowait`, `get`, `get_nowait`, `empty`, `qsize`), without
+its cost: a Queue holds three deques of ~760 bytes each from the start, and every parked call keeps its inbox
+for as long as it waits (often minutes). This one holds a list and creates a future only while someone
+waits. Unbounded, like the Queue it replaces: the upstream's messages for a call are never dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class LeanQueue(Generic[T]):
+    """An unbounded FIFO for asyncio tasks; waiters are served in the order they began waiting."""
+
+    __slots__ = ("_items", "_waiters")
+
+    def __init__(self) -> None:
+        self._items: list[T] = []
+        self._waiters: list[asyncio.Future[None]] | None = None
+
+    def qsize(self) -> int:
+        return len(self._items)
+
+    def empty(self) -> bool:
+        return not self._items
+
+    def put_nowait(self, item: T) -> None:
+        self._items.append(item)
+        for waiter in self._waiters or ():
+            if not waiter.done():
+                waiter.set_result(None)
+                break
+
+    def get_nowait(self) -> T:
+        if not self._items:
+            raise asyncio.QueueEmpty
+        return self._items.pop(0)
+
+    async def get(self) -> T:
+        while not self._items:
+            waiter = asyncio.get_running_loop().create_future()
+            if self._waiters is None:
+                self._waiters = []
+            self._waiters.append(waiter)
+            try:
+                await waiter
+            except BaseException:
+                if waiter.done() and not waiter.cancelled() and self._items:
+                    self._wake_next(waiter)  # woken, then cancelled: the item goes to the next waiter
+                raise
+            finally:
+                self._waiters.remove(waiter)
+                if not self._waiters:
+                    self._waiters = None
+        return self._items.pop(0)
+
+    def _wake_next(self, done: asyncio.Future[None]) -> None:
+        for waiter in self._waiters or ():
+            if waiter is not done and not waiter.done():
+                waiter.set_result(None)
+                return
+
+
+__all__ = ["LeanQueue"]

@@ -1,0 +1,43 @@
+"""The call inbox (proxy/upstream/inbox.py): asyncio.Queue's behaviour for what the proxy uses, in order,
+nothing lost when a woken reader is cancelled, and no future held while nobody waits."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from proxy.upstream.inbox import LeanQueue
+
+pytestmark = pytest.mark.asyncio
+
+
+async def test_items_come_out_in_order_and_an_empty_inbox_says_so() -> None:
+    inbox: LeanQueue[int] = LeanQueue()
+    assert inbox.empty() and inbox.qsize() == 0
+    with pytest.raises(asyncio.QueueEmpty):
+        inbox.get_nowait()
+    for i in range(3):
+        inbox.put_nowait(i)
+    assert inbox.qsize() == 3
+    assert [inbox.get_nowait(), await inbox.get(), await inbox.get()] == [0, 1, 2]
+
+
+async def test_waiting_readers_are_served_in_turn() -> None:
+    inbox: LeanQueue[str] = LeanQueue()
+    readers = [asyncio.ensure_future(inbox.get()) for _ in range(2)]
+    await asyncio.sleep(0)
+    inbox.put_nowait("a")
+    inbox.put_nowait("b")
+    assert await asyncio.wait_for(asyncio.gather(*readers), 1) == ["a", "b"]
+    assert inbox._waiters is None  # nothing held once nobody waits
+
+
+async def test_a_reader_cancelled_after_being_woken_leaves_the_item_to_the_next() -> None:
+    inbox: LeanQueue[str] = LeanQueue()
+    first, second = (asyncio.ensure_future(inbox.get()) for _ in range(2))
+    await asyncio.sleep(0)
+    inbox.put_nowait("kept")  # wakes `first`...
+    first.cancel()  # ...which is cancelled before it runs
+    assert await asyncio.wait_for(second, 1) == "kept"
+    assert first.cancelled() and inbox.empty()

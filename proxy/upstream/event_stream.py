@@ -137,6 +137,7 @@ async def open_event_stream(
         raise
     if head is None:
         raise StreamEnded(stream.ended.result() or "the stream ended before its response head")
+    stream.head = loop.create_future()  # the caller has the head; a stream held for hours keeps none
     return stream, head
 
 

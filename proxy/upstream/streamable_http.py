@@ -251,15 +251,17 @@ class StreamableHttpSession(SessionCore):
                     connect_timeout=self._settings.connect_timeout,
                     head_timeout=self._settings.initialize_timeout,
                 )
-                if head.status == 405:
+                status = head.status
+                del head, headers  # held for as long as the stream lives otherwise
+                if status == 405:
                     _done(ready)
                     return  # the server offers no standalone stream
-                if head.status == 404:
+                if status == 404:
                     _done(ready)
                     self._die(SESSION_GONE)
                     return
-                if head.status != 200:
-                    raise UpstreamError(f"GET stream answered HTTP {head.status}")
+                if status != 200:
+                    raise UpstreamError(f"GET stream answered HTTP {status}")
                 failures = 0
                 _done(ready)
                 why = await stream.ended

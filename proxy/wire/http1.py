@@ -58,13 +58,13 @@ def parse_head(raw: bytes) -> ResponseHead:
 class ResponseReader:
     """One response, fed as it arrives. `feed` returns (the head, when this feed completed it, else None;
     the body bytes decoded from this feed). `done` once the body ended (a chunked body's last chunk, or a
-    Content-Length's worth); a body of neither kind ends when the connection does."""
+    Content-Length's worth); a body of neither kind ends when the connection does. The head is returned,
+    not kept: a stream held for hours keeps only what it needs to read its body."""
 
-    __slots__ = ("_buffer", "_chunk_left", "_length_left", "_mode", "_state", "done", "head", "max_head")
+    __slots__ = ("_buffer", "_chunk_left", "_length_left", "_mode", "_state", "done", "max_head")
 
     def __init__(self, *, max_head: int = MAX_HEAD) -> None:
         self.max_head = max_head
-        self.head: ResponseHead | None = None
         self.done = False
         self._buffer = b""
         self._mode = ""  # "chunked", "length" or "close"
@@ -74,7 +74,7 @@ class ResponseReader:
 
     def feed(self, data: bytes) -> tuple[ResponseHead | None, bytes]:
         completed = None
-        if self.head is None:
+        if not self._mode:
             self._buffer += data
             end = self._buffer.find(b"\r\n\r\n")
             if end < 0:
@@ -83,11 +83,11 @@ class ResponseReader:
                 return None, b""
             if end > self.max_head:
                 raise HttpError("response head too large")
-            self.head = completed = parse_head(self._buffer[:end])
+            completed = parse_head(self._buffer[:end])
             data, self._buffer = self._buffer[end + 4 :], b""
-            self._mode = _body_mode(self.head)
+            self._mode = _body_mode(completed)
             if self._mode == "length":
-                self._length_left = int(self.head.get("content-length"))
+                self._length_left = int(completed.get("content-length"))
                 self.done = self._length_left == 0
         if self.done or not data:
             return completed, b""

@@ -4,7 +4,8 @@ mrtr-proxy is an aiohttp server that makes an aiohttp client request per call. T
 it opens one legacy session to the upstream at start (``initialize``, ``notifications/initialized``), then
 answers each ``POST /mcp`` by POSTing the body as it came to the upstream on that session (one pooled
 keep-alive ``ClientSession``) and returning the JSON-RPC response as JSON (taken from the SSE stream when the
-upstream answers with one). No checks, no principal, no pool, no handles, no logging, no metrics: not a
+upstream answers with one), with the one change a 2026-07-28 answer needs (``resultType: complete``): one
+JSON decode and one encode. No checks, no principal, no pool, no handles, no logging, no metrics: not a
 proxy anyone should run, but what CPU per call a pass-through on aiohttp cannot go below. `make bench` puts
 mrtr-proxy's CPU per call next to it, so a goal below this floor shows as such.
 
@@ -14,6 +15,7 @@ Run: ``python bench/floor_relay.py --upstream http://127.0.0.1:8000/mcp --port 8
 from __future__ import annotations
 
 import argparse
+import json
 from typing import Any
 
 import aiohttp
@@ -55,7 +57,10 @@ async def relay(request: web.Request) -> web.Response:
         raw = await resp.read()
         if resp.content_type == "text/event-stream":
             raw = from_sse(raw)
-    return web.Response(body=raw, content_type="application/json")
+    msg = json.loads(raw)  # the one change a 2026-07-28 answer needs: a result says it is complete
+    if isinstance(msg.get("result"), dict):
+        msg["result"].setdefault("resultType", "complete")
+    return web.Response(body=json.dumps(msg).encode(), content_type="application/json")
 
 
 def create_app(url: str) -> web.Application:

@@ -89,11 +89,6 @@ class EventStream(asyncio.Protocol):
             self._transport.close()
             self._transport = None
 
-    def _shut(self) -> None:
-        if self._transport is not None:
-            self._transport.close()
-            self._transport = None
-
 
 async def open_event_stream(
     url: str,

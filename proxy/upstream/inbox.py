@@ -31,10 +31,7 @@ class LeanQueue(Generic[T]):
 
     def put_nowait(self, item: T) -> None:
         self._items.append(item)
-        for waiter in self._waiters or ():
-            if not waiter.done():
-                waiter.set_result(None)
-                break
+        self._wake_next()
 
     def get_nowait(self) -> T:
         if not self._items:
@@ -59,9 +56,10 @@ class LeanQueue(Generic[T]):
                     self._waiters = None
         return self._items.pop(0)
 
-    def _wake_next(self, done: asyncio.Future[None]) -> None:
+    def _wake_next(self, skip: asyncio.Future[None] | None = None) -> None:
+        """Wake the longest-waiting reader not yet woken (other than `skip`)."""
         for waiter in self._waiters or ():
-            if waiter is not done and not waiter.done():
+            if waiter is not skip and not waiter.done():
                 waiter.set_result(None)
                 return
 

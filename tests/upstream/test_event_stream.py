@@ -14,13 +14,20 @@ import peers
 import pytest
 import pytest_asyncio
 
-from proxy.upstream.event_stream import StreamEnded, open_event_stream
+from proxy.upstream.event_stream import EventHandler, EventStream, StreamEnded, open_event_stream
+from proxy.wire.http1 import ResponseHead
 from proxy.wire.sse import SSEEvent
 
 pytestmark = [pytest.mark.peers, pytest.mark.asyncio(loop_scope="session")]
 
 VERSION = "2025-11-25"
 JSON = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+
+
+async def _open(
+    url: str, headers: dict[str, str], on_event: EventHandler = lambda _: None
+) -> tuple[EventStream, ResponseHead]:
+    return await open_event_stream(url, headers, on_event, tls=None, connect_timeout=5, head_timeout=5)
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
@@ -43,14 +50,7 @@ async def test_the_stream_carries_the_servers_roots_request_and_close_hangs_up(
 ) -> None:
     url, http, headers = session
     events: asyncio.Queue[SSEEvent] = asyncio.Queue()
-    stream, head = await open_event_stream(
-        url,
-        {**headers, "Accept": "text/event-stream"},
-        events.put_nowait,
-        tls=None,
-        connect_timeout=5,
-        head_timeout=5,
-    )
+    stream, head = await _open(url, {**headers, "Accept": "text/event-stream"}, events.put_nowait)
     try:
         assert (head.status, head.get("content-type").split(";")[0]) == (200, "text/event-stream")
         call = {
@@ -75,14 +75,7 @@ async def test_the_stream_carries_the_servers_roots_request_and_close_hangs_up(
     assert stream.ended.result() == ""  # ended by us
     # The server holds one standalone stream per session: a second one is taken only once the first is gone.
     for _ in range(50):
-        again, head = await open_event_stream(
-            url,
-            {**headers, "Accept": "text/event-stream"},
-            lambda _: None,
-            tls=None,
-            connect_timeout=5,
-            head_timeout=5,
-        )
+        again, head = await _open(url, {**headers, "Accept": "text/event-stream"})
         again.close()
         if head.status == 200:
             break
@@ -94,26 +87,10 @@ async def test_an_unknown_session_and_a_dead_port_end_with_a_reason(
     session: tuple[str, aiohttp.ClientSession, dict[str, str]],
 ) -> None:
     url, _, headers = session
-    stream, head = await open_event_stream(
-        url,
-        {**headers, "Mcp-Session-Id": "no-such-session"},
-        lambda _: None,
-        tls=None,
-        connect_timeout=5,
-        head_timeout=5,
-    )
+    stream, head = await _open(url, {**headers, "Mcp-Session-Id": "no-such-session"})
     stream.close()
     assert head.status == 404  # the caller's cue that the session is gone
     with pytest.raises(OSError):
-        await open_event_stream(
-            f"http://127.0.0.1:{peers.free_port()}/mcp",
-            {},
-            lambda _: None,
-            tls=None,
-            connect_timeout=5,
-            head_timeout=5,
-        )
+        await _open(f"http://127.0.0.1:{peers.free_port()}/mcp", {})
     with pytest.raises(StreamEnded, match="cannot be sent"):
-        await open_event_stream(
-            url, {"X-Bad": "a\r\nb"}, lambda _: None, tls=None, connect_timeout=5, head_timeout=5
-        )
+        await _open(url, {"X-Bad": "a\r\nb"})

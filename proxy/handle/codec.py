@@ -67,6 +67,8 @@ def _utf8(s: str) -> bytes:
 
 
 def _same(a: str, b: str) -> bool:
+    if a.isascii() and b.isascii():  # compare_digest takes ASCII str as it is, without two encodes
+        return hmac.compare_digest(a, b)
     return hmac.compare_digest(_utf8(a), _utf8(b))
 
 

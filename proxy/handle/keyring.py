@@ -43,7 +43,6 @@ MIN_TOKEN_BYTES = HEADER_LEN + NONCE_LEN + TAG_LEN
 MAX_TOKEN_CHARS = 4096
 _MAX_KEY_FILE_BYTES = 1024
 
-_B64URL = re.compile(r"[A-Za-z0-9_-]*")
 _B64ANY = re.compile(r"[A-Za-z0-9+/_-]+={0,2}")
 
 
@@ -147,7 +146,7 @@ class KeyRing:
         header = bytes((version,)) + self._seal_kid
         nonce = os.urandom(NONCE_LEN)
         sealed = header + nonce + self._seal_aead.encrypt(nonce, plaintext, header)
-        token = base64.urlsafe_b64encode(sealed).rstrip(b"=").decode("ascii")
+        token = binascii.b2a_base64(sealed, newline=False).translate(_TO_URLSAFE).rstrip(b"=").decode("ascii")
         if len(token) > MAX_TOKEN_CHARS:
             raise ValueError(f"sealed token is {len(token)} chars, over the {MAX_TOKEN_CHARS} cap")
         return token
@@ -187,18 +186,36 @@ def token_kid(token: object) -> str | None:
     return raw[1:HEADER_LEN].decode("ascii", "replace")
 
 
+_B64_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+_B64_VALUE = {ch: i for i, ch in enumerate(_B64_ALPHABET)}
+# base64url onto the standard alphabet, and the standard one's own "+", "/" and padding "=" (not base64url)
+# onto "*", which binascii's strict mode refuses as it refuses everything else outside the alphabet.
+_TO_STANDARD = bytes.maketrans(b"-_+/=", b"+/***")
+_TO_URLSAFE = bytes.maketrans(b"+/", b"-_")
+# The low bits the last character of a token of length % 4 == 2 or 3 does not use (canonical: zero).
+_UNUSED_BITS = {0: 0, 2: 0x0F, 3: 0x03}
+
+
 def _b64url_decode(token: object) -> bytes:
     """Strict, canonical base64url without padding."""
     if not isinstance(token, str):
         raise HandleError("malformed")
     if len(token) > MAX_TOKEN_CHARS:
         raise HandleError("too_long")
-    if not token.isascii() or not _B64URL.fullmatch(token) or len(token) % 4 == 1:
+    unused = _UNUSED_BITS.get(len(token) % 4)
+    if unused is None or not token.isascii():
         raise HandleError("malformed")
-    raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
-    # Reject non-zero unused trailing bits so that each token has exactly one spelling.
-    if base64.urlsafe_b64encode(raw).rstrip(b"=") != token.encode("ascii"):
+    # Non-zero unused trailing bits are refused so that each token has exactly one spelling.
+    if token and _B64_VALUE.get(token[-1], 1) & unused:
         raise HandleError("malformed")
+    standard = token.encode("ascii").translate(_TO_STANDARD) + b"=" * (-len(token) % 4)
+    raw: bytes | None
+    try:
+        raw = binascii.a2b_base64(standard, strict_mode=True)
+    except binascii.Error:
+        raw = None
+    if raw is None:
+        raise HandleError("malformed")  # outside the try: no chained cause or context
     return raw
 
 

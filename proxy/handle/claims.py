@@ -130,9 +130,9 @@ class Claims:
         trace: str | None = None,
     ) -> None:
         # Written out rather than generated: a handle is built on every parked round and every retry, and one
-        # inlined pass over the arguments (then one store per slot) costs a third less than the dataclass
-        # __init__ plus a __post_init__. Anything the pass does not accept goes through the checks that say
-        # what is wrong (stdlib-style TypeError/ValueError), which raise or accept it.
+        # inlined pass over the arguments (then one store of them all) costs a third less than the dataclass
+        # __init__ plus a __post_init__. Anything the pass does not accept goes through `_check_each`, the
+        # same rules claim by claim, which raises naming the bad one (TypeError/ValueError) or accepts it.
         if not (
             type(upstream) is str
             and 0 < len(upstream) <= MAX_STR

@@ -206,6 +206,7 @@ def _b64url_decode(token: object) -> bytes:
     if unused is None or not token.isascii():
         raise HandleError("malformed")
     # Non-zero unused trailing bits are refused so that each token has exactly one spelling.
+    # (A last character outside the alphabet counts as 1 here: refused now, or by strict mode below.)
     if token and _B64_VALUE.get(token[-1], 1) & unused:
         raise HandleError("malformed")
     standard = token.encode("ascii").translate(_TO_STANDARD) + b"=" * (-len(token) % 4)

@@ -44,6 +44,10 @@ from proxy.wire.jsonrpc import ErrorObject
 log = structlog.get_logger("proxy.calls.service")
 
 
+def _asks_input(item: object) -> bool:
+    return isinstance(item, jsonrpc.Request) and item.method in mcp.INPUT_REQUEST_METHODS
+
+
 class CallDriver:
     def __init__(
         self,
@@ -85,7 +89,13 @@ class CallDriver:
         """What adaptive gathering learned on this replica (calls/gathering.py)."""
         return self._gathering
 
-    async def _deliver(self, call: LiveCall, responses: Mapping[str, Any]) -> Failed | None:
+    async def _deliver(
+        self, call: LiveCall, responses: Mapping[str, Any], *, first: bool = True
+    ) -> Failed | None:
+        """`first`: nothing of the parked round was answered yet, so a request waiting in the inbox was
+        sent without waiting for any answer: a burst that came apart (calls/gathering.py)."""
+        if first and call.inbox.holds(_asks_input):
+            self._gathering.split((call.upstream, call.tool), self._registry.parked_for(call))
         try:
             await deliver_input(call, responses, self._session_roots(call))
         except UpstreamError as exc:

@@ -5,17 +5,20 @@ two of each other; most tools send one. A fixed quiet period taxes every round o
 rare burst. `GatherLearner` learns, per upstream and tool, how requests arrive, and says how long to stay
 quiet after the latest request before the round is parked:
 
-- a tool never seen (or not seen for a while): `first_sight` (a tenth of `calls.gather_window_ms`, the
-  quiet period the proxy always used), so the first call of a tool that sends a burst still makes one round;
-- a tool seen sending bursts: twice the largest gap seen inside one of its bursts, never below `first_sight`
-  (a burst is never split more eagerly than before) and never above the cap;
-- a tool seen only sending lone requests: no quiet period (requests already received are still gathered);
-  every `PROBE_EVERY`-th round of it is gathered as on first sight, so a tool that starts sending bursts is
-  noticed again.
+- a tool never seen (or forgotten): the whole window (`calls.gather_window_ms`), once, so the first call of
+  a tool that sends a burst makes one round even on a loaded machine;
+- a tool seen sending bursts: twice the largest gap seen inside one of its bursts, never below a tenth of
+  the cap (the quiet period the proxy always used: a burst is never split more eagerly than before) and
+  never above the cap;
+- a tool seen only sending lone requests: no quiet period (requests already received are still gathered).
 
-The whole window never exceeds the cap (`calls.gather_window_ms`) after the round's first request. What is
-learned lives in memory, per replica, for at most `max_tools` upstream/tool pairs (the least recently used is
-forgotten first).
+A burst that came apart anyway is noticed: a request of the call's that arrived while its round was parked,
+before the client's answers went upstream, was sent without waiting for them (`split`). Its tool is then
+learned as sending bursts, with a gap of at least how late that request came, so its next rounds are gathered;
+a tool that starts sending bursts costs one split round, and a tool that never does costs nothing.
+
+The whole window never exceeds the cap after the round's first request. What is learned lives in memory, per
+replica, for at most `max_tools` upstream/tool pairs (the least recently used is forgotten first).
 """
 
 from __future__ import annotations
@@ -25,7 +28,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-PROBE_EVERY: Final = 32  # rounds of a lone-only tool between two rounds gathered as on first sight
 MAX_TOOLS: Final = 4096
 MAX_NAME: Final = 128  # longer tool names are learned by their first 128 characters
 
@@ -52,7 +54,7 @@ def tool_of(method: str, params: Mapping[str, Any]) -> str:
 class GatherLearner:
     def __init__(self, cap: float, *, max_tools: int = MAX_TOOLS) -> None:
         self._cap = max(cap, 0.0)
-        self._first_sight = self._cap / 10
+        self._floor = self._cap / 10  # the least quiet period of a tool seen sending bursts
         self._max = max_tools
         self._known: OrderedDict[Key, Arrival] = OrderedDict()
 
@@ -70,11 +72,9 @@ class GatherLearner:
         """Seconds to wait after the latest request of a round for another one, before parking it."""
         seen = self._known.get(key)
         if seen is None:
-            return self._first_sight
+            return self._cap
         if seen.bursts:
-            return min(self._cap, max(self._first_sight, 2 * seen.max_gap))
-        if seen.lone % PROBE_EVERY == 0:
-            return self._first_sight
+            return min(self._cap, max(self._floor, 2 * seen.max_gap))
         return 0.0
 
     def observe(self, key: Key, requests: int, max_gap: float) -> None:
@@ -86,6 +86,20 @@ class GatherLearner:
             seen = Arrival(seen.lone + 1, seen.bursts, seen.max_gap)
         else:
             seen = Arrival(seen.lone, seen.bursts + 1, max(seen.max_gap, min(max_gap, self._cap)))
+        self._learn(key, seen)
+
+    def split(self, key: Key, parked_for: float) -> None:
+        """A round of `key`, parked `parked_for` seconds ago, got another request before its answers went
+        upstream: the burst came apart. The gap learned is the tool's quiet period plus `parked_for`, at
+        most the cap: an upper bound of the real one when the round waited that quiet period (a round on
+        first sight waited the whole window, and no quiet period gathers a burst spread wider)."""
+        if self._cap <= 0:
+            return
+        gap = min(self._cap, self.quiet(key) + max(parked_for, 0.0))
+        seen = self._known.pop(key, None) or Arrival()
+        self._learn(key, Arrival(seen.lone, seen.bursts + 1, max(seen.max_gap, gap)))
+
+    def _learn(self, key: Key, seen: Arrival) -> None:
         self._known[key] = seen
         while len(self._known) > self._max:
             self._known.popitem(last=False)
@@ -121,7 +135,6 @@ class GatherWindow:
 __all__ = [
     "MAX_NAME",
     "MAX_TOOLS",
-    "PROBE_EVERY",
     "Arrival",
     "GatherLearner",
     "GatherWindow",

@@ -105,7 +105,8 @@ class TaskManager:
         answers = {k: v for k, v in responses.items() if k in state.input_requests}
         if state.status != "input_required" or call is None or not answers:
             return None
-        failed = await self.calls.answer(call, answers)
+        first = all(k in call.exchange.pending for k in state.input_requests)
+        failed = await self.calls.answer(call, answers, first=first)
         if failed is not None:
             if self.calls.registry.get(call.id) is call:
                 return failed.error  # a malformed answer: the call is untouched

@@ -1,14 +1,16 @@
 """A call's inbox: what the upstream sends for one call, in arrival order, for whoever drives the call.
 
-The subset of `asyncio.Queue` the proxy uses (`put_nowait`, `get`, `get_nowait`, `empty`, `qsize`), without
-its cost: a Queue holds three deques of ~760 bytes each from the start, and every parked call keeps its inbox
-for as long as it waits (often minutes). This one holds a list and creates a future only while someone
-waits. Unbounded, like the Queue it replaces: the upstream's messages for a call are never dropped.
+The subset of `asyncio.Queue` the proxy uses (`put_nowait`, `get`, `get_nowait`, `empty`, `qsize`), and
+`holds` (is such an item waiting?), without its cost: a Queue holds three deques of ~760 bytes each from the
+start, and every parked call keeps its inbox for as long as it waits (often minutes). This one holds a list
+and creates a future only while someone waits. Unbounded, like the Queue it replaces: the upstream's
+messages for a call are never dropped.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
@@ -32,6 +34,10 @@ class LeanQueue(Generic[T]):
     def put_nowait(self, item: T) -> None:
         self._items.append(item)
         self._wake_next()
+
+    def holds(self, wanted: Callable[[T], bool]) -> bool:
+        """Is any item waiting `wanted`?"""
+        return any(map(wanted, self._items))
 
     def get_nowait(self) -> T:
         if not self._items:

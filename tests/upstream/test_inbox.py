@@ -41,3 +41,13 @@ async def test_a_reader_cancelled_after_being_woken_leaves_the_item_to_the_next(
     first.cancel()  # ...which is cancelled before it runs
     assert await asyncio.wait_for(second, 1) == "kept"
     assert first.cancelled() and inbox.empty()
+
+
+async def test_holds_says_whether_a_waiting_item_is_wanted_and_takes_nothing() -> None:
+    inbox: LeanQueue[int] = LeanQueue()
+    assert not inbox.holds(lambda i: True)
+    for i in (1, 3, 4):
+        inbox.put_nowait(i)
+    assert inbox.holds(lambda i: i % 2 == 0)
+    assert not inbox.holds(lambda i: i > 4)
+    assert [inbox.get_nowait() for _ in range(3)] == [1, 3, 4]

@@ -8,7 +8,7 @@ an input request for the client (and under which key), or is answered on the spo
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from proxy.translate.capabilities import ClientCapabilities
@@ -34,7 +34,25 @@ class PendingInput:
     key: str
     legacy_id: RequestId
     method: str
-    params: Mapping[str, Any]
+    # The request's params; once a round has offered them to the client, their compact JSON (`compact`):
+    # a parked call holds its pending requests for as long as its client thinks, and the parsed form of a
+    # few hundred bytes of JSON costs ~1.5 KiB in dicts and strings. A str, not orjson's bytes: those keep
+    # the 4 KiB buffer they were written in.
+    held: Mapping[str, Any] | str
+
+    @property
+    def params(self) -> Mapping[str, Any]:
+        held = self.held
+        if isinstance(held, str):
+            params: Mapping[str, Any] = jsonrpc.loads(held)
+            return params
+        return held
+
+    def compact(self) -> PendingInput:
+        held = self.held
+        if isinstance(held, str):
+            return self
+        return replace(self, held=jsonrpc.dump_bytes(held).decode("ascii"))
 
     def as_input_request(self) -> dict[str, Any]:
         return {"method": self.method, "params": self.params}
@@ -124,15 +142,20 @@ class Exchange:
         return key
 
     def open_round(self) -> InputRound:
-        """Everything still unanswered, as the next round's input requests."""
+        """Everything still unanswered, as the next round's input requests. The pending requests are kept
+        compact from now on (the round's `input_requests` hold their parsed params)."""
         if not self._pending:
             raise RuntimeError("no pending input requests")
         self.round += 1
-        return InputRound(
+        pending = self._pending
+        opened = InputRound(
             round=self.round,
-            input_requests={k: p.as_input_request() for k, p in self._pending.items()},
-            pending_ids={k: p.legacy_id for k, p in self._pending.items()},
+            input_requests={k: p.as_input_request() for k, p in pending.items()},
+            pending_ids={k: p.legacy_id for k, p in pending.items()},
         )
+        for key, p in pending.items():
+            pending[key] = p.compact()
+        return opened
 
     def accept(self, responses: Mapping[str, Any]) -> list[Reply]:
         """Answers for every pending key the client answered; unknown keys are ignored (SEP-2322)."""

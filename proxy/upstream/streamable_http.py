@@ -196,14 +196,31 @@ class StreamableHttpSession(SessionCore):
     ) -> bool:
         """Dispatch the stream's messages; True once the response with id `until` was seen.
 
-        Event ids belong to their stream: `on_event_id` is told each one (for that stream's resumption)."""
-        decoder = SSEDecoder()
-        async for chunk in resp.content.iter_any():
-            for event in decoder.feed(chunk):
-                msg = self._on_event(event, on_event_id=on_event_id)
-                if until is not None and isinstance(msg, jsonrpc.Result | jsonrpc.Error) and msg.id == until:
-                    return True
-        return False
+        Event ids belong to their stream: `on_event_id` is told each one (for that stream's resumption).
+        Each chunk is fed in a call of its own, so nothing of it (the bytes, the events, the last message)
+        stays in this frame while it waits for the next: a parked call's stream waits for minutes."""
+        decoder, content = SSEDecoder(), resp.content
+        while True:
+            seen = self._feed(decoder, await content.readany(), until, on_event_id)
+            if seen is not None:
+                return seen
+
+    def _feed(
+        self,
+        decoder: SSEDecoder,
+        chunk: bytes,
+        until: jsonrpc.RequestId | None,
+        on_event_id: Callable[[str], None] | None,
+    ) -> bool | None:
+        """One chunk of `_read_sse`'s stream: True once `until`'s response was seen, False at the end (an
+        empty chunk), None for more."""
+        if not chunk:
+            return False
+        for event in decoder.feed(chunk):
+            msg = self._on_event(event, on_event_id=on_event_id)
+            if until is not None and isinstance(msg, jsonrpc.Result | jsonrpc.Error) and msg.id == until:
+                return True
+        return None
 
     def _on_event(
         self,

@@ -204,6 +204,25 @@ def test_open_round_is_a_snapshot() -> None:
     assert dict(rnd.pending_ids) == {"elicit-1": 1}
 
 
+def test_a_round_keeps_its_pending_requests_as_compact_json_and_reoffers_them_unchanged() -> None:
+    ex = Exchange(ALL)
+    odd = {**FORM, "message": "Déployer ? \ud800", "n": 12345678901234567890123, "x": 2.5e-05, "z": None}
+    ex.on_server_request(Request(1, mcp.ELICIT, odd))
+    ex.on_server_request(sample(2))
+    first = ex.open_round()
+    assert first.input_requests["elicit-1"] == {"method": mcp.ELICIT, "params": odd}
+    held = ex.pending["elicit-1"].held
+    assert isinstance(held, str)  # what a parked call holds: the JSON text, not its dicts
+    assert held.isascii() and len(held) < 200
+    assert ex.pending["elicit-1"].params == odd  # read back exactly: the long integer, the surrogate
+    ex.accept({"sample-2": {"role": "assistant", "content": {}}})
+    again = ex.open_round()  # the unanswered request, offered again from its JSON
+    assert jsonrpc.dump_bytes(again.input_requests["elicit-1"]) == jsonrpc.dump_bytes(
+        first.input_requests["elicit-1"]
+    )
+    assert ex.pending["elicit-1"].compact() is ex.pending["elicit-1"]
+
+
 def test_open_round_without_pending_raises() -> None:
     ex = Exchange(ALL)
     with pytest.raises(RuntimeError, match="no pending input requests"):

@@ -71,11 +71,15 @@ async def open_upstream_session(
     return session
 
 
+_HANGUPS = ("ServerDisconnected", "Connection reset by peer")
+
+
 def _tls_hint(upstream: UpstreamConfig, exc: UpstreamError) -> UpstreamError:
     """An https upstream that hangs up during the handshake without a reason most often wants a client
-    certificate (TLS 1.3 sends that alert after the handshake, which the client sees as a disconnect)."""
+    certificate (TLS 1.3 sends that alert after the handshake, which the client sees as a disconnect, or as
+    a reset when its request was written after the server closed)."""
     text = str(exc)
-    hangup = "ServerDisconnected" in text or "certificate required" in text.lower()
+    hangup = any(sign in text for sign in _HANGUPS) or "certificate required" in text.lower()
     if (upstream.url or "").startswith("https://") and hangup and type(exc) is UpstreamError:
         has = (
             f"presents {upstream.tls.cert_file}"

@@ -36,7 +36,7 @@ class LeanQueue(Generic[T]):
         self._wake_next()
 
     def holds(self, wanted: Callable[[T], bool]) -> bool:
-        """Is any item waiting `wanted`?"""
+        """Is an item `wanted` says yes to waiting? (It stays where it is.)"""
         return any(map(wanted, self._items))
 
     def get_nowait(self) -> T:

@@ -89,12 +89,10 @@ class CallDriver:
         """What adaptive gathering learned on this replica (calls/gathering.py)."""
         return self._gathering
 
-    async def _deliver(
-        self, call: LiveCall, responses: Mapping[str, Any], *, first: bool = True
-    ) -> Failed | None:
-        """`first`: nothing of the parked round was answered yet, so a request waiting in the inbox was
-        sent without waiting for any answer: a burst that came apart (calls/gathering.py)."""
-        if first and call.inbox.holds(_asks_input):
+    async def _deliver(self, call: LiveCall, responses: Mapping[str, Any]) -> Failed | None:
+        # Nothing of the parked round answered yet: a request waiting in the inbox was sent without waiting
+        # for any answer, a burst that came apart (calls/gathering.py).
+        if not call.exchange.answered and call.inbox.holds(_asks_input):
             self._gathering.split((call.upstream, call.tool), self._registry.parked_for(call))
         try:
             await deliver_input(call, responses, self._session_roots(call))

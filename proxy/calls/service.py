@@ -199,18 +199,15 @@ class CallService(Takeover, Draining):
             self._registry.take(call)
         return await self._drive(call, notify, park_ttl=park_ttl)
 
-    async def answer(
-        self, call: LiveCall, responses: Mapping[str, Any], *, first: bool = True
-    ) -> Failed | None:
+    async def answer(self, call: LiveCall, responses: Mapping[str, Any]) -> Failed | None:
         """Deliver the client's answers to some or all of a parked call's pending requests; the call stays
         parked (`drive` it once nothing is pending). Keys not pending are ignored. Failed: a malformed answer
         (nothing was delivered, the call is untouched), or an upstream that could not take it (the call was
-        abandoned). Delivery is shielded: once it starts, the client going away does not cut it short.
-        `first`: no answer to this round was delivered before."""
+        abandoned). Delivery is shielded: once it starts, the client going away does not cut it short."""
         problem = invalid_responses(call.exchange, responses)
         if problem is not None:
             return Failed(problem)
-        failed = await asyncio.shield(self._deliver(call, responses, first=first))
+        failed = await asyncio.shield(self._deliver(call, responses))
         if failed is None:
             self._registry.prove(call.principal)
         return failed

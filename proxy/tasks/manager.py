@@ -105,8 +105,7 @@ class TaskManager:
         answers = {k: v for k, v in responses.items() if k in state.input_requests}
         if state.status != "input_required" or call is None or not answers:
             return None
-        first = all(k in call.exchange.pending for k in state.input_requests)
-        failed = await self.calls.answer(call, answers, first=first)
+        failed = await self.calls.answer(call, answers)
         if failed is not None:
             if self.calls.registry.get(call.id) is call:
                 return failed.error  # a malformed answer: the call is untouched

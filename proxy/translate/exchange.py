@@ -92,6 +92,9 @@ class Exchange:
     round: int = 0
     _seq: int = 0
     _pending: dict[str, PendingInput] = field(default_factory=dict)
+    # Whether an answer to the round last opened was accepted (calls/gathering.py: a request that arrives
+    # before any was accepted was sent without waiting for them).
+    answered: bool = False
 
     @classmethod
     def resumed(
@@ -155,6 +158,7 @@ class Exchange:
         )
         for key, p in pending.items():
             pending[key] = p.compact()
+        self.answered = False
         return opened
 
     def accept(self, responses: Mapping[str, Any]) -> list[Reply]:
@@ -163,6 +167,7 @@ class Exchange:
         for key in [k for k in self._pending if k in responses]:
             pending = self._pending.pop(key)
             replies.append(Reply(pending.legacy_id, result=responses[key]))
+        self.answered = self.answered or bool(replies)
         return replies
 
     def cancel_all(self, reason: str) -> list[Reply]:

@@ -275,6 +275,22 @@ def test_missing_keys_stay_pending_and_are_reasked_under_the_same_key() -> None:
     assert rnd.pending_ids == {"elicit-1": 1, "roots-3": 3}
 
 
+def test_answered_says_whether_the_round_last_opened_got_an_answer() -> None:
+    ex = Exchange(ALL)
+    ex.on_server_request(elicit(1))
+    ex.on_server_request(sample(2))
+    ex.open_round()
+    assert not ex.answered
+    ex.accept({"elicit-9": {"action": "decline"}})  # not pending: no answer
+    assert not ex.answered
+    ex.accept({"sample-2": {"role": "assistant", "content": {}}})
+    assert ex.answered
+    ex.accept({})
+    assert ex.answered  # part of the round was answered: stays so until the next round
+    ex.open_round()
+    assert not ex.answered
+
+
 def test_extra_and_stale_keys_ignored() -> None:
     ex = Exchange(ALL)
     ex.on_server_request(elicit(1))

@@ -27,9 +27,9 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import peers  # noqa: E402
 from proxy import logs  # noqa: E402
-from proxy.app import CALLS, create_app  # noqa: E402
 from proxy.config import CallsConfig, Config, ListenConfig, PoolConfig, UpstreamConfig  # noqa: E402
 from proxy.handle import KeyRing  # noqa: E402
+from proxy.process.app import CALLS, create_app  # noqa: E402
 
 import run as bench  # noqa: E402
 

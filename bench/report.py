@@ -324,7 +324,7 @@ PHASES = (
     ),
     ("logging: structlog (anything under it)", "(structlog/"),
     ("asyncio.timeout / timers", "asyncio/timeouts.py"),
-    ("metrics (proxy/metrics.py)", "proxy/metrics.py"),
+    ("metrics (proxy/observe/metrics.py)", "proxy/observe/metrics.py"),
     ("event loop: EpollSelector.select", "EpollSelector.select "),
 )
 SEND_LEAF = "socket send() (leaf: _SelectorSocketTransport.write → sock.send)"

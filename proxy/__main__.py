@@ -1,5 +1,5 @@
 import sys
 
-from proxy.cli import main
+from proxy.cli.main import main
 
 sys.exit(main())

@@ -10,7 +10,7 @@ fi
 stamp="$root/.venv/.installed"
 if [ ! -f "$stamp" ] || [ "$root/pyproject.toml" -nt "$stamp" ]; then
   "$root/.venv/bin/python" -m pip install -q --disable-pip-version-check -e "$root[dev,otel]" 2>&1 | grep -v "is ignored" || true
-  "$root/.venv/bin/python" -c "import proxy.app"
+  "$root/.venv/bin/python" -c "import proxy.process.app"
   touch "$stamp"
 fi
 echo "venv ready in $root/.venv"

@@ -29,7 +29,7 @@ class Draining(CallDriver):
         return len(expired)
 
     async def cancel_parked(self, call_id: str) -> LiveCall:
-        """An operator cancels a parked call (proxy/admin.py): its pending requests are answered, the
+        """An operator cancels a parked call (proxy/process/admin.py): its pending requests are answered, the
         upstream gets notifications/cancelled, the session is closed; the client's retry is told an
         operator cancelled it. NotCancellable when the call is not here, running, or a task's."""
         call = self._registry.get(call_id)

@@ -36,8 +36,8 @@ from proxy.calls.registry import CallRegistry, LimitExceeded, LiveCall
 from proxy.calls.roots import RootsBook, SessionRoots, deliver_input, settle_unasked
 from proxy.calls.scope import SessionLevels
 from proxy.handle import Claims, HandleCodec
-from proxy.pool import SessionPool
 from proxy.upstream.base import TransportLost, UpstreamError
+from proxy.upstream.pool import SessionPool
 from proxy.wire import jsonrpc, mcp
 from proxy.wire.jsonrpc import ErrorObject
 

@@ -12,10 +12,10 @@ from typing import Any, Literal, Protocol
 
 from proxy.calls.registry import LiveCall
 from proxy.calls.wording import failed_during_call
-from proxy.pool import PoolKey
 from proxy.translate.exchange import Exchange
 from proxy.translate.validate import invalid_input_response
 from proxy.upstream.base import UpstreamAuthChallenge
+from proxy.upstream.pool import PoolKey
 from proxy.wire import jsonrpc
 from proxy.wire.jsonrpc import ErrorObject
 

@@ -21,9 +21,9 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from proxy.pool import PoolKey
 from proxy.translate.exchange import Exchange
 from proxy.upstream.base import Inbox, UpstreamSession
+from proxy.upstream.pool import PoolKey
 from proxy.wire.jsonrpc import RequestId
 
 ENDED_PER_CALL = 8  # ended calls remembered per call slot (~100 bytes each)

@@ -8,7 +8,7 @@ import math
 from collections.abc import Mapping
 
 from proxy.calls.service import CallService
-from proxy.pool import SessionPool
+from proxy.upstream.pool import SessionPool
 
 SESSIONS_NEAR_FULL = 0.9  # share of pool.max_sessions in use that counts as full
 REPLICA = "replica"  # the key of a replica-wide reason

@@ -37,10 +37,10 @@ from proxy.calls.scope import scoped_sink
 from proxy.calls.takeover import Takeover
 from proxy.calls.wording import unavailable
 from proxy.handle import HandleError, target_digest
-from proxy.pool import PoolExhausted
 from proxy.translate.exchange import Exchange
 from proxy.translate.notes import call_progress_token, with_progress_token
 from proxy.upstream.base import Inbox, UpstreamAuthChallenge, UpstreamError
+from proxy.upstream.pool import PoolExhausted
 from proxy.wire import jsonrpc
 from proxy.wire.jsonrpc import ErrorObject
 

@@ -29,9 +29,9 @@ from proxy.calls.registry import LimitExceeded, LiveCall
 from proxy.calls.scope import scoped_sink
 from proxy.calls.wording import failed_during_call
 from proxy.handle import Claims
-from proxy.pool import PoolExhausted
 from proxy.translate.exchange import Exchange
 from proxy.upstream.base import Inbox, UpstreamError
+from proxy.upstream.pool import PoolExhausted
 
 
 class Takeover(CallDriver):

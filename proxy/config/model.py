@@ -46,7 +46,9 @@ class ReplicaConfig:
 
 @dataclass(frozen=True, slots=True)
 class AdminConfig:
-    listen: str | None = None  # "host:port" of the admin listener (proxy/admin.py); None: no admin listener
+    listen: str | None = (
+        None  # "host:port" of the admin listener (proxy/process/admin.py); None: no admin listener
+    )
     token_file: Path | None = None  # the bearer token every admin request must carry
 
 
@@ -130,7 +132,7 @@ class CallsConfig:
 
 @dataclass(frozen=True, slots=True)
 class TracingConfig:
-    """Optional OpenTelemetry tracing (needs the `otel` extra when enabled; see proxy/tracing.py)."""
+    """Optional OpenTelemetry tracing (needs the `otel` extra when enabled; see proxy/observe/tracing.py)."""
 
     enabled: bool = False
     service_name: str = "mrtr-proxy"

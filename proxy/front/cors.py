@@ -27,8 +27,8 @@ from aiohttp.typedefs import Handler, Middleware
 from proxy.front.checks import origin_allowed
 from proxy.front.reply import json_response
 from proxy.front.request_ids import REQUEST_ID_HEADER, request_id
-from proxy.logs import info_line
-from proxy.metrics import record_request
+from proxy.observe.logs import info_line
+from proxy.observe.metrics import record_request
 from proxy.wire import jsonrpc
 from proxy.wire.jsonrpc import ErrorObject
 

@@ -29,9 +29,9 @@ from proxy.front.peers import FORWARD_PREFIX
 from proxy.front.principal import PrincipalRefused, Resolver
 from proxy.front.reply import json_response
 from proxy.front.request_ids import REQUEST_ID_HEADER, request_id
-from proxy.logs import info_line
-from proxy.metrics import record_request
-from proxy.tracing import Tracing
+from proxy.observe.logs import info_line
+from proxy.observe.metrics import record_request
+from proxy.observe.tracing import Tracing
 from proxy.upstream.propagation import propagating
 from proxy.wire import jsonrpc, mcp
 from proxy.wire.jsonrpc import ErrorObject
@@ -56,7 +56,7 @@ class Endpoint:
         principal: Resolver,
         modern: ModernFront,
         legacy: LegacyRelay,
-        tracing: Tracing | None = None,  # None: no tracing (proxy/tracing.py)
+        tracing: Tracing | None = None,  # None: no tracing (proxy/observe/tracing.py)
         oauth: OAuthFront | None = None,  # OAuth (front/oauth.py); None: no validation, no challenges
     ) -> None:
         self._oauth = oauth

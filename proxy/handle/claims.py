@@ -4,7 +4,7 @@ Wire keys: ``u`` upstream, ``s`` legacy session id, ``c`` call id, ``r`` round, 
 legacy request ids by input key, ``o`` owner replica, ``e`` last SSE event id (optional),
 ``w`` principal digest, ``t`` target digest, ``iat`` / ``exp`` unix seconds, ``q`` the call's upstream
 request id (optional), ``l`` the span of the call's first round, to link later rounds to (optional: only
-when tracing; see proxy/tracing.py).
+when tracing; see proxy/observe/tracing.py).
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ SHUTTING_DOWN: Final = -31005
 OUTCOME_UNKNOWN: Final = -31010  # the replica holding the call died after it took the input
 REPLICA_SHUT_DOWN: Final = -31011  # a running call was cut because its replica shut down
 KEY_NOT_HELD: Final = -31012  # requestState sealed with a key this replica does not hold (503: elsewhere)
-CANCELLED_BY_OPERATOR: Final = -31013  # an operator cancelled the parked call (proxy/admin.py)
+CANCELLED_BY_OPERATOR: Final = -31013  # an operator cancelled the parked call (proxy/process/admin.py)
 
 
 @dataclass(frozen=True, slots=True)

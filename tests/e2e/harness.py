@@ -13,7 +13,6 @@ import aiohttp
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from proxy.app import CALLS, CODEC, create_app
 from proxy.config import (
     CallsConfig,
     Config,
@@ -26,7 +25,8 @@ from proxy.config import (
     UpstreamConfig,
 )
 from proxy.handle import KeyRing
-from proxy.tracing import Tracing
+from proxy.observe.tracing import Tracing
+from proxy.process.app import CALLS, CODEC, create_app
 from proxy.wire import mcp
 from proxy.wire.sse import SSEDecoder
 
@@ -75,7 +75,7 @@ async def running_proxy(
     configure the upstream (defaults: streamable-http, every legacy version). `upstream_url` may also be a
     whole `UpstreamConfig` (e.g. a stdio upstream): it is served under each of `names`, with `static_roots`
     when given; `transport` and `protocol_versions` are then ignored. `extra` upstreams are served too
-    (a gateway). `tracing`: e.g. `proxy.tracing.setup(config, exporter=InMemorySpanExporter())`.
+    (a gateway). `tracing`: e.g. `proxy.observe.tracing.setup(config, exporter=InMemorySpanExporter())`.
     `public_url`: listen.public_url (the base of the routes' OAuth resource URLs). `port`: listen there
     instead of on a free port (a peer started first must know the proxy's URL)."""
     upstream: dict[str, Any] = {"url": upstream_url, "static_roots": static_roots, "transport": transport}

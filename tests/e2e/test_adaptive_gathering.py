@@ -16,7 +16,7 @@ import pytest_asyncio
 
 from e2e.flows import text_of
 from e2e.harness import ROOTS, SAMPLED, RawClient, Reply, RunningProxy, accept_name, running_proxy
-from proxy.app import CALLS
+from proxy.process.app import CALLS
 
 pytestmark = [pytest.mark.peers, pytest.mark.asyncio(loop_scope="session")]
 

@@ -16,8 +16,8 @@ import pytest
 import pytest_asyncio
 
 from e2e.harness import ALL_CAPS, RawClient, accept_name, running_proxy
-from proxy.app import CALLS
 from proxy.config import PoolConfig, TasksConfig, UpstreamConfig
+from proxy.process.app import CALLS
 
 pytestmark = [pytest.mark.peers, pytest.mark.asyncio(loop_scope="session")]
 

@@ -19,9 +19,9 @@ from oauth_keys import SigningKey, alg_none, claims, jwks, tampered
 from e2e.harness import RawClient, RunningProxy, accept_name, running_proxy
 from e2e.oauth_peers import JwksServer, jwks_server
 from e2e.recording import Recording, recording_relay
-from proxy.app import POOLS
 from proxy.auth import challenge
 from proxy.config import AuthConfig, UpstreamConfig, UpstreamCredential
+from proxy.process.app import POOLS
 
 pytestmark = [pytest.mark.peers, pytest.mark.asyncio(loop_scope="session")]
 

@@ -17,10 +17,10 @@ import pytest
 
 from e2e.harness import RawClient, Reply, accept_name, running_proxy
 from e2e.replicas import cluster, log_lines, url_of
-from proxy.app import STATE
 from proxy.config import FrontConfig
 from proxy.handle import KeyRing, generate_key_b64, parse_key
 from proxy.handle.peer_auth import PEER_AUTH, sign
+from proxy.process.app import STATE
 
 pytestmark = [pytest.mark.peers, pytest.mark.asyncio(loop_scope="session")]
 

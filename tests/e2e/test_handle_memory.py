@@ -11,8 +11,8 @@ import pytest
 import pytest_asyncio
 
 from e2e.harness import RawClient, accept_name, running_proxy
-from proxy.app import CALLS, CODEC
 from proxy.calls.registry import ENDED_PER_CALL
+from proxy.process.app import CALLS, CODEC
 
 pytestmark = [pytest.mark.peers, pytest.mark.asyncio(loop_scope="session")]
 

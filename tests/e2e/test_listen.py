@@ -21,8 +21,8 @@ import pytest
 import pytest_asyncio
 
 from e2e.harness import ALL_CAPS, RawClient, RunningProxy, running_proxy
-from proxy.app import STATE
 from proxy.config import FrontConfig, TasksConfig
+from proxy.process.app import STATE
 from proxy.wire.sse import SSEDecoder
 
 pytestmark = [pytest.mark.peers, pytest.mark.asyncio(loop_scope="session")]

@@ -14,9 +14,9 @@ from oauth_keys import SigningKey, claims, jwks, tampered
 
 from e2e.harness import RawClient, running_proxy
 from e2e.oauth_peers import jwks_server
-from proxy import logs
 from proxy.config import AuthConfig, KeysConfig, UpstreamConfig, UpstreamCredential
 from proxy.handle import generate_key_b64
+from proxy.observe import logs
 
 pytestmark = [pytest.mark.peers, pytest.mark.asyncio(loop_scope="session")]
 

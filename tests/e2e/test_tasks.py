@@ -19,8 +19,8 @@ import pytest_asyncio
 
 from e2e.harness import ALL_CAPS, RawClient, Reply, RunningProxy, accept_name, running_proxy
 from e2e.replicas import log_lines, replica_set, url_of
-from proxy.app import TASKS
 from proxy.config import TasksConfig
+from proxy.process.app import TASKS
 
 pytestmark = [pytest.mark.peers, pytest.mark.asyncio(loop_scope="session")]
 

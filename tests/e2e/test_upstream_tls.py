@@ -18,9 +18,9 @@ from structlog.testing import capture_logs
 
 from e2e.harness import RawClient, accept_name, running_proxy
 from e2e.tls_certs import Issued, issue, make_ca
-from proxy.app import create_app
 from proxy.auth.setup import AuthSetupError
 from proxy.config import Config, TlsConfig, UpstreamConfig
+from proxy.process.app import create_app
 
 pytestmark = [pytest.mark.peers, pytest.mark.asyncio(loop_scope="session")]
 

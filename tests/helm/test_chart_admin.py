@@ -1,4 +1,4 @@
-"""The chart's optional admin listener (proxy/admin.py): off by default; `admin.enabled` with a token Secret
+"""The chart's optional admin listener (process/admin.py): off by default; `admin.enabled` with a token Secret
 adds the `admin` container port, mounts the token, writes admin.* into the config (validated by the
 proxy's loader), adds the port to the headless Service only, and points the ServiceMonitor at it with the
 bearer token."""

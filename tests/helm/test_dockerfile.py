@@ -79,7 +79,7 @@ def test_entry_point_command_ports_and_no_bytecode_writes() -> None:
 
 def test_console_script_is_the_entry_point_name() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    assert project["scripts"]["mrtr-proxy"] == "proxy.cli:main"
+    assert project["scripts"]["mrtr-proxy"] == "proxy.cli.main:main"
     assert project["requires-python"] == ">=3.11"  # the image's Python
 
 

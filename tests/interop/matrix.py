@@ -721,7 +721,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     # The in-process proxy logs through structlog: keep warnings and errors, away from the table.
-    from proxy import logs
+    from proxy.observe import logs
 
     proxy_log = io.StringIO()
     logs.configure("warning", "json", stream=proxy_log)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from proxy.cli import main
+from proxy.cli.main import main
 from proxy.probe.run import parse_env, parse_headers
 
 

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from proxy.pool import PoolExhausted, PoolKey, SessionPool
 from proxy.translate.capabilities import ClientCapabilities
 from proxy.upstream.base import Inbox, TransportLost, UpstreamError, UpstreamSession
+from proxy.upstream.pool import PoolExhausted, PoolKey, SessionPool
 from proxy.upstream.stdio import INHERITED_ENV, StdioSession, StdioSettings, child_env, describe_exit
 from proxy.wire import jsonrpc
 

@@ -37,10 +37,10 @@ from proxy.front.oauth import OAuthFront
 from proxy.front.peers import FORWARD_PREFIX, PeerLost, Peers, PeerUnreachable
 from proxy.front.principal import Resolver
 from proxy.front.reply import Replier
-from proxy.pool import PoolExhausted, PoolKey, SessionPool
 from proxy.tasks.front import TaskCreated, TaskFront
 from proxy.translate.request import ModernRequest
 from proxy.upstream.base import UpstreamAuthChallenge, UpstreamError
+from proxy.upstream.pool import PoolExhausted, PoolKey, SessionPool
 from proxy.wire import jsonrpc, mcp
 from proxy.wire.jsonrpc import ErrorObject
 

@@ -12,7 +12,7 @@ from proxy.calls.registry import CallRegistry
 from proxy.config import FrontConfig
 from proxy.front.checks import Refusal
 from proxy.front.ratelimit import RateLimiter
-from proxy.pool import PoolExhausted
+from proxy.upstream.pool import PoolExhausted
 from proxy.wire import jsonrpc
 from proxy.wire.jsonrpc import ErrorObject
 

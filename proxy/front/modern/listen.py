@@ -27,11 +27,11 @@ from aiohttp import web
 from proxy.calls.wording import unavailable
 from proxy.config import FrontConfig
 from proxy.front.reply import SSE_HEADERS, json_response
-from proxy.pool import PoolExhausted, PoolKey, SessionPool
 from proxy.tasks.front import TaskFront
 from proxy.tasks.policy import declares_tasks, missing_capability
 from proxy.translate.request import ModernRequest
 from proxy.upstream.base import UpstreamError, UpstreamSession
+from proxy.upstream.pool import PoolExhausted, PoolKey, SessionPool
 from proxy.wire import jsonrpc, mcp
 from proxy.wire.sse import encode_comment, encode_event
 

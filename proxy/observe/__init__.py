@@ -1,0 +1,1 @@
+"""Observability: structlog configured once (`logs.py`), Prometheus metrics, optional OpenTelemetry."""

@@ -1,0 +1,384 @@
+"""`create_app(config)`: wires the layers together with typed AppKeys; resources live in cleanup contexts."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import time
+from collections.abc import AsyncIterator, Mapping
+
+import aiohttp
+import structlog
+from aiohttp import web
+
+from proxy.auth.metadata import WELL_KNOWN
+from proxy.auth.setup import prepare
+from proxy.calls.outcomes import CallSettings
+from proxy.calls.registry import CallRegistry
+from proxy.calls.roots import RootsBook
+from proxy.calls.saturation import saturation
+from proxy.calls.service import CallService
+from proxy.cluster.agreement import KEYS_PATH, PeerKeyCheck
+from proxy.cluster.keys import configured_staged_keys, promote_due_key
+from proxy.config import Config
+from proxy.front.cors import Cors
+from proxy.front.cors import middleware as cors_middleware
+from proxy.front.endpoint import Endpoint
+from proxy.front.fallback import json_answers
+from proxy.front.legacy.bridge import BridgeSettings, LegacyBridge
+from proxy.front.legacy.quota import SessionQuota
+from proxy.front.legacy.relay import LegacyRelay
+from proxy.front.modern.front import ModernFront
+from proxy.front.modern.listen import ListenFront
+from proxy.front.oauth import OAUTH, OAuthFront, metadata_endpoint
+from proxy.front.peers import FORWARD_PREFIX, Peers
+from proxy.front.principal import resolver
+from proxy.front.request_ids import echo_request_id
+from proxy.handle import HandleCodec, Key, KeyLoadError, KeyRing, load_keys
+from proxy.handle.rotation import Rotation
+from proxy.observe.metrics import METRICS, Metrics, metrics_endpoint
+from proxy.observe.tracing import Tracing
+from proxy.observe.tracing import setup as setup_tracing
+from proxy.process import readiness
+from proxy.process.appstate import (
+    CALLS,
+    CODEC,
+    CONFIG,
+    FRONT,
+    HTTP,
+    KEY_CHECK,
+    PEERS,
+    POOLS,
+    PREPARED,
+    ROTATION,
+    STATE,
+    TASKS,
+    TRACING,
+    RuntimeState,
+)
+from proxy.tasks.front import TaskFront
+from proxy.tasks.manager import TaskManager, TaskSettings
+from proxy.tasks.policy import TaskPolicy
+from proxy.upstream.pool import SessionPool, no_call_answer, session_adopter, session_factory
+from proxy.upstream.tls import tls_sessions
+
+log = structlog.get_logger(__name__)
+
+HOUSEKEEPING_INTERVAL = 1.0
+
+
+def configured_keys(config: Config, environ: Mapping[str, str] | None = None) -> list[Key]:
+    """The keys from `keys.files`, `keys.dirs` and `keys.env`, in that order. Raises KeyLoadError."""
+    return load_keys(
+        files=config.keys.files,
+        dirs=config.keys.dirs,
+        env=os.environ if environ is None else environ,
+        env_vars=config.keys.env,
+    )
+
+
+def key_ring(
+    config: Config, environ: Mapping[str, str] | None = None, rotation: Rotation | None = None
+) -> KeyRing:
+    """The configured key ring; with no key configured, an ephemeral one (handles die with the process)."""
+    keys = configured_staged_keys(config, environ)
+    if keys:
+        rotation = rotation or Rotation(config.keys.promote_after_s)
+        return rotation.ring(keys, time.monotonic())
+    log.warning(
+        "keys.ephemeral",
+        hint="no key configured: parked calls cannot survive a restart or move "
+        "between replicas; run `mrtr-proxy keygen` and configure keys.files/dirs/env",
+    )
+    return KeyRing.ephemeral()
+
+
+def key_sources_fingerprint(config: Config) -> tuple[tuple[str, int, int], ...]:
+    """(path, mtime, size) of every configured key file and directory entry: changes when a key does."""
+    paths = list(config.keys.files)
+    for directory in config.keys.dirs:
+        with contextlib.suppress(OSError):
+            paths += sorted(directory.iterdir())
+    out = []
+    for path in paths:
+        with contextlib.suppress(OSError):
+            st = path.stat()
+            out.append((str(path), st.st_mtime_ns, st.st_size))
+    return tuple(out)
+
+
+def reload_keys(app: web.Application) -> bool:
+    """Re-read the key ring (SIGHUP, or a key file changed). Parked calls are untouched: handles sealed
+    with a key that is still in the ring keep working. A bad key set is refused and the old ring kept."""
+    config = app[CONFIG]
+    if not (config.keys.files or config.keys.dirs or config.keys.env):
+        return False  # an ephemeral ring is never replaced: that would strand every parked call
+    rotation = app[ROTATION]
+    try:
+        keys = configured_staged_keys(config)
+        if not keys:
+            raise ValueError("no key configured")
+        ring = rotation.ring(keys, time.monotonic())
+    except (KeyLoadError, ValueError) as exc:  # ValueError: no key at all (an empty ring)
+        log.error("keys.reload_failed", error=str(exc), hint="keeping the current key ring")
+        return False
+    app[CODEC].replace_ring(ring)
+    log.info(
+        "keys.reloaded",
+        key_ids=list(ring.kids),
+        sealing_key=ring.sealing_kid,
+        keys=rotation.describe(ring, time.monotonic()),
+    )
+    if rotation.retained is not None:
+        log.warning(
+            "keys.sealing_key_retained",
+            key_id=rotation.retained.key.kid,
+            hint="the sealing key is gone from the key files before any other key has been loadable for "
+            "keys.promote_after_s: it keeps sealing until one has (other replicas may not hold the new one)",
+        )
+    return True
+
+
+def create_app(
+    config: Config,
+    *,
+    ring: KeyRing | None = None,
+    handle_signals: bool = False,
+    tracing: Tracing | None = None,
+) -> web.Application:
+    """The proxy as an aiohttp application. `handle_signals` installs SIGHUP (reload the key ring).
+    `tracing`: instead of the one `config.tracing` asks for (tests). Raises TracingUnavailable, and
+    AuthSetupError when a static JWKS, a service credential or a TLS file cannot be used."""
+    cors = Cors(config.front.allowed_origins)  # browsers on front.allowed_origins (front/cors.py)
+    app = web.Application(
+        client_max_size=config.front.max_body_bytes,
+        middlewares=[json_answers, readiness.ports, cors_middleware(cors)],
+    )
+    app[CONFIG] = config
+    app[PREPARED] = prepare(config)
+    app[STATE] = RuntimeState()
+    app[ROTATION] = Rotation(config.keys.promote_after_s)
+    app[CODEC] = codec = HandleCodec(ring or key_ring(config, rotation=app[ROTATION]))
+    # Bounded: a forwarded retry runs at most one round (calls.call_timeout_s) on the owner.
+    app[PEERS] = Peers(
+        config.replica_address, lambda: codec.ring, answer_timeout=config.calls.call_timeout_s + 30
+    )
+    app[KEY_CHECK] = PeerKeyCheck(app[PEERS], config.replica_address, config.replica.peers)
+    app[METRICS] = Metrics((u.name for u in config.upstreams), config.metrics.tools)
+    app[METRICS].limits(
+        max_calls=config.calls.max_parked,
+        max_sessions={u.name: u.pool.max_sessions for u in config.upstreams},
+        drain_grace_s=config.calls.drain_grace_s,
+    )
+    app[TRACING] = tracing if tracing is not None else setup_tracing(config.tracing)
+    app.on_response_prepare.append(echo_request_id)
+    app.on_response_prepare.append(cors.on_prepare)
+    app.on_cleanup.append(_stop_tracing)
+    app.cleanup_ctx.append(_upstreams)
+    app.cleanup_ctx.append(_housekeeping)
+    app.cleanup_ctx.append(readiness.peer_key_checks)
+    if handle_signals:
+        app.on_startup.append(_install_sighup)
+    app.router.add_route("*", "/mcp", _mcp)
+    app.router.add_route("*", "/servers/{upstream}/mcp", _mcp)
+    # Retries forwarded by another replica to the one that holds their parked call (see front/peers.py).
+    app.router.add_route("POST", f"{FORWARD_PREFIX}/mcp", _mcp)
+    app.router.add_route("POST", f"{FORWARD_PREFIX}/servers/{{upstream}}/mcp", _mcp)
+    # RFC 9728 protected-resource metadata: the root form and every route's path-suffixed form.
+    app.router.add_get(WELL_KNOWN, metadata_endpoint)
+    app.router.add_get(WELL_KNOWN + "/{tail:.*}", metadata_endpoint)
+    app.router.add_get(KEYS_PATH, readiness.peer_keys)
+    app.router.add_get("/healthz", readiness.healthz)
+    app.router.add_get("/readyz", readiness.readyz)
+    if config.metrics.public:  # else only on the admin listener (proxy/process/admin.py)
+        app.router.add_get("/metrics", metrics_endpoint)
+    return app
+
+
+async def _upstreams(app: web.Application) -> AsyncIterator[None]:
+    """One HTTP client, one session pool per upstream, and the call service over them."""
+    config = app[CONFIG]
+    http = aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=0, limit_per_host=0),
+        timeout=aiohttp.ClientTimeout(
+            total=None, sock_connect=max(u.timeouts.connect_s for u in config.upstreams)
+        ),
+    )
+    app[HTTP] = http
+    tls_clients = tls_sessions(app[PREPARED].tls, http.timeout)  # private CA / client certificate
+    clients = {up.name: tls_clients.get(up.name, http) for up in config.upstreams}
+    roots = RootsBook()  # what each pooled session's server asked of roots before any call (calls/roots.py)
+    pools = {
+        up.name: SessionPool(
+            up.name,
+            session_factory(up, clients[up.name], roots),
+            max_sessions=up.pool.max_sessions,
+            idle_ttl=up.pool.idle_ttl_s,
+            adopter=session_adopter(up, clients[up.name]),
+            reuse=up.pool.reuse_sessions,
+            acquire_timeout=up.pool.acquire_timeout_s,
+        )
+        for up in config.upstreams
+    }
+    app[POOLS] = pools
+    calls = config.calls
+    app[CALLS] = CallService(
+        pools,
+        app[CODEC],
+        CallRegistry(
+            max_calls=calls.max_parked,
+            max_per_principal=calls.max_parked_per_principal,
+            max_per_address=calls.max_calls_per_address,
+            first_round_ttl=calls.first_round_ttl_s,
+        ),
+        CallSettings(
+            gather_window=calls.gather_window_ms / 1000,
+            parked_ttl=calls.parked_ttl_s,
+            call_timeout=calls.call_timeout_s,
+            owner=config.replica_address,
+            parked_share=calls.parked_share,
+        ),
+        observer=app[METRICS],
+        roots=roots,
+    )
+    service = app[CALLS]
+    app[METRICS].watch(service.registry, pools, saturation=lambda: saturation(service, pools))
+    app[TASKS] = TaskManager(
+        app[CALLS],
+        app[CODEC],
+        TaskSettings(
+            ttl_ms=calls.tasks.ttl_ms,
+            poll_interval_ms=calls.tasks.poll_interval_ms,
+            owner=config.replica_address,
+            max_tasks=calls.max_parked,
+        ),
+    )
+    tasks = TaskFront(app[TASKS], TaskPolicy(calls.tasks), app[CODEC], config.replica_address)
+    by_name = {u.name: u for u in config.upstreams}
+    # Legacy clients of sse/stdio upstreams: a session of their own each (front/legacy/bridge.py).
+    settings = BridgeSettings.from_config(config)
+    quota = SessionQuota(  # legacy sessions per principal and client address, relayed and bridged alike
+        per_principal=config.front.legacy_sessions_per_principal,
+        per_address=config.front.legacy_sessions_per_address,
+    )
+    address_header = config.front.client_address_header
+    bridge = LegacyBridge(
+        http,
+        app[CODEC],
+        by_name,
+        no_call_answer,
+        settings=settings,
+        state=app[STATE],
+        quota=quota,
+        address_header=address_header,
+        clients=clients,
+    )
+    upstreams = {u.name: u for u in config.upstreams}
+    principal = resolver(config.principal)
+    app[OAUTH] = OAuthFront.from_config(config, app[PREPARED], http, clients)
+    app[FRONT] = Endpoint(
+        front=config.front,
+        upstreams=upstreams,
+        principal=principal,
+        legacy=LegacyRelay(
+            http,
+            app[CODEC],
+            by_name,
+            bridge=bridge,
+            clients=clients,
+            quota=quota,
+            address_header=address_header,
+        ),
+        modern=ModernFront(
+            front=config.front,
+            upstreams=upstreams,
+            pools=pools,
+            calls=app[CALLS],
+            principal=principal,
+            peers=app[PEERS],
+            state=app[STATE],
+            tasks=tasks,
+            listen=ListenFront(front=config.front, pools=pools, state=app[STATE], tasks=tasks),
+            oauth=app[OAUTH],
+        ),
+        tracing=app[TRACING],
+        oauth=app[OAUTH],
+    )
+    try:
+        yield
+    finally:
+        await app[TASKS].close()
+        await app[CALLS].close()
+        await bridge.close()
+        await app[STATE].commands.close()  # a /readyz check of a stdio command still running
+        await app[PEERS].close()
+        await asyncio.gather(*(p.close() for p in pools.values()), return_exceptions=True)
+        await asyncio.gather(*(c.close() for c in tls_clients.values()), return_exceptions=True)
+        await http.close()
+
+
+async def _mcp(request: web.Request) -> web.StreamResponse:
+    return await request.app[FRONT].handle(request)
+
+
+async def _stop_tracing(app: web.Application) -> None:
+    await asyncio.to_thread(app[TRACING].shutdown)  # flushes spans not exported yet (blocking I/O)
+
+
+async def _housekeeping(app: web.Application) -> AsyncIterator[None]:
+    """Reap parked calls past their TTL and idle upstream sessions, once a second."""
+
+    config = app[CONFIG]
+    keys_seen = key_sources_fingerprint(config)
+
+    async def loop() -> None:
+        nonlocal keys_seen
+        while True:
+            await asyncio.sleep(HOUSEKEEPING_INTERVAL)
+            try:
+                await app[TASKS].reap_expired()
+                await app[CALLS].reap_expired()
+                for pool in app[POOLS].values():
+                    pool.reap_idle()
+                if (current := key_sources_fingerprint(config)) != keys_seen:
+                    keys_seen = current
+                    reload_keys(app)
+                promote_due_key(app[ROTATION], app[CODEC])
+            except Exception:
+                log.exception("housekeeping.failed")
+
+    task = asyncio.create_task(loop(), name="housekeeping")
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def _install_sighup(app: web.Application) -> None:
+    asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, reload_keys, app)
+
+
+async def drain(app: web.Application) -> None:
+    """SIGTERM: readiness goes false at once, new calls are refused (-31005, retry elsewhere), retries of
+    parked calls are served for `calls.drain_grace_s`, then what is left is handed over or cancelled."""
+    app[STATE].draining = True
+    app[METRICS].drain_started()
+    log.info(
+        "drain.started",
+        parked_calls=app[CALLS].registry.parked_count,
+        grace_s=app[CONFIG].calls.drain_grace_s,
+    )
+    loop = asyncio.get_running_loop()
+    grace = app[CONFIG].calls.drain_grace_s
+    deadline = loop.time() + grace
+    await app[CALLS].drain(grace)
+    # Retries relayed to their owner are not calls of this replica: wait for their answers too (each is
+    # bounded: its owner answers, is found gone, or the forward times out).
+    while app[STATE].forwarding and loop.time() < deadline + 5:  # noqa: ASYNC110
+        await asyncio.sleep(0.05)
+    app[STATE].stopped = True
+    log.info("drain.finished")

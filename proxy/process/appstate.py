@@ -1,0 +1,66 @@
+"""The typed keys of the application's state (`app[CODEC]`, …) and what changes while it runs. `app.py`
+re-exports them; `proxy.probes` reads them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import aiohttp
+from aiohttp import web
+
+from proxy.auth.setup import Prepared
+from proxy.calls.service import CallService
+from proxy.cluster.agreement import PeerKeyCheck
+from proxy.config import Config
+from proxy.front.endpoint import Endpoint
+from proxy.front.peers import Peers
+from proxy.handle import HandleCodec
+from proxy.handle.rotation import Rotation
+from proxy.observe.tracing import Tracing
+from proxy.tasks.manager import TaskManager
+from proxy.upstream.pool import SessionPool
+from proxy.upstream.reachability import CommandChecks
+
+__all__ = [
+    "CALLS",
+    "CODEC",
+    "CONFIG",
+    "FRONT",
+    "HTTP",
+    "KEY_CHECK",
+    "PEERS",
+    "POOLS",
+    "PREPARED",
+    "ROTATION",
+    "STATE",
+    "TASKS",
+    "TRACING",
+    "RuntimeState",
+]
+
+CONFIG = web.AppKey("config", Config)
+CODEC = web.AppKey("codec", HandleCodec)
+POOLS = web.AppKey("pools", Mapping[str, SessionPool])
+FRONT = web.AppKey("front", Endpoint)
+CALLS = web.AppKey("calls", CallService)
+TASKS = web.AppKey("tasks", TaskManager)
+TRACING = web.AppKey("tracing", Tracing)
+HTTP = web.AppKey("http", aiohttp.ClientSession)
+PREPARED = web.AppKey("prepared", Prepared)
+
+
+@dataclass(slots=True)
+class RuntimeState:
+    """What changes while the process runs: set once shutdown begins."""
+
+    draining: bool = False
+    stopped: bool = False  # the drain is over: nothing more is processed (forwarded retries get 503)
+    forwarding: int = 0  # retries this replica is relaying to their owner right now
+    commands: CommandChecks = field(default_factory=CommandChecks)  # /readyz: do stdio commands answer
+
+
+STATE = web.AppKey("state", RuntimeState)
+ROTATION = web.AppKey("rotation", Rotation)
+PEERS = web.AppKey("peers", Peers)
+KEY_CHECK = web.AppKey("key_check", PeerKeyCheck)

@@ -1,0 +1,100 @@
+"""Readiness and the probes (`/healthz`, `/readyz`), the peer-keys route, and which port serves what."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from urllib.parse import urlsplit
+
+from aiohttp import web
+
+from proxy.calls.saturation import saturation
+from proxy.cluster.agreement import keys_detail, run_checks, serve_keys
+from proxy.config import UpstreamConfig
+from proxy.process.appstate import CALLS, CODEC, CONFIG, KEY_CHECK, PEERS, POOLS, ROTATION, STATE
+from proxy.upstream.pool import no_call_answer
+from proxy.upstream.reachability import CommandChecks
+
+_ADMIN = frozenset({"/healthz", "/readyz", "/metrics"})
+
+
+@web.middleware
+async def ports(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    """With `replica.peer_port` set, the peer routes (/_mrtr/…) are served on it only, and of the rest only
+    the probes and /metrics are (an admin port as well)."""
+    peer_port = request.app[CONFIG].replica.peer_port
+    if peer_port is not None:
+        sockname = request.transport.get_extra_info("sockname") if request.transport else None
+        on_peer_port = isinstance(sockname, tuple) and sockname[1] == peer_port
+        peer_route = request.path.startswith("/_mrtr/")
+        if (peer_route and not on_peer_port) or (
+            on_peer_port and not peer_route and request.path not in _ADMIN
+        ):
+            raise web.HTTPNotFound()
+    return await handler(request)
+
+
+def peer_key_checks(app: web.Application) -> AsyncIterator[None]:
+    return run_checks(app[KEY_CHECK], lambda: app[CODEC].ring, app[CONFIG].replica.peer_check_s)
+
+
+async def peer_keys(request: web.Request) -> web.Response:
+    return await serve_keys(request, request.app[PEERS])
+
+
+async def healthz(_: web.Request) -> web.Response:
+    return web.json_response({"status": "ok"})
+
+
+async def upstream_reachable(
+    upstream: UpstreamConfig, commands: CommandChecks | None = None, timeout: float = 1.0
+) -> bool:
+    """Can the upstream be reached: a TCP connection to a URL's host and port opens within `timeout` (no
+    MCP exchange: a probe opens no session); a stdio command starts and answers `initialize`
+    (upstream/reachability.py)."""
+    if upstream.command is not None:
+        commands = commands or CommandChecks()
+        return await commands.reachable(upstream, no_call_answer(upstream))
+    parts = urlsplit(upstream.url or "")
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        async with asyncio.timeout(timeout):
+            _, writer = await asyncio.open_connection(parts.hostname, port)
+    except (OSError, TimeoutError):
+        return False
+    writer.close()
+    with contextlib.suppress(OSError):
+        await writer.wait_closed()
+    return True
+
+
+async def readyz(request: web.Request) -> web.Response:
+    """Ready: keys loaded (always, once started), not draining, and at least one upstream reachable. One
+    upstream down does not take a gateway out of rotation for the others: the body says which is down."""
+    app = request.app
+    upstreams = app[CONFIG].upstreams
+    commands = app[STATE].commands
+    reachable = await asyncio.gather(*(upstream_reachable(up, commands) for up in upstreams))
+    ring, agreement = app[CODEC].ring, app[KEY_CHECK].agreement
+    body = {
+        "key_ring": keys_detail(ring, app[ROTATION].describe(ring, time.monotonic()), agreement),
+        "parked_calls": app[CALLS].registry.parked_count,
+        "upstreams": {
+            up.name: "reachable" if ok else "unreachable" for up, ok in zip(upstreams, reachable, strict=True)
+        },
+    }
+    if app[STATE].draining:
+        return web.json_response({"status": "draining", **body}, status=503)
+    if not any(reachable):
+        return web.json_response({"status": "no upstream reachable", **body}, status=503)
+    if agreement.verdict == "checking":  # not before it knows whether its peers hold its keys
+        return web.json_response({"status": "checking peers' keys", **body}, status=503)
+    if agreement.verdict == "mismatch" and app[CONFIG].replica.key_mismatch == "unready":
+        return web.json_response({"status": "key_mismatch", **body}, status=503)
+    if full := saturation(app[CALLS], app[POOLS]):  # full: a load balancer steers new calls elsewhere
+        return web.json_response({"status": "saturated", **body, "saturated": full}, status=503)
+    return web.json_response({"status": "ready", **body})

@@ -3,31 +3,33 @@
 Request metrics come from the front's canonical log line (`record_request`, called once per request right
 after the line is written), so the log and the metrics cannot disagree. The call service reports what no
 request line shows (a parked call resumed or reaped, a takeover) through its observer, which `Metrics` is.
-Gauges (calls, sessions) are read from the call registry and the pools at scrape time.
-
-Every label value comes from a fixed set (methods, outcome classes, rejection reasons, configured upstream
-and tool names); anything else is counted as "other", so label cardinality is bounded whatever clients send.
+Gauges (calls, sessions) are read from the call registry and the pools at scrape time (gauges.py). Every
+label value comes from a fixed set (labels.py), so label cardinality is bounded whatever clients send.
 """
 
 from __future__ import annotations
 
 import time
-from collections import Counter as Tally
 from collections.abc import Callable, Iterable, Mapping
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.metrics import MetricWrapperBase
-from prometheus_client.registry import Collector
 
-from proxy.wire import jsonrpc, mcp
-
-# The call registry's refusal reasons (proxy/calls/registry.py REFUSAL_REASONS; not imported: metrics sit
-# below the calls layer).
-REFUSAL_REASONS: Final = ("calls_total", "principal_share", "address_share", "parked_share", "pool_full")
+from proxy.observe.gauges import StateCollector
+from proxy.observe.labels import (
+    NONE,
+    OTHER,
+    REJECTION_REASONS,
+    UPSTREAM_ERROR_KINDS,
+    method_label,
+    outcome_class,
+    rejection_reason,
+    upstream_error_kind,
+)
 
 if TYPE_CHECKING:
     from proxy.calls.registry import CallRegistry
@@ -36,89 +38,12 @@ if TYPE_CHECKING:
 _Instrument = TypeVar("_Instrument", bound=MetricWrapperBase)
 
 CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
-OTHER: Final = "other"
-NONE: Final = "none"  # the request never got as far as naming a method / an upstream
-
-METHODS: Final = frozenset(
-    {
-        "ping",
-        "server/discover",
-        "initialize",
-        mcp.LISTEN,
-        *mcp.MRTR_METHODS,
-        *mcp.FORWARDED_METHODS,
-        *mcp.TASK_METHODS,
-    }
-)
-# The canonical line's outcome is "<class>" or "<class>:<detail>"; the class is the label.
-OUTCOME_CLASSES: Final[Mapping[str, str]] = {
-    "complete": "complete",
-    "input_required": "input_required",
-    "upstream_error": "upstream_error",  # the upstream's own JSON-RPC error, passed through
-    "failed": "failed",  # ours: upstream failed or timed out, call lost, limits, bad inputResponses
-    "upstream_failed": "failed",  # the same, for discover and relayed lists
-    "refused": "refused",  # refused at the boundary (bad headers or body, origin, rate, draining)
-    "method_not_allowed": "refused",
-    "unknown_method": "unknown_method",
-    "handle_rejected": "handle_rejected",
-    "forwarded": "forwarded",  # relayed to the replica that owns the parked call
-    "accepted": "accepted",  # a notification
-    "relayed": "relayed",  # a legacy client's request, relayed as it is
-    "task": "task",  # the call became a task (Tasks extension)
-    "task_not_found": "task_not_found",
-    "client_closed": "client_closed",  # a listen stream the client ended
-    "upstream_lost": "failed",  # a listen stream whose upstream session died
-    "backlog_overflow": "failed",  # a listen stream whose client could not keep up
-}
-# HandleError reasons (handle/) and InvalidRequestState reasons (calls/outcomes.py).
-REJECTION_REASONS: Final = frozenset(
-    {
-        "too_short", "too_long", "malformed", "unknown_version", "unknown_key", "auth_failed",
-        "bad_claims", "expired", "not_yet_valid", "wrong_upstream", "wrong_principal", "wrong_target",
-        "call_ended", "round_in_progress", "bad_pending_keys", "stale_round", "call_mismatch",
-        "not_owner",
-    }
-)  # fmt: skip
-UPSTREAM_ERROR_KINDS: Final = ("error_response", "failed", "timeout")  # what upstream_error_kind answers
 # Seconds: a ping (sub-millisecond) up to a long tool call (calls.call_timeout_s defaults to 300).
 DURATION_BUCKETS: Final = (
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300,
 )  # fmt: skip
 # Seconds a client took to come back to a parked call (calls.parked_ttl_s defaults to 600).
 PARKED_AGE_BUCKETS: Final = (0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
-
-
-def method_label(method: object) -> str:
-    if method is None:
-        return NONE
-    if method in METHODS:
-        return str(method)
-    if isinstance(method, str) and method.startswith("notifications/"):
-        return "notification"
-    return OTHER
-
-
-def outcome_class(outcome: object) -> str:
-    if outcome is None:
-        return NONE
-    return OUTCOME_CLASSES.get(str(outcome).split(":", 1)[0], OTHER)
-
-
-def rejection_reason(reason: object) -> str:
-    return str(reason) if reason in REJECTION_REASONS else OTHER
-
-
-def upstream_error_kind(outcome: object) -> str | None:
-    """What the upstream did wrong, if the line's outcome blames it: `error_response` (a JSON-RPC error of
-    its own), `timeout` (silent for calls.call_timeout_s) or `failed` (unreachable, or failed mid-call)."""
-    text = str(outcome)
-    if text.startswith("upstream_error:"):
-        return "error_response"
-    if text == f"failed:{jsonrpc.UPSTREAM_TIMEOUT}":
-        return "timeout"
-    if text in ("upstream_failed", f"failed:{jsonrpc.UPSTREAM_FAILED}"):
-        return "failed"
-    return None
 
 
 class Metrics:
@@ -197,7 +122,7 @@ class Metrics:
             'tools/call requests by upstream, tool (metrics.tools; any other is "other") and outcome class',
             ("upstream", "tool", "outcome"),
         )
-        self._state = _StateCollector(self._upstreams)
+        self._state = StateCollector(self._upstreams)
         self.registry.register(self._state)
 
     def _add(
@@ -290,99 +215,6 @@ def _without_reasons(metric: Metric) -> Metric:
         return metric
     total = sum(s.value for s in metric.samples if s.name.endswith("_total"))
     return CounterMetricFamily(metric.name, "requestState handles refused (reasons: admin /metrics)", total)
-
-
-class _StateCollector(Collector):
-    """Gauges computed at scrape time: running and parked calls, and open sessions, per upstream."""
-
-    def __init__(self, upstreams: tuple[str, ...]) -> None:
-        self._upstreams = upstreams
-        self.calls: CallRegistry | None = None
-        self.pools: Mapping[str, SessionPool] = {}
-        self.max_calls: int | None = None
-        self.max_sessions: Mapping[str, int] = {}
-        self.drain_grace_s: float | None = None
-        self.draining_since: float | None = None
-        self.saturation: Callable[[], Mapping[str, str]] | None = None
-
-    def collect(self) -> Iterable[Metric]:
-        parked = GaugeMetricFamily(
-            "mrtr_proxy_parked_calls", "Calls parked, waiting for the client's retry", labels=["upstream"]
-        )
-        running = GaugeMetricFamily(
-            "mrtr_proxy_running_calls", "Calls a request is driving right now", labels=["upstream"]
-        )
-        sessions = GaugeMetricFamily(
-            "mrtr_proxy_upstream_sessions",
-            "Legacy sessions open (idle, busy or opening)",
-            labels=["upstream"],
-        )
-        counts: Tally[tuple[str, bool]] = Tally(
-            (call.upstream, call.parked) for call in (self.calls if self.calls is not None else ())
-        )
-        for name in self._upstreams:
-            parked.add_metric([name], counts[name, True])
-            running.add_metric([name], counts[name, False])
-            pool = self.pools.get(name)
-            sessions.add_metric([name], pool.size if pool is not None else 0)
-        return [parked, running, sessions, *self._admission(), *self._limits()]
-
-    def _admission(self) -> Iterable[Metric]:
-        full = self.saturation() if self.saturation is not None else {}
-        saturated = GaugeMetricFamily(
-            "mrtr_proxy_saturated",
-            "1 while this replica is full (calls, parked share or sessions at their caps; /readyz says "
-            "saturated), else 0",
-        )
-        saturated.add_metric([], 1 if full else 0)
-        yield saturated
-        refusals = CounterMetricFamily(
-            "mrtr_proxy_admission_refusals",
-            "Calls and requests refused by a limit: calls_total, principal_share, address_share, "
-            "parked_share, pool_full",
-            labels=["reason"],
-        )
-        counted = self.calls.refusals if self.calls is not None else Tally[str]()
-        for reason in REFUSAL_REASONS:
-            refusals.add_metric([reason], counted[reason])
-        yield refusals
-
-    def _limits(self) -> Iterable[Metric]:
-        since = self.draining_since
-        draining = GaugeMetricFamily(
-            "mrtr_proxy_draining_seconds",
-            "Seconds since SIGTERM started this replica's drain (0 while it is not draining)",
-            value=0.0 if since is None else time.monotonic() - since,
-        )
-        yield draining
-        if self.drain_grace_s is not None:
-            yield GaugeMetricFamily(
-                "mrtr_proxy_drain_grace_seconds", "calls.drain_grace_s", value=self.drain_grace_s
-            )
-        if self.max_calls is not None:
-            yield GaugeMetricFamily(
-                "mrtr_proxy_max_calls",
-                "calls.max_parked: calls held (running or parked) at most",
-                value=self.max_calls,
-            )
-        if self.max_sessions:
-            limit = GaugeMetricFamily(
-                "mrtr_proxy_upstream_max_sessions",
-                "pool.max_sessions: legacy sessions open at once to this upstream at most",
-                labels=["upstream"],
-            )
-            for name in self._upstreams:
-                if name in self.max_sessions:
-                    limit.add_metric([name], self.max_sessions[name])
-            yield limit
-
-    def describe(self) -> Iterable[Metric]:
-        gauges = ("mrtr_proxy_parked_calls", "mrtr_proxy_running_calls", "mrtr_proxy_upstream_sessions")
-        return [
-            *(GaugeMetricFamily(name, "", labels=["upstream"]) for name in gauges),
-            GaugeMetricFamily("mrtr_proxy_saturated", ""),
-            CounterMetricFamily("mrtr_proxy_admission_refusals", "", labels=["reason"]),
-        ]
 
 
 METRICS = web.AppKey("metrics", Metrics)

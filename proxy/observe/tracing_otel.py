@@ -18,7 +18,7 @@ from opentelemetry.trace import Span, SpanContext, SpanKind, Status, StatusCode,
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from proxy.config import TracingConfig
-from proxy.observe.metrics import outcome_class
+from proxy.observe.labels import outcome_class
 from proxy.observe.spans import RequestSpan, Tracing
 
 SCOPE = "mrtr-proxy"

@@ -21,15 +21,14 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from proxy.config import Config, ListenConfig, UpstreamConfig
 from proxy.handle import KeyRing
-from proxy.observe.metrics import (
-    METRICS,
+from proxy.observe.labels import (
     REJECTION_REASONS,
-    Metrics,
     method_label,
     outcome_class,
     rejection_reason,
     upstream_error_kind,
 )
+from proxy.observe.metrics import METRICS, Metrics
 from proxy.process.app import CALLS, create_app
 
 # Only the scripted flows are marked `peers` (they need the real legacy servers); the label-mapping tests

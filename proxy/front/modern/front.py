@@ -1,8 +1,10 @@
 """The 2026-07-28 front: one JSON-RPC request per POST, as the endpoint (front/endpoint.py) parsed it.
 
-Checks the request at the boundary (front/checks.py), answers `server/discover` and `ping` itself, relays
-list and completion requests, and hands calls to the call service (inline requests become `input_required`
-rounds); `subscriptions/listen` goes to listen.py, the Tasks extension's methods to proxy/tasks.
+Checks the request at the boundary (front/checks.py), answers `ping` itself, hands `server/discover`, list
+and completion requests to plain.py, and calls to the call service (inline requests become `input_required`
+rounds; outcome.py turns what it returns into the client's answer); `subscriptions/listen` goes to
+listen.py, the Tasks extension's methods to proxy/tasks. A retry whose call another replica holds is
+forwarded to that owner (front/peers.py).
 """
 
 from __future__ import annotations
@@ -18,29 +20,27 @@ from aiohttp import web
 from proxy.calls.outcomes import (
     CallLink,
     CallRequest,
-    Completed,
-    Failed,
     Forward,
     InvalidRequestState,
-    NeedsInput,
     OwnerGone,
 )
 from proxy.calls.service import CallService
-from proxy.calls.wording import unavailable_answer
 from proxy.config import FrontConfig, UpstreamConfig
 from proxy.front.address import client_address
 from proxy.front.checks import InputLimits, Refusal, check_modern
-from proxy.front.modern.limits import RateGate, admission_refused, pool_full
+from proxy.front.modern.limits import RateGate
 from proxy.front.modern.listen import ListenFront
+from proxy.front.modern.outcome import answer
 from proxy.front.modern.peer_route import check_peer_request, key_not_held
+from proxy.front.modern.plain import PlainRequests
 from proxy.front.oauth import OAuthFront
 from proxy.front.peers import FORWARD_PREFIX, PeerLost, Peers, PeerUnreachable
 from proxy.front.principal import Resolver
 from proxy.front.reply import Replier
-from proxy.tasks.front import TaskCreated, TaskFront
+from proxy.tasks.front import TaskFront
 from proxy.translate.request import ModernRequest
-from proxy.upstream.base import UpstreamAuthChallenge, UpstreamError
-from proxy.upstream.pool import PoolExhausted, PoolKey, SessionPool
+from proxy.upstream.base import UpstreamAuthChallenge
+from proxy.upstream.pool import PoolKey, SessionPool
 from proxy.wire import jsonrpc, mcp
 from proxy.wire.jsonrpc import ErrorObject
 
@@ -55,7 +55,6 @@ class RuntimeStateView(Protocol):
 
 
 INVALID_STATE_MESSAGE = "Invalid requestState"  # the one message for every handle rejection
-PLAIN_TIMEOUT = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +90,7 @@ class ModernFront:
         self._pools = pools
         self._calls = calls
         self._limits = InputLimits(front.max_input_responses, front.max_input_response_bytes)
+        self._plain = PlainRequests(pools=pools, calls=calls, tasks=tasks, oauth=oauth)
 
     def check_peer(self, request: web.Request, body: bytes, line: dict[str, Any]) -> None:
         check_peer_request(self._peers, self._state.stopped, request, body, line)  # signed, still serving
@@ -239,9 +239,9 @@ class ModernFront:
             line["outcome"] = "complete"
             return jsonrpc.Result(msg.id, {"resultType": mcp.RESULT_COMPLETE})
         if msg.method == "server/discover":
-            return await self._discover(upstream, msg, key, line)
+            return await self._plain.discover(upstream, msg, key, line)
         if msg.method in mcp.FORWARDED_METHODS:
-            return await self._forward(upstream, req, key, line)
+            return await self._plain.forward(upstream, req, key, line)
         if msg.method in mcp.TASK_METHODS and self._tasks is not None:
             return await self._tasks.handle(upstream, req, principal, line, local_only=local_only)
         if msg.method not in mcp.MRTR_METHODS:
@@ -278,81 +278,7 @@ class ModernFront:
             if exc.reason == "unknown_key":
                 raise key_not_held(req.request_state, self._peers.ring(), line) from None
             return jsonrpc.error(msg.id, jsonrpc.INVALID_PARAMS, INVALID_STATE_MESSAGE)
-        match outcome:
-            case Completed(response=jsonrpc.Result(result=result)):
-                line["outcome"] = "complete"
-                return jsonrpc.Result(msg.id, complete(msg.method, result))
-            case Completed(response=jsonrpc.Error(error=error)):
-                line["outcome"] = f"upstream_error:{error.code}"
-                return jsonrpc.Error(msg.id, error)
-            case NeedsInput(input_requests=requests, request_state=state, round=rnd):
-                line.update(outcome="input_required", round=rnd, input_keys=len(requests))
-                return jsonrpc.Result(
-                    msg.id,
-                    {
-                        "resultType": mcp.RESULT_INPUT_REQUIRED,
-                        "inputRequests": requests,
-                        "requestState": state,
-                    },
-                )
-            case Failed(challenge=UpstreamAuthChallenge() as challenge):
-                raise challenge  # relayed with its status (handled where the request's route is known)
-            case Failed(error=error, refused=True) if not replier.started:
-                raise admission_refused(error, line)  # 503: nothing began, another replica may take it
-            case Failed(error=error):
-                line["outcome"] = f"failed:{error.code}"
-                return jsonrpc.Error(msg.id, error)
-            case Forward():
-                return outcome
-            case TaskCreated(result=result, task=task):
-                line.update(outcome="task", task=task)
-                return jsonrpc.Result(msg.id, result)
-        raise AssertionError(outcome)  # pragma: no cover
-
-    async def _discover(
-        self, upstream: str, msg: jsonrpc.Request, key: PoolKey, line: dict[str, Any]
-    ) -> jsonrpc.Response:
-        pool = self._pools[upstream]
-        try:
-            if self._oauth is not None and self._oauth.upstream_judges(upstream):
-                # The cached initialize result must not answer a client the upstream has not accepted:
-                # a session of this client's own credentials (an idle one is reused) lets it judge them.
-                pool.release(key, await pool.acquire(key), reusable=True)
-            info = await pool.server_info(key)
-        except UpstreamAuthChallenge:
-            raise
-        except PoolExhausted as exc:
-            return pool_full(self._calls.registry, msg, exc, line)
-        except (UpstreamError, TimeoutError) as exc:
-            return unavailable_answer(msg.id, upstream, exc, line)
-        tasks = self._tasks
-        result: dict[str, Any] = {
-            "supportedVersions": list(mcp.MODERN_VERSIONS),
-            "capabilities": tasks.capabilities(info.capabilities) if tasks else dict(info.capabilities),
-            "_meta": {mcp.META_SERVER_INFO: dict(info.server_info)},
-        }
-        if info.instructions is not None:
-            result["instructions"] = info.instructions
-        line["outcome"] = "complete"
-        return jsonrpc.Result(msg.id, complete(msg.method, result))
-
-    async def _forward(
-        self, upstream: str, req: ModernRequest, key: PoolKey, line: dict[str, Any]
-    ) -> jsonrpc.Response:
-        msg = req.request
-        try:
-            reply = await self._pools[upstream].request(key, msg.method, req.upstream_params, PLAIN_TIMEOUT)
-        except UpstreamAuthChallenge:
-            raise
-        except PoolExhausted as exc:
-            return pool_full(self._calls.registry, msg, exc, line)
-        except UpstreamError as exc:
-            return unavailable_answer(msg.id, upstream, exc, line)
-        if isinstance(reply, jsonrpc.Error):
-            line["outcome"] = f"upstream_error:{reply.error.code}"
-            return jsonrpc.Error(msg.id, reply.error)
-        line["outcome"] = "complete"
-        return jsonrpc.Result(msg.id, complete(msg.method, reply.result))
+        return answer(msg, outcome, line, started=replier.started)
 
     def _pool_key(
         self,
@@ -384,15 +310,6 @@ class ModernFront:
         if replier.started or self._oauth is None:
             return jsonrpc.error(rid, jsonrpc.UPSTREAM_FAILED, f"Upstream {upstream!r}: {exc}")
         raise self._oauth.relayed(request, upstream, exc)
-
-
-def complete(method: str, result: Mapping[str, Any]) -> dict[str, Any]:
-    """A legacy result as a 2026-07-28 one: `resultType`, and caching hints where the method has them."""
-    out = {**result, "resultType": mcp.RESULT_COMPLETE}
-    if method in mcp.CACHEABLE_METHODS:
-        for name, value in mcp.DEFAULT_CACHE_HINT.items():
-            out.setdefault(name, value)
-    return out
 
 
 def _is_unknown_method(answer: jsonrpc.Response) -> bool:

@@ -25,10 +25,13 @@ from .model import (
     PoolConfig,
     PrincipalConfig,
     ReplicaConfig,
+    RouteConfig,
+    RouteMember,
     StaticRoot,
     TasksConfig,
     TimeoutsConfig,
     TlsConfig,
+    ToolPolicy,
     TracingConfig,
     UpstreamConfig,
     UpstreamCredential,
@@ -81,6 +84,11 @@ def _resolve_paths(raw: dict[str, Any], base: Path) -> None:
         return str(base / p) if isinstance(p, str) and p and not Path(p).is_absolute() else p
 
     keys, ups, admin = raw.get("keys"), raw.get("upstreams"), raw.get("admin")
+    routes = raw.get("routes")
+    for route in routes if isinstance(routes, list) else ():
+        auth = route.get("auth") if isinstance(route, dict) else None
+        if isinstance(auth, dict) and "jwks_file" in auth:
+            auth["jwks_file"] = fix(auth["jwks_file"])
     if isinstance(admin, dict) and isinstance(admin.get("token_file"), str):
         admin["token_file"] = fix(admin["token_file"])
     if isinstance(keys, dict):
@@ -210,6 +218,29 @@ def _build_upstream(raw: dict[str, Any]) -> UpstreamConfig:
     return UpstreamConfig(**up)
 
 
+def _tools(raw: Any) -> ToolPolicy:
+    raw = raw or {}
+    scopes = {glob: tuple(names) for glob, names in (raw.get("require_scopes") or {}).items()}
+    return ToolPolicy(
+        allow=tuple(raw.get("allow", ())),
+        deny=tuple(raw.get("deny", ())),
+        require_scopes=MappingProxyType(scopes),
+    )
+
+
+def _build_route(raw: dict[str, Any]) -> RouteConfig:
+    """A route; a member given as a plain string is that upstream with no settings of its own."""
+    members = tuple(
+        RouteMember(m)
+        if isinstance(m, str)
+        else RouteMember(m["upstream"], m.get("prefix"), _tools(m.get("tools")))
+        for m in raw["upstreams"]
+    )
+    route = {k: _freeze(v) for k, v in raw.items()}
+    route.update(upstreams=members, tools=_tools(raw.get("tools")), auth=_auth(raw.get("auth")))
+    return RouteConfig(**route)
+
+
 def _auth(raw: Any) -> AuthConfig:
     auth = {k: _freeze(v) for k, v in (raw or {}).items()}
     cred = dict((raw or {}).get("upstream_credential") or {})
@@ -263,6 +294,7 @@ def load_config(
         raise ConfigError(lines, path if all_file else None)
     return Config(
         upstreams=tuple(_build_upstream(up) for up in raw["upstreams"]),
+        routes=tuple(_build_route(route) for route in raw.get("routes") or ()),
         listen=_section(ListenConfig, raw.get("listen")),
         replica=_section(ReplicaConfig, raw.get("replica")),
         keys=_section(KeysConfig, raw.get("keys"), paths=("files", "dirs")),

@@ -233,9 +233,46 @@ class UpstreamConfig:
     tls: TlsConfig = field(default_factory=TlsConfig)
 
 
+PrefixMode = Literal["conditional", "always", "never"]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolPolicy:
+    """Which tools a route (or one upstream in it) exposes: `allow` / `deny` are names or globs of the
+    names the client sees; `require_scopes` maps a glob to the scopes a validated token must carry."""
+
+    allow: tuple[str, ...] = ()  # (): every tool
+    deny: tuple[str, ...] = ()
+    require_scopes: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: MappingProxyType({}))
+
+
+@dataclass(frozen=True, slots=True)
+class RouteMember:
+    """One upstream in an aggregated route (proxy/routes/)."""
+
+    upstream: str
+    prefix: str | None = None  # None: the upstream's name (when the route's prefix_mode prefixes)
+    tools: ToolPolicy = field(default_factory=ToolPolicy)
+
+
+@dataclass(frozen=True, slots=True)
+class RouteConfig:
+    """An aggregated route: several upstreams behind /servers/<name>/mcp (and /mcp when `default`)."""
+
+    name: str
+    upstreams: tuple[RouteMember, ...]
+    default: bool = False
+    prefix_mode: PrefixMode = "conditional"
+    separator: str = "__"
+    list_timeout_s: float = 10
+    tools: ToolPolicy = field(default_factory=ToolPolicy)
+    auth: AuthConfig = field(default_factory=AuthConfig)
+
+
 @dataclass(frozen=True, slots=True)
 class Config:
     upstreams: tuple[UpstreamConfig, ...]
+    routes: tuple[RouteConfig, ...] = ()
     listen: ListenConfig = field(default_factory=ListenConfig)
     replica: ReplicaConfig = field(default_factory=ReplicaConfig)
     keys: KeysConfig = field(default_factory=KeysConfig)
@@ -259,6 +296,13 @@ class Config:
     def default_upstream(self) -> UpstreamConfig:
         """The first upstream, also served at ``/mcp``."""
         return self.upstreams[0]
+
+    def route(self, name: str) -> RouteConfig:
+        """The aggregated route called ``name``; KeyError if there is none."""
+        for route in self.routes:
+            if route.name == name:
+                return route
+        raise KeyError(name)
 
     def upstream(self, name: str) -> UpstreamConfig:
         """The upstream called ``name``; KeyError if there is none."""

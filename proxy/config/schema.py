@@ -109,6 +109,7 @@ def semantic_problems(raw: Mapping[str, Any]) -> Iterator[str]:
             yield from _auth_problems(f"upstreams.{i}", up, listen_url)
             if isinstance(up.get("name"), str):
                 seen.setdefault(up["name"], i)
+    yield from _route_problems(raw, listen_url)
 
 
 def _admin_problems(raw: Mapping[str, Any]) -> Iterator[str]:
@@ -212,3 +213,80 @@ VALIDATE_ONLY = ("issuer", "jwks_url", "jwks_file", "audience", "required_scopes
 def _credential_source(auth: dict[str, Any]) -> object:
     cred = auth.get("upstream_credential")
     return cred.get("source", "client_token") if isinstance(cred, dict) else "client_token"
+
+
+def _route_problems(raw: Mapping[str, Any], listen_url: object) -> Iterator[str]:
+    """Aggregated routes: members that exist, once each, prefixes that keep names apart, one default
+    route, validate mode wherever a member needs it, scope rules only where tokens are validated."""
+    ups, routes = raw.get("upstreams"), raw.get("routes")
+    by_name = {
+        up["name"]: up
+        for up in (ups if isinstance(ups, list) else ())
+        if isinstance(up, dict) and isinstance(up.get("name"), str)
+    }
+    defaults: list[int] = []
+    route_names: dict[str, int] = {}
+    for i, route in enumerate(routes if isinstance(routes, list) else ()):
+        if not isinstance(route, dict):
+            continue
+        p, name = f"routes.{i}", route.get("name")
+        if isinstance(name, str) and name in by_name:
+            yield f"{p}.name: {name!r} is also an upstream's name (both would be /servers/{name}/mcp)"
+        elif isinstance(name, str) and name in route_names:
+            yield f"{p}.name: duplicate route name {name!r} (also routes.{route_names[name]}.name)"
+        if isinstance(name, str):
+            route_names.setdefault(name, i)
+        if route.get("default") is True:
+            defaults.append(i)
+        auth = route.get("auth")
+        validate = isinstance(auth, dict) and auth.get("mode") == "validate"
+        if isinstance(auth, dict):
+            yield from _auth_problems(p, {"auth": auth}, listen_url)
+        members = route.get("upstreams")
+        members = members if isinstance(members, list) else []
+        yield from _member_problems(p, members, by_name, validate, route.get("prefix_mode"))
+        if not validate and _has_scope_rules(route.get("tools")):
+            yield f"{p}.tools.require_scopes: only used with auth.mode validate on the route"
+    if len(defaults) > 1:
+        yield f"routes.{defaults[1]}.default: only one route is served at /mcp (also routes.{defaults[0]})"
+
+
+def _member_problems(
+    p: str, members: list[Any], by_name: Mapping[str, Any], validate: bool, mode: object
+) -> Iterator[str]:
+    seen: dict[str, int] = {}
+    prefixes: dict[str, int] = {}
+    for j, member in enumerate(members):
+        name = (
+            member
+            if isinstance(member, str)
+            else member.get("upstream")
+            if isinstance(member, dict)
+            else None
+        )
+        if not isinstance(name, str):
+            continue
+        where = f"{p}.upstreams.{j}"
+        if name not in by_name:
+            yield f"{where}: no upstream named {name!r} (routes list upstreams defined under upstreams)"
+            continue
+        if name in seen:
+            yield f"{where}: upstream {name!r} is already in this route (upstreams.{seen[name]})"
+        seen.setdefault(name, j)
+        prefix = member.get("prefix") if isinstance(member, dict) else None
+        prefix = prefix if isinstance(prefix, str) else name
+        if prefix in prefixes and mode != "never":
+            yield f"{where}.prefix: {prefix!r} is also the prefix of {p}.upstreams.{prefixes[prefix]}"
+        prefixes.setdefault(prefix, j)
+        up_auth = by_name[name].get("auth")
+        if isinstance(up_auth, dict) and up_auth.get("mode") == "validate" and not validate:
+            yield (
+                f"{where}: upstream {name!r} validates tokens (auth.mode validate), so the route must too "
+                "(auth.mode validate on the route), or the route would serve it without a token check"
+            )
+        if isinstance(member, dict) and not validate and _has_scope_rules(member.get("tools")):
+            yield f"{where}.tools.require_scopes: only used with auth.mode validate on the route"
+
+
+def _has_scope_rules(tools: object) -> bool:
+    return isinstance(tools, dict) and bool(tools.get("require_scopes"))

@@ -1,0 +1,102 @@
+"""Who owns a name: the index of a route's merged lists (which upstream listed which tool, prompt, resource
+URI and resource template), and the clashes it found.
+
+Tools and prompts of a prefixing route are routed by their prefix alone (table.Route.split); the index
+routes the rest: bare names (prefix_mode never, or one upstream), resource URIs (exact, then by the
+templates each upstream listed) and completion references. Two upstreams claiming one key is a clash:
+the first in route order keeps it, and the clash is recorded naming both.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from proxy.routes.names import Entry
+
+MAX_KEYS = 50_000  # per route: a server listing more than this is not indexed past it (counted as dropped)
+
+
+@dataclass(frozen=True, slots=True)
+class Clash:
+    """`key` of `kind` is listed by `kept` and `dropped` (upstream names): `kept` is first in route order."""
+
+    kind: str
+    key: str
+    kept: str
+    dropped: str
+
+    def describe(self) -> str:
+        noun = {"resourceTemplates": "resource template"}.get(self.kind, self.kind.rstrip("s"))
+        return f"{noun} {self.key!r} is listed by {self.kept!r} and {self.dropped!r}; {self.kept!r} keeps it"
+
+
+@dataclass(slots=True)
+class NameIndex:
+    """Built from the merged lists of one route (every page of every reachable upstream)."""
+
+    _owners: dict[tuple[str, str], Entry] = field(default_factory=dict)
+    _templates: list[tuple[re.Pattern[str], Entry]] = field(default_factory=list)
+    clashes: list[Clash] = field(default_factory=list)
+    dropped: int = 0
+
+    def add(self, entries: Iterable[Entry]) -> list[Entry]:
+        """Index `entries` (in route order); returns those that are now the owners of their key (a later
+        upstream's entry for a key already owned is a clash and is not returned)."""
+        kept = []
+        for entry in entries:
+            slot = (entry.kind, entry.key)
+            first = self._owners.get(slot)
+            if first is not None:
+                if first.member.index != entry.member.index:
+                    clash = Clash(entry.kind, entry.key, first.member.upstream, entry.member.upstream)
+                    if clash not in self.clashes:
+                        self.clashes.append(clash)
+                    continue
+                kept.append(entry)  # the same upstream listing it again (a later page)
+                continue
+            if len(self._owners) >= MAX_KEYS:
+                self.dropped += 1
+                continue
+            self._owners[slot] = entry
+            if entry.kind == "resourceTemplates":
+                self._templates.append((template_pattern(entry.key), entry))
+            kept.append(entry)
+        return kept
+
+    def owner(self, kind: str, key: str) -> Entry | None:
+        return self._owners.get((kind, key))
+
+    def resource_owner(self, uri: str) -> Entry | None:
+        """The upstream that listed `uri`, else the first (in route order) whose template matches it."""
+        found = self._owners.get(("resources", uri))
+        if found is not None:
+            return found
+        matches = [entry for pattern, entry in self._templates if pattern.fullmatch(uri)]
+        return min(matches, key=lambda e: e.member.index) if matches else None
+
+    def __len__(self) -> int:
+        return len(self._owners)
+
+
+_EXPRESSION = re.compile(r"\{([+#./;?&]?)([^}]*)\}")
+
+
+def template_pattern(template: str) -> re.Pattern[str]:
+    """An RFC 6570 URI template as a regular expression matching the URIs it expands to: a simple `{var}`
+    matches one path segment, a reserved `{+var}` / fragment `{#var}` anything, the other operators
+    their prefix and what follows."""
+    out, last = [], 0
+    for m in _EXPRESSION.finditer(template):
+        out.append(re.escape(template[last : m.start()]))
+        op = m.group(1)
+        if op == "":
+            out.append(r"[^/?#]*")
+        elif op == "+":
+            out.append(r".*")
+        else:  # an operator expands to itself and what follows, or to nothing when undefined
+            out.append(f"(?:{re.escape(op)}.*)?" if op == "#" else f"(?:{re.escape(op)}[^#]*)?")
+        last = m.end()
+    out.append(re.escape(template[last:]))
+    return re.compile("".join(out), re.DOTALL)

@@ -40,15 +40,18 @@ def prepare(config: Config, environ: Mapping[str, str] | None = None) -> Prepare
             tls[up.name] = client_context(up.tls, where)
         except TlsSetupError as exc:
             problems.append(str(exc))
-        if up.auth.mode != "validate":
+    sides = [(f"upstreams.{i}", up.name, up.auth) for i, up in enumerate(config.upstreams)]
+    sides += [(f"routes.{i}", route.name, route.auth) for i, route in enumerate(config.routes)]
+    for where, name, auth in sides:  # route and upstream names never clash (config/schema.py)
+        if auth.mode != "validate":
             continue
-        if up.auth.jwks_file is not None:
+        if auth.jwks_file is not None:
             try:
-                keys[up.name] = static_keys(up.auth.jwks_file)
+                keys[name] = static_keys(auth.jwks_file)
             except JwksUnavailable as exc:
                 problems.append(f"{where}.{exc}")
         try:
-            creds[up.name] = service_credential(up.auth.upstream_credential, env)
+            creds[name] = service_credential(auth.upstream_credential, env)
         except CredentialError as exc:
             problems.append(f"{where}.{exc}")
     if problems:

@@ -32,6 +32,7 @@ from proxy.front.request_ids import REQUEST_ID_HEADER, request_id
 from proxy.observe.logs import info_line
 from proxy.observe.metrics import record_request
 from proxy.observe.tracing import Tracing
+from proxy.routes.table import Route, RouteTable
 from proxy.upstream.propagation import propagating
 from proxy.wire import jsonrpc, mcp
 from proxy.wire.jsonrpc import ErrorObject
@@ -44,7 +45,12 @@ NO_SESSION = (
     "Missing Mcp-Session-Id: a legacy client starts with initialize (a 2026-07-28 client sends "
     f"params._meta[{mcp.META_PROTOCOL_VERSION!r}] with every request)"
 )
-Identity = tuple[str, tuple[tuple[str, str], ...] | None]  # the principal, the headers for upstream
+# The principal, the headers for upstream (validate mode), the validated token's scopes (validate mode).
+Identity = tuple[str, tuple[tuple[str, str], ...] | None, frozenset[str] | None]
+AGGREGATE_LEGACY = (
+    "This route aggregates several upstreams and serves 2026-07-28 clients only; a legacy client uses each "
+    "upstream's own route (/servers/<name>/mcp)"
+)
 
 
 class Endpoint:
@@ -58,12 +64,14 @@ class Endpoint:
         legacy: LegacyRelay,
         tracing: Tracing | None = None,  # None: no tracing (proxy/observe/tracing.py)
         oauth: OAuthFront | None = None,  # OAuth (front/oauth.py); None: no validation, no challenges
+        routes: RouteTable | None = None,  # aggregated routes (proxy/routes/); None: none
     ) -> None:
         self._oauth = oauth
         self._front = front
         self._upstreams = upstreams
+        self._routes = routes or RouteTable({})
         self._by_host = {h.lower(): name for name, up in upstreams.items() for h in up.hosts}
-        self._default = next(iter(upstreams))
+        self._default = self._routes.default or next(iter(upstreams))
         self._principal = principal
         self._modern = modern
         self._relay = legacy
@@ -109,13 +117,17 @@ class Endpoint:
         upstream = request.match_info.get("upstream") or self._by_host.get(
             _host_name(request.host), self._default
         )
-        if upstream not in self._upstreams:
+        route = self._routes.get(upstream)
+        if upstream not in self._upstreams and route is None:
             raise web.HTTPNotFound(text=f"no upstream named {upstream!r}")
         line["upstream"] = upstream
+        if route is not None:
+            line["route"] = upstream  # the upstream a request goes to joins the line once it is known
         if not origin_allowed(request.headers.get("Origin"), request.host, self._origins):
             raise Refusal(403, ErrorObject(jsonrpc.INVALID_REQUEST, "Origin not allowed"))
         who = await self._identify(request, upstream, line)  # validate mode: no token, no further step
         if request.method in ("GET", "DELETE") and mcp.SESSION_HEADER in request.headers:
+            _no_legacy(route, line)
             return await self._legacy(request, upstream, None, None, line, who=who)  # a stream, or goodbye
         if request.method != "POST":
             message = "2026-07-28 clients use POST only (GET and DELETE are for a legacy session)"
@@ -134,6 +146,7 @@ class Endpoint:
         if is_legacy(request, msg, _meta_version(msg)) and not forwarded:
             line.update(method=getattr(msg, "method", "response"), id=getattr(msg, "id", None))
             _name_tool(line, msg)
+            _no_legacy(route, line)
             return await self._legacy(request, upstream, body, msg, line, who=who)
         if isinstance(msg, jsonrpc.Notification):
             line.update(method=msg.method, outcome="accepted")
@@ -146,7 +159,16 @@ class Endpoint:
             line["era"] = "legacy"  # no session, nothing modern: a legacy client that lost its way
             raise Refusal(400, ErrorObject(jsonrpc.INVALID_REQUEST, NO_SESSION))
         return await self._modern.handle(
-            request, upstream, msg, body, line=line, link=link, principal=who[0], upstream_headers=who[1]
+            request,
+            upstream,
+            msg,
+            body,
+            line=line,
+            link=link,
+            principal=who[0],
+            upstream_headers=who[1],
+            route=route,
+            scopes=who[2],
         )
 
     async def _identify(self, request: web.Request, upstream: str, line: dict[str, Any]) -> Identity:
@@ -155,9 +177,9 @@ class Endpoint:
         taken. `principal.source: jwt_claim` refuses a header that is not a JWT."""
         admitted = await self._oauth.admit(request, upstream, line) if self._oauth is not None else None
         if admitted is not None:
-            return admitted.principal, admitted.forwarded
+            return admitted.principal, admitted.forwarded, admitted.verified.scopes
         try:
-            return self._principal(request.headers), None
+            return self._principal(request.headers), None, None
         except PrincipalRefused:
             if self._oauth is None:
                 raise Refusal(401, ErrorObject(jsonrpc.INVALID_REQUEST, "Unauthorized")) from None
@@ -185,6 +207,13 @@ class Endpoint:
         )
         line["outcome"] = f"relayed:{response.status}"
         return response
+
+
+def _no_legacy(route: Route | None, line: dict[str, Any]) -> None:
+    """An aggregated route has no legacy session to give: the proxy would have to be the legacy server."""
+    if route is not None:
+        line["era"] = "legacy"
+        raise Refusal(400, ErrorObject(jsonrpc.INVALID_REQUEST, AGGREGATE_LEGACY))
 
 
 async def read_body(request: web.Request, limit: int) -> bytes:

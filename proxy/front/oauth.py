@@ -17,7 +17,7 @@ from proxy.auth.jwks import JwksCache, JwksUnavailable, http_fetcher
 from proxy.auth.setup import Prepared
 from proxy.auth.tokens import Rejected
 from proxy.auth.upstream_metadata import UpstreamMetadata
-from proxy.config import Config
+from proxy.config import Config, RouteConfig, UpstreamConfig
 from proxy.front.peers import FORWARD_PREFIX
 from proxy.upstream.base import UpstreamAuthChallenge
 from proxy.wire import jsonrpc
@@ -65,7 +65,7 @@ class OAuthFront:
         """One AuthGate per upstream (validate mode: with its signing keys, fetched with `http`), and the
         upstreams' own metadata documents for pass-through mode (fetched with each upstream's client)."""
         gates = {}
-        for up in config.upstreams:
+        for up in (*config.upstreams, *map(route_as_upstream, config.routes)):
             keys: KeySource | None = prepared.static_keys.get(up.name)
             if up.auth.mode == "validate" and keys is None and up.auth.jwks_url:
                 keys = JwksCache(
@@ -85,7 +85,8 @@ class OAuthFront:
             if up.url is not None and up.auth.mode == "passthrough"
         }
         by_host = {h.lower(): up.name for up in config.upstreams for h in up.hosts}
-        return cls(gates, docs, by_host=by_host, default=config.upstreams[0].name)
+        default = next((r.name for r in config.routes if r.default), config.upstreams[0].name)
+        return cls(gates, docs, by_host=by_host, default=default)
 
     def resource(self, request: web.Request, upstream: str) -> str:
         path = request.path.removeprefix(FORWARD_PREFIX)
@@ -172,6 +173,16 @@ class OAuthFront:
             if gate.auth.public_url and metadata.metadata_url(gate.auth.public_url).endswith(f"/{tail}"):
                 return name, "/mcp"
         return None
+
+
+def route_as_upstream(route: RouteConfig) -> UpstreamConfig:
+    """An aggregated route's gate is an upstream's gate with the route's `auth`: it admits tokens for the
+    route's resource URL; in validate mode its `upstream_credential` and `claim_headers` say what goes to
+    every upstream of the route (no client header is forwarded besides). No URL: nothing of the route's
+    own is fetched, and only its upstreams judge credentials in pass-through mode."""
+    return UpstreamConfig(
+        name=route.name, transport="stdio", command="-", forward_headers=(), auth=route.auth
+    )
 
 
 OAUTH = web.AppKey("oauth", OAuthFront)

@@ -46,14 +46,24 @@ DURATION_BUCKETS: Final = (
 PARKED_AGE_BUCKETS: Final = (0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
 
 
+LEFT_OUT_REASONS: Final = frozenset({"timeout", "unavailable", "pool_full"})
+
+
 class Metrics:
     """The instruments of one app. Also the call service's observer (`resumed`, `reaped`, `taken_over`)."""
 
-    def __init__(self, upstreams: Iterable[str], tools: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        upstreams: Iterable[str],
+        tools: Iterable[str] = (),
+        routes: Mapping[str, tuple[str, ...]] | None = None,  # aggregated routes: name -> its upstreams
+    ) -> None:
         self.registry = CollectorRegistry()
-        self._upstreams = tuple(upstreams)
+        routes = routes or {}
+        names = tuple(upstreams)
+        self._upstreams = (*names, *routes)  # a route's own answers (its lists) are counted under its name
         self._tools = frozenset(tools)  # metrics.tools: the only tool names that become label values
-        known = [(name,) for name in self._upstreams]  # known series start at 0: rate() and absence alerts
+        known = [(name,) for name in names]  # known series start at 0: rate() and absence alerts
         self.requests = self._add(
             Counter,
             "mrtr_proxy_requests",
@@ -93,7 +103,7 @@ class Metrics:
             "mrtr_proxy_upstream_errors",
             "Requests the upstream failed: error_response, failed (unreachable or mid-call) or timeout",
             ("upstream", "kind"),
-            start=[(name, kind) for name in self._upstreams for kind in UPSTREAM_ERROR_KINDS],
+            start=[(name, kind) for name in names for kind in UPSTREAM_ERROR_KINDS],
         )
         self.peer_forwards = self._add(
             Counter,
@@ -122,7 +132,14 @@ class Metrics:
             'tools/call requests by upstream, tool (metrics.tools; any other is "other") and outcome class',
             ("upstream", "tool", "outcome"),
         )
-        self._state = StateCollector(self._upstreams)
+        self.route_left_out = self._add(
+            Counter,
+            "mrtr_proxy_route_left_out",
+            "Upstreams left out of an aggregated route's list or discover (down, slow, an error), by reason",
+            ("route", "upstream", "reason"),
+            start=[(r, up, "unavailable") for r, ups in routes.items() for up in ups],
+        )
+        self._state = StateCollector(names)
         self.registry.register(self._state)
 
     def _add(
@@ -189,6 +206,11 @@ class Metrics:
                 "unreachable" if "owner_unreachable" in line else "lost" if "owner_lost" in line else "ok"
             )
             self.peer_forwards.labels(result).inc()
+
+    def left_out(self, route: str, upstream: str, why: str) -> None:
+        """An aggregated route's list went on without `upstream` (proxy/front/modern/aggregate_lists.py)."""
+        reason = why if why in LEFT_OUT_REASONS else "error" if why.startswith("error:") else OTHER
+        self.route_left_out.labels(route, upstream, reason).inc()
 
     # -- the call service's observer ----------------------------------------------------------------------
 

@@ -30,6 +30,8 @@ from proxy.front.fallback import json_answers
 from proxy.front.legacy.bridge import BridgeSettings, LegacyBridge
 from proxy.front.legacy.quota import SessionQuota
 from proxy.front.legacy.relay import LegacyRelay
+from proxy.front.modern.aggregate import AggregateFront
+from proxy.front.modern.aggregate_lists import RouteLists
 from proxy.front.modern.front import ModernFront
 from proxy.front.modern.listen import ListenFront
 from proxy.front.oauth import OAUTH, OAuthFront, metadata_endpoint
@@ -53,11 +55,14 @@ from proxy.process.appstate import (
     POOLS,
     PREPARED,
     ROTATION,
+    ROUTES,
     STATE,
     TASKS,
     TRACING,
     RuntimeState,
 )
+from proxy.routes.health import RouteHealth
+from proxy.routes.table import RouteTable
 from proxy.tasks.front import TaskFront
 from proxy.tasks.manager import TaskManager, TaskSettings
 from proxy.tasks.policy import TaskPolicy
@@ -166,7 +171,12 @@ def create_app(
         config.replica_address, lambda: codec.ring, answer_timeout=config.calls.call_timeout_s + 30
     )
     app[KEY_CHECK] = PeerKeyCheck(app[PEERS], config.replica_address, config.replica.peers)
-    app[METRICS] = Metrics((u.name for u in config.upstreams), config.metrics.tools)
+    app[METRICS] = Metrics(
+        (u.name for u in config.upstreams),
+        config.metrics.tools,
+        routes={r.name: tuple(m.upstream for m in r.upstreams) for r in config.routes},
+    )
+    app[ROUTES] = RouteHealth()
     app[METRICS].limits(
         max_calls=config.calls.max_parked,
         max_sessions={u.name: u.pool.max_sessions for u in config.upstreams},
@@ -278,9 +288,13 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
     upstreams = {u.name: u for u in config.upstreams}
     principal = resolver(config.principal)
     app[OAUTH] = OAuthFront.from_config(config, app[PREPARED], http, clients)
+    lists = RouteLists(
+        pools=pools, ring=lambda: app[CODEC].ring, health=app[ROUTES], tasks=tasks, observer=app[METRICS]
+    )
     app[FRONT] = Endpoint(
         front=config.front,
         upstreams=upstreams,
+        routes=RouteTable.of(config),
         principal=principal,
         legacy=LegacyRelay(
             http,
@@ -302,6 +316,7 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
             tasks=tasks,
             listen=ListenFront(front=config.front, pools=pools, state=app[STATE], tasks=tasks),
             oauth=app[OAUTH],
+            aggregate=AggregateFront(lists, tasks) if config.routes else None,
         ),
         tracing=app[TRACING],
         oauth=app[OAUTH],

@@ -18,6 +18,7 @@ from proxy.front.peers import Peers
 from proxy.handle import HandleCodec
 from proxy.handle.rotation import Rotation
 from proxy.observe.tracing import Tracing
+from proxy.routes.health import RouteHealth
 from proxy.tasks.manager import TaskManager
 from proxy.upstream.pool import SessionPool
 from proxy.upstream.reachability import CommandChecks
@@ -33,6 +34,7 @@ __all__ = [
     "POOLS",
     "PREPARED",
     "ROTATION",
+    "ROUTES",
     "STATE",
     "TASKS",
     "TRACING",
@@ -48,6 +50,7 @@ TASKS = web.AppKey("tasks", TaskManager)
 TRACING = web.AppKey("tracing", Tracing)
 HTTP = web.AppKey("http", aiohttp.ClientSession)
 PREPARED = web.AppKey("prepared", Prepared)
+ROUTES = web.AppKey("routes", RouteHealth)  # what /readyz shows of the aggregated routes
 
 
 @dataclass(slots=True)

@@ -13,7 +13,7 @@ from aiohttp import web
 from proxy.calls.saturation import saturation
 from proxy.cluster.agreement import keys_detail, run_checks, serve_keys
 from proxy.config import UpstreamConfig
-from proxy.process.appstate import CALLS, CODEC, CONFIG, KEY_CHECK, PEERS, POOLS, ROTATION, STATE
+from proxy.process.appstate import CALLS, CODEC, CONFIG, KEY_CHECK, PEERS, POOLS, ROTATION, ROUTES, STATE
 from proxy.upstream.pool import no_call_answer
 from proxy.upstream.reachability import CommandChecks
 
@@ -87,6 +87,11 @@ async def readyz(request: web.Request) -> web.Response:
             up.name: "reachable" if ok else "unreachable" for up, ok in zip(upstreams, reachable, strict=True)
         },
     }
+    if routes := app[CONFIG].routes:  # aggregated routes: who the last lists left out, name clashes
+        now = time.monotonic()
+        body["routes"] = {
+            r.name: app[ROUTES].detail(r.name, [m.upstream for m in r.upstreams], now) for r in routes
+        }
     if app[STATE].draining:
         return web.json_response({"status": "draining", **body}, status=503)
     if not any(reachable):

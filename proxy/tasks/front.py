@@ -133,6 +133,14 @@ class TaskFront:
         line.update(task=record.key, task_status=record.state.status)
         return await self._on(record, req, line)
 
+    def upstream_of(self, token: object) -> str | None:
+        """The upstream a task id this deployment issued names (an aggregated route routes `tasks/*` by
+        it); None for anything else."""
+        try:
+            return open_task_id(self._codec, token, now=self._clock()).upstream
+        except HandleError:
+            return None
+
     def watch(
         self, token: str, upstream: str, principal: str, push: Callable[[jsonrpc.Notification], None]
     ) -> Callable[[], None] | None:

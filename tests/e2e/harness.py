@@ -20,6 +20,7 @@ from proxy.config import (
     KeysConfig,
     ListenConfig,
     PrincipalConfig,
+    RouteConfig,
     StaticRoot,
     Transport,
     UpstreamConfig,
@@ -68,6 +69,7 @@ async def running_proxy(
     tracing: Tracing | None = None,
     public_url: str | None = None,
     port: int | None = None,
+    routes: tuple[RouteConfig, ...] = (),
     **calls: Any,
 ) -> AsyncIterator[RunningProxy]:
     """The proxy on 127.0.0.1 (free port) in front of `upstream_url` (under each of `names`: the first is
@@ -77,7 +79,8 @@ async def running_proxy(
     when given; `transport` and `protocol_versions` are then ignored. `extra` upstreams are served too
     (a gateway). `tracing`: e.g. `proxy.observe.tracing.setup(config, exporter=InMemorySpanExporter())`.
     `public_url`: listen.public_url (the base of the routes' OAuth resource URLs). `port`: listen there
-    instead of on a free port (a peer started first must know the proxy's URL)."""
+    instead of on a free port (a peer started first must know the proxy's URL). `routes`: aggregated
+    routes over these upstreams (/servers/<route>/mcp)."""
     upstream: dict[str, Any] = {"url": upstream_url, "static_roots": static_roots, "transport": transport}
     if protocol_versions is not None:
         upstream["protocol_versions"] = protocol_versions
@@ -89,6 +92,7 @@ async def running_proxy(
             for n in names
         )
         + extra,
+        routes=routes,
         listen=ListenConfig(host="127.0.0.1", port=8080, public_url=public_url),
         front=front or FrontConfig(),
         keys=keys or KeysConfig(),

@@ -28,6 +28,7 @@ from proxy.calls.service import CallService
 from proxy.config import FrontConfig, UpstreamConfig
 from proxy.front.address import client_address
 from proxy.front.checks import InputLimits, Refusal, check_modern
+from proxy.front.modern.aggregate import AggregateFront, Own, Routed
 from proxy.front.modern.limits import RateGate
 from proxy.front.modern.listen import ListenFront
 from proxy.front.modern.outcome import answer
@@ -37,6 +38,7 @@ from proxy.front.oauth import OAuthFront
 from proxy.front.peers import FORWARD_PREFIX, PeerLost, Peers, PeerUnreachable
 from proxy.front.principal import Resolver
 from proxy.front.reply import Replier
+from proxy.routes.table import Route as AggregatedRoute
 from proxy.tasks.front import TaskFront
 from proxy.translate.request import ModernRequest
 from proxy.upstream.base import UpstreamAuthChallenge
@@ -77,8 +79,10 @@ class ModernFront:
         tasks: TaskFront | None = None,  # the Tasks extension (proxy/tasks); None: no tasks
         listen: ListenFront | None = None,  # subscriptions/listen (listen.py); None: not served
         oauth: OAuthFront | None = None,  # OAuth (front/oauth.py); None: upstream 401s are plain errors
+        aggregate: AggregateFront | None = None,  # aggregated routes (aggregate.py); None: none configured
     ) -> None:
         self._oauth = oauth
+        self._aggregate = aggregate
         self._state = state
         self._tasks = tasks
         self._listen = listen
@@ -106,13 +110,31 @@ class ModernFront:
         link: CallLink,
         principal: str | None = None,
         upstream_headers: tuple[tuple[str, str], ...] | None = None,
+        route: AggregatedRoute | None = None,
+        scopes: frozenset[str] | None = None,
     ) -> web.StreamResponse:
         """A modern request the endpoint (front/endpoint.py) parsed: `body` as it came, `msg` parsed.
         `principal` (else resolved here) and `upstream_headers` (validate mode: the client headers and
-        credentials that go upstream; else the upstream's `forward_headers`) are the endpoint's."""
+        credentials that go upstream; else the upstream's `forward_headers`) are the endpoint's. On an
+        aggregated `route` (`upstream` is then its name) the request goes on to the upstream that owns
+        its name, or the route answers it itself (aggregate.py); `scopes`: the validated token's."""
         req = check_modern(msg, request.headers, limits=self._limits)
         if principal is None:
             principal = self._principal(request.headers)
+        own: Own | None = None
+        if route is not None and self._aggregate is not None:
+            who = principal
+
+            def key_for(name: str) -> PoolKey:
+                return self._pool_key(name, req, request, who, upstream_headers)
+
+            routed = await self._aggregate.route(
+                route, req, principal=principal, scopes=scopes, key_for=key_for, line=line
+            )
+            if isinstance(routed, Routed):
+                upstream, req = routed.upstream, routed.req
+            else:
+                own, upstream = routed, route.members[0].upstream
         forwarded = request.path.startswith(FORWARD_PREFIX)  # the endpoint checked its signature
         if forwarded and req.request_state is None and msg.method not in mcp.TASK_METHODS:
             raise Refusal(400, ErrorObject(jsonrpc.INVALID_REQUEST, "The peer route only takes retries"))
@@ -136,17 +158,23 @@ class ModernFront:
         async def dispatch(
             local_only: bool, owner_gone: OwnerGone | None = None
         ) -> jsonrpc.Response | Forward:
-            work = self._dispatch(
-                upstream=upstream,
-                req=req,
-                key=key,
-                principal=principal,
-                replier=replier,
-                line=line,
-                local_only=local_only,
-                owner_gone=owner_gone,
-                link=link,
-                address=client_address(request.headers, request.remote, self._front.client_address_header),
+            work = (
+                own()
+                if own is not None
+                else self._dispatch(
+                    upstream=upstream,
+                    req=req,
+                    key=key,
+                    principal=principal,
+                    replier=replier,
+                    line=line,
+                    local_only=local_only,
+                    owner_gone=owner_gone,
+                    link=link,
+                    address=client_address(
+                        request.headers, request.remote, self._front.client_address_header
+                    ),
+                )
             )
             try:
                 return await self._with_keepalive(replier, work)

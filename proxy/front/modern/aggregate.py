@@ -1,0 +1,186 @@
+"""An aggregated route (proxy/routes/) for 2026-07-28 clients: which upstream a request goes to, under which
+name, and the route's own answers (merged lists, `server/discover`: aggregate_lists.py).
+
+`tools/call`, `prompts/get`, `resources/read` and `completion/complete` are routed by name: the request is
+rewritten to the name the owning upstream knows and then runs exactly as on that upstream's own route (MRTR
+rounds, the sealed handle naming the upstream, Tasks, progress, cancellation, failover), since the modern
+front takes it from there. A retry sends the same name, so it reaches the same upstream, and its handle's
+target digest is of that upstream's name. A tool the route's policy filters is refused by name (-32602,
+logged with the principal), as an unknown one is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+import structlog
+
+from proxy.front.modern.aggregate_lists import KeyFor, RouteLists
+from proxy.routes.names import LISTS, RENAMED, Entry
+from proxy.routes.policy import judge
+from proxy.routes.table import Member, Route
+from proxy.tasks.front import TaskFront
+from proxy.translate.request import ModernRequest
+from proxy.wire import jsonrpc, mcp
+
+log = structlog.get_logger("proxy.routes")
+
+Own = Callable[[], Coroutine[Any, Any, jsonrpc.Response]]  # an answer the route gives itself
+
+
+@dataclass(frozen=True, slots=True)
+class Routed:
+    """The request goes on to `upstream`, as `req` (renamed to the upstream's own name)."""
+
+    upstream: str
+    req: ModernRequest
+
+
+class AggregateFront:
+    def __init__(self, lists: RouteLists, tasks: TaskFront | None) -> None:
+        self.lists = lists
+        self._tasks = tasks
+
+    async def route(
+        self,
+        route: Route,
+        req: ModernRequest,
+        *,
+        principal: str,
+        scopes: frozenset[str] | None,
+        key_for: KeyFor,
+        line: dict[str, Any],
+    ) -> Routed | Own:
+        """Where `req` goes on `route`: on to one upstream (`Routed`), or answered by the route (`Own`)."""
+        msg = req.request
+        first = route.members[0].upstream
+        if msg.method in LISTS:
+
+            def keep(entry: Entry) -> bool:
+                return (
+                    entry.kind != "tools"
+                    or judge(route, entry.member, entry.key, entry.local, scopes) is None
+                )
+
+            return lambda: self.lists.merged(
+                route, req, principal=principal, key_for=key_for, line=line, keep=keep
+            )
+        if msg.method == "server/discover":
+            return lambda: self.lists.discover(route, msg, key_for, line)
+        if msg.method in mcp.TASK_METHODS:
+            owner = self._tasks.upstream_of(msg.params.get("taskId")) if self._tasks else None
+            return Routed(owner if owner in route.upstreams else first, req)
+        if msg.method in ("tools/call", "prompts/get"):
+            kind = "tools" if msg.method == "tools/call" else "prompts"
+            return await self._named(
+                route, req, kind, principal=principal, scopes=scopes, key_for=key_for, line=line
+            )
+        if msg.method == "resources/read":
+            return await self._resource(route, req, key_for, line)
+        if msg.method == "completion/complete":
+            return await self._completion(route, req, key_for, line)
+        return Routed(first, req)  # ping, listen, an unknown method: as the first upstream's route would
+
+    async def _named(
+        self,
+        route: Route,
+        req: ModernRequest,
+        kind: str,
+        *,
+        principal: str,
+        scopes: frozenset[str] | None,
+        key_for: KeyFor,
+        line: dict[str, Any],
+    ) -> Routed | Own:
+        msg = req.request
+        name = msg.params.get("name")
+        found = await self._owner(route, kind, name, key_for) if isinstance(name, str) else None
+        noun = "tool" if kind == "tools" else "prompt"
+        if found is None:
+            return _refused(
+                msg, line, "unknown_name", f"Unknown {noun}: {name!r}" if name else f"No {noun} name"
+            )
+        member, local = found
+        assert isinstance(name, str)
+        line["upstream"] = member.upstream
+        if kind == "tools" and (refused := judge(route, member, name, local, scopes)) is not None:
+            log.warning(
+                "route.tool_refused",
+                route=route.name,
+                upstream=member.upstream,
+                tool=name,
+                reason=refused.reason,
+                principal=principal,
+            )
+            return _refused(msg, line, f"tool_{refused.reason}", refused.message)
+        return Routed(member.upstream, _renamed(req, {"name": local}))
+
+    async def _owner(self, route: Route, kind: str, name: str, key_for: KeyFor) -> tuple[Member, str] | None:
+        if len(route.members) == 1 and not route.prefixed:
+            return route.members[0], name
+        if route.prefixed and kind in RENAMED:
+            return route.split(name)
+        method = "tools/list" if kind == "tools" else "prompts/list"
+        entry = await self.lists.owner(route, method, name, key_for)
+        return None if entry is None else (entry.member, entry.local)
+
+    async def _resource(
+        self, route: Route, req: ModernRequest, key_for: KeyFor, line: dict[str, Any]
+    ) -> Routed | Own:
+        msg = req.request
+        uri = msg.params.get("uri")
+        if len(route.members) == 1:
+            return Routed(route.members[0].upstream, req)
+        entry = (
+            await self.lists.owner(route, "resources/list", uri, key_for) if isinstance(uri, str) else None
+        )
+        if entry is None:
+            return _refused(
+                msg, line, "unknown_uri", f"Resource not found: no upstream of this route lists {uri!r}"
+            )
+        line["upstream"] = entry.member.upstream
+        return Routed(entry.member.upstream, req)
+
+    async def _completion(
+        self, route: Route, req: ModernRequest, key_for: KeyFor, line: dict[str, Any]
+    ) -> Routed | Own:
+        msg = req.request
+        ref = msg.params.get("ref")
+        ref = ref if isinstance(ref, Mapping) else {}
+        if ref.get("type") == "ref/prompt" and isinstance(ref.get("name"), str):
+            found = await self._owner(route, "prompts", ref["name"], key_for)
+            if found is not None:
+                line["upstream"] = found[0].upstream
+                return Routed(found[0].upstream, _renamed(req, {"ref": {**ref, "name": found[1]}}))
+        elif ref.get("type") == "ref/resource" and isinstance(ref.get("uri"), str):
+            if len(route.members) == 1:
+                return Routed(route.members[0].upstream, req)
+            entry = await self.lists.owner(route, "resources/list", ref["uri"], key_for)
+            if entry is None:  # the reference is a template as its server wrote it
+                entry = await self._template(route, ref["uri"], key_for)
+            if entry is not None:
+                line["upstream"] = entry.member.upstream
+                return Routed(entry.member.upstream, req)
+        return _refused(msg, line, "unknown_ref", "Unknown completion reference on this route")
+
+    async def _template(self, route: Route, template: str, key_for: KeyFor) -> Entry | None:
+        entry = await self.lists.owner(route, "resources/templates/list", template, key_for)
+        return entry
+
+
+def _renamed(req: ModernRequest, changes: Mapping[str, Any]) -> ModernRequest:
+    """`req` with its params changed for the upstream (its own name instead of the one the client used)."""
+    msg = req.request
+    request = jsonrpc.Request(msg.id, msg.method, {**msg.params, **changes})
+    return replace(req, request=request, upstream_params={**req.upstream_params, **changes})
+
+
+def _refused(msg: jsonrpc.Request, line: dict[str, Any], reason: str, message: str) -> Own:
+    line.update(outcome=f"failed:{jsonrpc.INVALID_PARAMS}", reason=reason)
+
+    async def answer() -> jsonrpc.Response:
+        return jsonrpc.error(msg.id, jsonrpc.INVALID_PARAMS, message)
+
+    return answer

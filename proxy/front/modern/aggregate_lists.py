@@ -1,0 +1,247 @@
+"""An aggregated route's merged lists, its `server/discover`, and the index that routes its bare names.
+
+Each upstream's page is asked for at once (each on a session of the client's own key, bounded by the
+route's `list_timeout_s`); the page the client gets is their entries concatenated in route order up to the
+first upstream with more (proxy/routes/merge.py), with the proxy's sealed cursor. An upstream that fails or
+is too slow is left out: logged (`route.upstream_left_out`), counted in
+`mrtr_proxy_route_left_out_total`, and shown on /readyz until it answers again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+import structlog
+
+from proxy.front.modern.plain import complete
+from proxy.handle import HandleError, KeyRing
+from proxy.routes.cursor import ListPosition, open_cursor, seal_cursor
+from proxy.routes.health import RouteHealth
+from proxy.routes.index import Clash, NameIndex
+from proxy.routes.merge import Answered, Page, assemble, list_kind, pending
+from proxy.routes.names import Entry, entries
+from proxy.routes.table import Member, Route
+from proxy.tasks.front import TaskFront
+from proxy.translate.request import ModernRequest
+from proxy.upstream.base import ServerInfo, UpstreamError
+from proxy.upstream.pool import PoolExhausted, PoolKey, SessionPool
+from proxy.wire import jsonrpc, mcp
+
+log = structlog.get_logger("proxy.routes")
+
+KeyFor = Callable[[str], PoolKey]  # the client's pool key at one upstream (its forwarded headers differ)
+MAX_PAGES = 100  # pages of one upstream read to index its names
+REFRESH_EVERY = 1.0  # seconds: an unknown name refreshes the index at most this often
+
+
+class LeftOutObserver(Protocol):
+    """Counts what lists left out (the metrics)."""
+
+    def left_out(self, route: str, upstream: str, why: str) -> None: ...
+
+
+class _NoObserver:
+    def left_out(self, route: str, upstream: str, why: str) -> None:
+        pass
+
+
+class RouteLists:
+    def __init__(
+        self,
+        *,
+        pools: Mapping[str, SessionPool],
+        ring: Callable[[], KeyRing],
+        health: RouteHealth,
+        tasks: TaskFront | None,
+        observer: LeftOutObserver | None = None,
+    ) -> None:
+        self._pools = pools
+        self._ring = ring
+        self._health = health
+        self._tasks = tasks
+        self._observer = observer or _NoObserver()
+        self._indexes: dict[tuple[str, str], tuple[NameIndex, float]] = {}
+
+    async def merged(
+        self,
+        route: Route,
+        req: ModernRequest,
+        *,
+        principal: str,
+        key_for: KeyFor,
+        line: dict[str, Any],
+        keep: Callable[[Entry], bool],
+    ) -> jsonrpc.Response:
+        msg = req.request
+        cursor = msg.params.get("cursor")
+        bound = {"route": route.name, "method": msg.method, "principal": principal}
+        try:
+            start = ListPosition(0) if cursor is None else open_cursor(self._ring(), cursor, **bound)
+        except HandleError as exc:
+            line.update(outcome=f"failed:{jsonrpc.INVALID_PARAMS}", reason=f"cursor_{exc.reason}")
+            return jsonrpc.error(msg.id, jsonrpc.INVALID_PARAMS, "Invalid cursor")
+        if start.member >= len(route.members):
+            line.update(outcome=f"failed:{jsonrpc.INVALID_PARAMS}", reason="cursor_out_of_range")
+            return jsonrpc.error(msg.id, jsonrpc.INVALID_PARAMS, "Invalid cursor")
+        params = {k: v for k, v in req.upstream_params.items() if k != "cursor"}
+        todo = pending(route, start)
+        answered = await asyncio.gather(
+            *(self._page(route, m, msg.method, params, c, key_for=key_for) for m, c in todo)
+        )
+        page = assemble(route, msg.method, answered, keep)
+        self._report(route, page, answered)
+        sealed = None if page.next is None else seal_cursor(self._ring(), position=page.next, **bound)
+        line["outcome"] = "complete"
+        if page.left_out:
+            line["left_out"] = [up for up, _ in page.left_out]
+        return jsonrpc.Result(msg.id, complete(msg.method, page.result(list_kind(msg.method), sealed)))
+
+    async def discover(
+        self, route: Route, msg: jsonrpc.Request, key_for: KeyFor, line: dict[str, Any]
+    ) -> jsonrpc.Response:
+        """The aggregate as one server: capabilities the union, instructions under each upstream's name."""
+        infos = await asyncio.gather(*(self._info(route, m, key_for) for m in route.members))
+        reached = [(m, info) for m, info in zip(route.members, infos, strict=True) if info is not None]
+        if not reached:
+            line["outcome"] = f"failed:{jsonrpc.UPSTREAM_FAILED}"
+            message = f"No upstream of route {route.name!r} is reachable (details in the proxy log)"
+            return jsonrpc.error(msg.id, jsonrpc.UPSTREAM_FAILED, message)
+        capabilities: dict[str, Any] = {}
+        for _, info in reached:
+            for name, value in info.capabilities.items():
+                mine = capabilities.get(name)
+                if isinstance(mine, dict) and isinstance(value, dict):
+                    capabilities[name] = {**mine, **value}
+                elif mine is None:
+                    capabilities[name] = value
+        texts = [f"## {m.upstream}\n{info.instructions}" for m, info in reached if info.instructions]
+        tasks = self._tasks
+        result: dict[str, Any] = {
+            "supportedVersions": list(mcp.MODERN_VERSIONS),
+            "capabilities": tasks.capabilities(capabilities) if tasks else capabilities,
+            "_meta": {mcp.META_SERVER_INFO: {"name": f"mrtr-proxy route {route.name}", "version": "1"}},
+        }
+        if texts:
+            result["instructions"] = "\n\n".join(texts)
+        line["outcome"] = "complete"
+        return jsonrpc.Result(msg.id, complete(msg.method, result))
+
+    async def owner(self, route: Route, method: str, key: str, key_for: KeyFor) -> Entry | None:
+        """Which upstream listed `key` in `method`'s list (resources/list: a URI, also matched against the
+        templates). An unknown key refreshes the index first (at most every REFRESH_EVERY seconds)."""
+        found = self._look(route, method, key)
+        if found is None and self._stale(route, method):
+            await self.refresh(route, method, key_for)
+            found = self._look(route, method, key)
+        return found
+
+    async def refresh(self, route: Route, method: str, key_for: KeyFor) -> NameIndex:
+        """Read every page of `method` from every upstream of `route` and index it (clashes reported);
+        resources/list's index has the templates too."""
+        methods = (method, "resources/templates/list") if method == "resources/list" else (method,)
+        index = NameIndex()
+        for one in methods:
+            pages = await asyncio.gather(*(self._all_pages(route, m, one, key_for) for m in route.members))
+            for answered in pages:  # route order: the first upstream keeps a clashing key
+                for page in answered:
+                    if page.result is None:
+                        self._left_out(route, page.member.upstream, page.failed or "unavailable")
+                        break
+                    self._health.listed(route.name, page.member.upstream)
+                    index.add(entries(route, page.member, one, page.result))
+        self._clashes(route, index.clashes)
+        self._indexes[(route.name, method)] = (index, time.monotonic())
+        return index
+
+    def _look(self, route: Route, method: str, key: str) -> Entry | None:
+        held = self._indexes.get((route.name, method))
+        if held is None:
+            return None
+        index = held[0]
+        return (
+            index.resource_owner(key) if method == "resources/list" else index.owner(list_kind(method), key)
+        )
+
+    def _stale(self, route: Route, method: str) -> bool:
+        held = self._indexes.get((route.name, method))
+        return held is None or time.monotonic() - held[1] >= REFRESH_EVERY
+
+    async def _all_pages(self, route: Route, member: Member, method: str, key_for: KeyFor) -> list[Answered]:
+        """Every page of one upstream's list, up to MAX_PAGES; the last is a failure when one failed."""
+        out: list[Answered] = []
+        cursor: str | None = None
+        for _ in range(MAX_PAGES):
+            one = await self._page(route, member, method, {}, cursor, key_for=key_for)
+            out.append(one)
+            more = one.result.get("nextCursor") if one.result is not None else None
+            if not isinstance(more, str) or not more:
+                break
+            cursor = more
+        return out
+
+    async def _page(
+        self,
+        route: Route,
+        member: Member,
+        method: str,
+        params: Mapping[str, Any],
+        cursor: str | None,
+        *,
+        key_for: KeyFor,
+    ) -> Answered:
+        wanted = {**params, "cursor": cursor} if cursor is not None else dict(params)
+        pool = self._pools[member.upstream]
+        try:
+            async with asyncio.timeout(route.list_timeout):
+                reply = await pool.request(key_for(member.upstream), method, wanted, route.list_timeout)
+        except TimeoutError:
+            return Answered(member, None, "timeout")
+        except PoolExhausted:
+            return Answered(member, None, "pool_full")
+        except UpstreamError as exc:
+            log.info("route.upstream_failed", route=route.name, upstream=member.upstream, error=str(exc))
+            return Answered(member, None, "unavailable")
+        if isinstance(reply, jsonrpc.Error):
+            if reply.error.code == jsonrpc.METHOD_NOT_FOUND:  # it has no such list: nothing to leave out
+                return Answered(member, {})
+            return Answered(member, None, f"error:{reply.error.code}")
+        return Answered(member, reply.result)
+
+    async def _info(self, route: Route, member: Member, key_for: KeyFor) -> ServerInfo | None:
+        try:
+            async with asyncio.timeout(route.list_timeout):
+                info = await self._pools[member.upstream].server_info(key_for(member.upstream))
+        except (TimeoutError, UpstreamError, PoolExhausted) as exc:
+            why = "timeout" if isinstance(exc, TimeoutError) else "unavailable"
+            self._left_out(route, member.upstream, why)
+            return None
+        self._health.listed(route.name, member.upstream)
+        return info
+
+    def _report(self, route: Route, page: Page, answered: Sequence[Answered]) -> None:
+        for one in answered:
+            if one.result is not None:
+                self._health.listed(route.name, one.member.upstream)
+        for upstream, why in page.left_out:
+            self._left_out(route, upstream, why)
+        self._clashes(route, page.index.clashes)
+
+    def _left_out(self, route: Route, upstream: str, why: str) -> None:
+        log.warning("route.upstream_left_out", route=route.name, upstream=upstream, reason=why)
+        self._observer.left_out(route.name, upstream, why)
+        self._health.left_out(route.name, upstream, why, time.monotonic())
+
+    def _clashes(self, route: Route, clashes: Sequence[Clash]) -> None:
+        for clash in self._health.clashed(route.name, clashes):
+            log.warning(
+                "route.name_clash",
+                route=route.name,
+                kind=clash.kind,
+                name=clash.key,
+                kept=clash.kept,
+                dropped=clash.dropped,
+                hint="prefix_mode never: the first upstream in route order keeps the name",
+            )

@@ -324,13 +324,14 @@ async def start_fastmcp(
     ready_timeout: float = DEFAULT_READY_TIMEOUT,
     stop_timeout: float = DEFAULT_STOP_TIMEOUT,
     port: int | None = None,
+    page_size: int | None = None,
 ) -> AsyncIterator[PeerUrl]:
     """Run ``tests/fixtures/legacy_fastmcp_server.py`` (mcp 1.30 FastMCP) on 127.0.0.1 (on ``port`` if given).
 
     Yields ``http://127.0.0.1:PORT/mcp`` (streamable-http) or ``http://127.0.0.1:PORT/sse`` (sse).
     ``event_store=True`` enables resumability (SSE ``id:``s, priming events, Last-Event-ID replay);
     ``retry_ms`` sets the ``retry:`` hint of priming events; ``json_response=True`` makes POSTs
-    answer ``application/json`` instead of SSE.
+    answer ``application/json`` instead of SSE. ``page_size``: tools/list and resources/list in pages.
     """
     if transport not in ("streamable-http", "sse"):
         raise ValueError(f"start_fastmcp runs network transports only, not {transport!r}")
@@ -345,6 +346,8 @@ async def start_fastmcp(
             args += ["--retry-ms", str(retry_ms)]
         if json_response:
             args.append("--json-response")
+        if page_size is not None:
+            args += ["--page-size", str(page_size)]
         return args
 
     path = "/mcp" if transport == "streamable-http" else "/sse"

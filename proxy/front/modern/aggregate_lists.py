@@ -22,7 +22,7 @@ from proxy.routes.cursor import ListPosition, open_cursor, seal_cursor
 from proxy.routes.health import RouteHealth
 from proxy.routes.index import Clash, NameIndex
 from proxy.routes.merge import Answered, Page, assemble, list_kind, pending
-from proxy.routes.names import Entry, entries
+from proxy.routes.names import RENAMED, Entry, entries
 from proxy.routes.table import Member, Route
 from proxy.tasks.front import TaskFront
 from proxy.translate.request import ModernRequest
@@ -35,6 +35,7 @@ log = structlog.get_logger("proxy.routes")
 KeyFor = Callable[[str], PoolKey]  # the client's pool key at one upstream (its forwarded headers differ)
 MAX_PAGES = 100  # pages of one upstream read to index its names
 REFRESH_EVERY = 1.0  # seconds: an unknown name refreshes the index at most this often
+INDEX_TTL = 30.0  # seconds: how long a list trusts the index of who listed a key first
 
 
 class LeftOutObserver(Protocol):
@@ -91,7 +92,13 @@ class RouteLists:
         answered = await asyncio.gather(
             *(self._page(route, m, msg.method, params, c, key_for=key_for) for m, c in todo)
         )
-        page = assemble(route, msg.method, answered, keep)
+        owners = await self._owners(route, msg.method, key_for)
+
+        def kept(entry: Entry) -> bool:  # a key another upstream listed first (maybe on an earlier page)
+            owner = owners.owner(entry.kind, entry.key) if owners is not None else None
+            return keep(entry) and (owner is None or owner.member.index == entry.member.index)
+
+        page = assemble(route, msg.method, answered, kept)
         self._report(route, page, answered)
         sealed = None if page.next is None else seal_cursor(self._ring(), position=page.next, **bound)
         line["outcome"] = "complete"
@@ -155,6 +162,16 @@ class RouteLists:
         self._clashes(route, index.clashes)
         self._indexes[(route.name, method)] = (index, time.monotonic())
         return index
+
+    async def _owners(self, route: Route, method: str, key_for: KeyFor) -> NameIndex | None:
+        """For a list whose keys two upstreams may share (bare names, URIs): the route's index, so the first
+        upstream in route order keeps a key across pages too (refreshed when older than INDEX_TTL)."""
+        if len(route.members) < 2 or (route.prefixed and list_kind(method) in RENAMED):
+            return None
+        held = self._indexes.get((route.name, method))
+        if held is not None and time.monotonic() - held[1] < INDEX_TTL:
+            return held[0]
+        return await self.refresh(route, method, key_for)
 
     def _look(self, route: Route, method: str, key: str) -> Entry | None:
         held = self._indexes.get((route.name, method))

@@ -122,12 +122,12 @@ class ModernFront:
         if principal is None:
             principal = self._principal(request.headers)
         own: Own | None = None
+        who = principal
+
+        def key_for(name: str) -> PoolKey:
+            return self._pool_key(name, req, request, who, upstream_headers)
+
         if route is not None and self._aggregate is not None:
-            who = principal
-
-            def key_for(name: str) -> PoolKey:
-                return self._pool_key(name, req, request, who, upstream_headers)
-
             routed = await self._aggregate.route(
                 route, req, principal=principal, scopes=scopes, key_for=key_for, line=line
             )
@@ -150,8 +150,11 @@ class ModernFront:
                 ),
             )
         if msg.method == mcp.LISTEN and self._listen is not None:  # a long-lived stream of its own
+            members = None
+            if route is not None:  # an aggregated route: every upstream's notifications reach the client
+                members = [(m.upstream, key_for(m.upstream)) for m in route.members]
             return await self._listen.serve(
-                request, upstream=upstream, req=req, key=key, principal=principal, line=line
+                request, upstream=upstream, req=req, key=key, principal=principal, line=line, members=members
             )
         replier = Replier(request)
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -68,7 +68,8 @@ class _Subscription:
     methods: set[str] = field(default_factory=set)  # relayed upstream notification methods
     uris: list[str] = field(default_factory=list)  # subscribed upstream
     task_ids: list[str] = field(default_factory=list)
-    session: UpstreamSession | None = None
+    sessions: list[tuple[str, PoolKey, UpstreamSession]] = field(default_factory=list)  # upstream, key
+    uri_sessions: dict[str, UpstreamSession] = field(default_factory=dict)  # who took each subscription
     unwatch: list[Callable[[], None]] = field(default_factory=list)
     queue: asyncio.Queue[jsonrpc.Notification | None] = field(default_factory=lambda: asyncio.Queue(BACKLOG))
 
@@ -119,20 +120,22 @@ class ListenFront:
         key: PoolKey,
         principal: str,
         line: dict[str, Any],
+        members: Sequence[tuple[str, PoolKey]] | None = None,
     ) -> web.StreamResponse:
+        """`members`: an aggregated route's upstreams (each with the client's key there), all listened to;
+        one that cannot be reached is left out (logged), unless none can."""
         msg = req.request
         sub = _Subscription(msg.id)
+        members = members or [(upstream, key)]
         try:
             wanted = _filter(msg.params)
-            await self._subscribe(
-                sub, wanted=wanted, upstream=upstream, req=req, key=key, principal=principal
-            )
+            await self._subscribe(sub, wanted=wanted, members=members, req=req, principal=principal)
         except _Refused as refused:
-            await self._undo(sub, upstream, key)
+            await self._undo(sub)
             line["outcome"] = f"failed:{refused.error.code}"
             return json_response(jsonrpc.Error(msg.id, refused.error))
         except BaseException:
-            await asyncio.shield(self._undo(sub, upstream, key))
+            await asyncio.shield(self._undo(sub))
             raise
         honored = sub.acknowledged()  # task ids are bearer handles: only counted in the log
         line["subscription"] = {k: len(v) if isinstance(v, list) else v for k, v in honored.items()}
@@ -153,7 +156,7 @@ class ListenFront:
             line["outcome"] = "client_closed"
             raise
         finally:
-            await asyncio.shield(self._undo(sub, upstream, key))
+            await asyncio.shield(self._undo(sub))
         return stream
 
     async def _subscribe(
@@ -161,39 +164,50 @@ class ListenFront:
         sub: _Subscription,
         *,
         wanted: _Wanted,
-        upstream: str,
+        members: Sequence[tuple[str, PoolKey]],
         req: ModernRequest,
-        key: PoolKey,
         principal: str,
     ) -> None:
         if wanted.task_ids and not declares_tasks(req.request.params):
             raise _Refused(missing_capability("notifications.taskIds"))
-        for token in wanted.task_ids:
-            unwatch = self._tasks.watch(token, upstream, principal, sub.push) if self._tasks else None
-            if unwatch is not None:
-                sub.task_ids.append(token)
-                sub.unwatch.append(unwatch)
+        for token in wanted.task_ids:  # a task id names its upstream: one member's watch takes it
+            for upstream, _ in members:
+                unwatch = self._tasks.watch(token, upstream, principal, sub.push) if self._tasks else None
+                if unwatch is not None:
+                    sub.task_ids.append(token)
+                    sub.unwatch.append(unwatch)
+                    break
         if not (wanted.flags or wanted.uris):
             return
-        try:
-            session = await self._pools[upstream].acquire(key)
-        except PoolExhausted as exc:
-            raise _Refused(jsonrpc.ErrorObject(jsonrpc.LIMIT_EXCEEDED, f"Too many sessions: {exc}")) from None
-        except UpstreamError as exc:
-            raise _Refused(unavailable(upstream, exc)) from None
-        sub.session = session
-        capabilities = session.info.capabilities
-        for flag in wanted.flags:
-            kind, method = LIST_CHANGED[flag]
-            if kind in capabilities:  # a server without prompts never changes its prompt list
-                sub.methods.add(method)
-        session.watch(sub.on_upstream)
-        if "resources" in capabilities:
-            for uri in wanted.uris:
-                if await _request_ok(session, "resources/subscribe", uri):
-                    sub.uris.append(uri)
-            if sub.uris:
-                sub.methods.add(RESOURCE_UPDATED)
+        refused: _Refused | None = None
+        for upstream, key in members:
+            try:
+                session = await self._pools[upstream].acquire(key)
+            except PoolExhausted as exc:
+                refused = _Refused(jsonrpc.ErrorObject(jsonrpc.LIMIT_EXCEEDED, f"Too many sessions: {exc}"))
+            except UpstreamError as exc:
+                refused = _Refused(unavailable(upstream, exc))
+            else:
+                sub.sessions.append((upstream, key, session))
+                continue
+            if len(members) > 1:
+                log.warning("listen.upstream_left_out", upstream=upstream, reason=refused.error.message)
+        if not sub.sessions and refused is not None:
+            raise refused
+        for _, _, session in sub.sessions:
+            capabilities = session.info.capabilities
+            for flag in wanted.flags:
+                kind, method = LIST_CHANGED[flag]
+                if kind in capabilities:  # a server without prompts never changes its prompt list
+                    sub.methods.add(method)
+            session.watch(sub.on_upstream)
+            if "resources" in capabilities:  # a URI is subscribed on the first upstream that takes it
+                for uri in wanted.uris:
+                    if uri not in sub.uri_sessions and await _request_ok(session, "resources/subscribe", uri):
+                        sub.uri_sessions[uri] = session
+                        sub.uris.append(uri)
+        if sub.uris:
+            sub.methods.add(RESOURCE_UPDATED)
 
     async def _relay(self, request: web.Request, stream: web.StreamResponse, sub: _Subscription) -> str:
         """Write notifications as they come, keep-alives meanwhile. Returns how the stream ended."""
@@ -210,7 +224,7 @@ class ListenFront:
                     return "client_closed"
                 if self._state.draining:
                     return "complete"
-                if sub.session is not None and not sub.session.alive:
+                if any(not session.alive for _, _, session in sub.sessions):
                     return "upstream_lost"
                 if next_keepalive is not None and loop.time() >= next_keepalive:
                     await stream.write(encode_comment(" keep-alive"))
@@ -220,17 +234,16 @@ class ListenFront:
                 return "backlog_overflow"
             await stream.write(_event(note, sub.id))
 
-    async def _undo(self, sub: _Subscription, upstream: str, key: PoolKey) -> None:
+    async def _undo(self, sub: _Subscription) -> None:
         for unwatch in sub.unwatch:
             unwatch()
-        session, sub.session = sub.session, None
-        if session is None:
-            return
-        session.watch(None)
-        if session.alive:
-            for uri in sub.uris:
-                await _request_ok(session, "resources/unsubscribe", uri)
-        self._pools[upstream].release(key, session, reusable=False)
+        sessions, sub.sessions = sub.sessions, []
+        for upstream, key, session in sessions:
+            session.watch(None)
+            if session.alive:
+                for uri in [u for u, s in sub.uri_sessions.items() if s is session]:
+                    await _request_ok(session, "resources/unsubscribe", uri)
+            self._pools[upstream].release(key, session, reusable=False)
 
 
 @dataclass(slots=True)

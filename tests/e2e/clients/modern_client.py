@@ -107,6 +107,18 @@ async def run_step(client: Client, step: dict[str, Any]) -> dict[str, Any]:
     if kind == "list_tools":
         tools = await client.list_tools()
         return {"text": ",".join(sorted(t.name for t in tools.tools)), "is_error": False}
+    if kind == "list_tools_all":  # every page, following next_cursor (bounded), in the server's order
+        names: list[str] = []
+        cursor: str | None = None
+        pages = 0
+        while pages < 100:
+            page = await client.list_tools(cursor=cursor, cache_mode="bypass")
+            names += [t.name for t in page.tools]
+            pages += 1
+            cursor = page.next_cursor
+            if not cursor:
+                break
+        return {"text": ",".join(names), "pages": pages, "is_error": False}
     raise ValueError(kind)
 
 

@@ -4,7 +4,7 @@
 //
 //   node ts_client.mjs URL MODE PLAN_JSON         MODE: "pinned" ({pin: "2026-07-28"}) | "auto" | "legacy"
 //
-// PLAN_JSON: [{"id": "a", "kind": "tool"|"prompt"|"resource"|"list_tools", "name": …, "args": {…},
+// PLAN_JSON: [{"id": "a", "kind": "tool"|"prompt"|"resource"|"list_tools"|"list_tools_all", "name": …, "args": {…},
 //              "elicit": "accept"|"decline"|"cancel"}]
 // Env: MRTR_ROOT_URI (default file:///work/project) is the one root the roots/list handler returns.
 // Output: {"client": {name, version, mode, era, protocolVersion}, "steps": {id: {text, is_error, seen} |
@@ -172,6 +172,19 @@ async function runStep(step) {
     case 'list_tools': {
       const result = await client.listTools(undefined, opts);
       return { text: result.tools.map(t => t.name).sort().join(','), is_error: false };
+    }
+    case 'list_tools_all': {
+      // Every page, following nextCursor (bounded): the names in the order the server listed them.
+      const names = [];
+      let cursor;
+      let pages = 0;
+      do {
+        const result = await client.listTools(cursor === undefined ? undefined : { cursor }, { ...opts, cacheMode: 'bypass' });
+        names.push(...result.tools.map(t => t.name));
+        cursor = result.nextCursor;
+        pages += 1;
+      } while (cursor && pages < 100);
+      return { text: names.join(','), pages, is_error: false };
     }
     default:
       throw new Error(`unknown step kind ${step.kind}`);

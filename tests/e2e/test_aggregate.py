@@ -1,0 +1,368 @@
+"""Aggregated routes with real peers: FastMCP 1.30 (legacy, elicits; its lists paginated here),
+server-everything (elicitation, sampling), server-memory and server-filesystem (stdio) behind one route,
+driven by a raw 2026-07-28 client, mcp 2.3.0's client (2026-07-28 and auto) and the TypeScript client."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import signal
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import peers
+import pytest
+import pytest_asyncio
+from structlog.testing import capture_logs
+
+from e2e.harness import EVERYTHING_FORM, NO_ROOTS_CAPS, RawClient, RunningProxy, accept_name, running_proxy
+from e2e.test_listen import listening
+from proxy.config import RouteConfig, RouteMember, ToolPolicy, UpstreamConfig
+
+pytestmark = [pytest.mark.peers, pytest.mark.asyncio(loop_scope="session")]
+
+MODERN_DRIVER = Path(__file__).parent / "clients" / "modern_client.py"
+TS_DRIVER = Path(__file__).parent.parent / "interop" / "clients" / "ts_client.mjs"
+MEMBERS = ("fast", "everything", "memory", "files")
+
+
+def stdio(name: str, entry: Path, *args: str) -> UpstreamConfig:
+    return UpstreamConfig(
+        name=name, transport="stdio", command=str(peers.node_bin()), args=(str(entry), *args)
+    )
+
+
+@dataclass
+class Fleet:
+    proxy: RunningProxy
+    http: aiohttp.ClientSession
+    files: Path
+
+    def client(self, route: str, **kw: Any) -> RawClient:
+        """A raw client of `route`, without roots (server-everything would ask for them before each call)."""
+        url = self.proxy.url.replace("/mcp", f"/servers/{route}/mcp")
+        return RawClient(url, self.http, capabilities=dict(NO_ROOTS_CAPS), **kw)
+
+    async def readyz(self) -> dict[str, Any]:
+        async with self.http.get(self.proxy.url.replace("/mcp", "/readyz")) as resp:
+            return await resp.json()  # type: ignore[no-any-return]
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def fleet(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Fleet]:
+    peers.require_peers({"server-memory": peers.server_memory_entry(), "fs": peers.server_filesystem_entry()})
+    files = tmp_path_factory.mktemp("fleet-files").resolve()
+    (files / "notes.txt").write_text("aggregated hello\n")
+    memory_file = tmp_path_factory.mktemp("memory") / "memory.jsonl"
+    memory = stdio("memory", peers.server_memory_entry())
+    memory = UpstreamConfig(**{**_fields(memory), "env": {"MEMORY_FILE_PATH": str(memory_file)}})
+    routes = (
+        RouteConfig("fleet", tuple(RouteMember(m) for m in MEMBERS)),
+        RouteConfig("bare", (RouteMember("fast"), RouteMember("everything")), prefix_mode="never"),
+        RouteConfig(
+            "policy",
+            (RouteMember("fast"), RouteMember("everything", tools=ToolPolicy(allow=("echo", "get-sum")))),
+            tools=ToolPolicy(deny=("fast__ask_*",)),
+        ),
+    )
+    async with (
+        peers.start_fastmcp(page_size=10) as fast,
+        peers.start_server_everything() as everything,
+        running_proxy(
+            fast,
+            names=("fast",),
+            extra=(
+                UpstreamConfig(name="everything", url=str(everything)),
+                memory,
+                stdio("files", peers.server_filesystem_entry(), str(files)),
+            ),
+            routes=routes,
+        ) as proxy,
+        aiohttp.ClientSession() as http,
+    ):
+        yield Fleet(proxy, http, files)
+
+
+def _fields(up: UpstreamConfig) -> dict[str, Any]:
+    return {f: getattr(up, f) for f in up.__dataclass_fields__}
+
+
+async def all_names(
+    client: RawClient, method: str = "tools/list", kind: str = "tools"
+) -> tuple[list[str], int]:
+    """Every page of a list: the names (or URIs) in order, and how many pages it took."""
+    names: list[str] = []
+    params: dict[str, Any] = {}
+    for pages in range(1, 101):
+        reply = await client.request(method, params)
+        names += [item.get("name") or item.get("uri") for item in reply.result[kind]]
+        if "nextCursor" not in reply.result:
+            return names, pages
+        params = {"cursor": reply.result["nextCursor"]}
+    raise AssertionError("more than 100 pages")
+
+
+def text_of(reply: Any) -> str:
+    return " ".join(part.get("text", "") for part in reply.result["content"])
+
+
+async def test_merged_list_is_every_tool_of_every_upstream_prefixed_in_route_order(fleet: Fleet) -> None:
+    expected: list[str] = []
+    for member in MEMBERS:  # each upstream alone, on its own route
+        own, _ = await all_names(fleet.client(member))
+        expected += [f"{member}__{name}" for name in own]
+    merged, pages = await all_names(fleet.client("fleet"))
+    assert merged == expected
+    assert pages > 3  # FastMCP's tools come 10 a page here: the proxy's cursor walks through them, then on
+    assert {n.split("__")[0] for n in merged} == set(MEMBERS)
+
+
+async def test_every_upstream_reached_under_its_prefixed_name_with_the_right_data(fleet: Fleet) -> None:
+    client = fleet.client("fleet")
+    assert text_of(await client.call("fast__echo", {"text": "via fleet"})) == "via fleet"
+    assert text_of(await client.call("fast__add", {"a": 2, "b": 40})) == "42"
+    assert "hi there" in text_of(await client.call("everything__echo", {"message": "hi there"}))
+    assert "5" in text_of(await client.call("everything__get-sum", {"a": 2, "b": 3}))
+    entity = {"name": "proxy", "entityType": "software", "observations": ["aggregates"]}
+    created = await client.call("memory__create_entities", {"entities": [entity]})
+    assert "proxy" in text_of(created)
+    assert "aggregates" in text_of(await client.call("memory__read_graph"))
+    allowed = text_of(await client.call("files__list_allowed_directories"))
+    assert str(fleet.files) in allowed
+    read = await client.call("files__read_text_file", {"path": str(fleet.files / "notes.txt")})
+    assert "aggregated hello" in text_of(read)
+
+
+async def test_elicitation_prompts_and_resources_through_the_aggregate(fleet: Fleet) -> None:
+    client = fleet.client("fleet")
+    first = await client.call("fast__ask_name")
+    assert first.result["resultType"] == "input_required"
+    final = await client.retry(first, {"elicit-1": accept_name("Agg")}, "fast__ask_name")
+    assert text_of(final) == "accept:Agg"
+    asked = await client.call("everything__trigger-elicitation-request")
+    (key,) = asked.result["inputRequests"]
+    answered = await client.retry(
+        asked,
+        {key: {"action": "accept", "content": EVERYTHING_FORM}},
+        "everything__trigger-elicitation-request",
+    )
+    assert "Ann" in text_of(answered)
+    prompt = await client.request("prompts/get", {"name": "fast__greeting_prompt"})
+    (key,) = prompt.result["inputRequests"]
+    greeted = await client.request(
+        "prompts/get",
+        {
+            "name": "fast__greeting_prompt",
+            "inputResponses": {key: accept_name("Pat")},
+            "requestState": prompt.result["requestState"],
+        },
+    )
+    assert greeted.result["messages"][0]["content"]["text"] == "Hello, Pat!"
+    memory = await client.request("resources/read", {"uri": "memory://knowledge-graph"})
+    assert memory.result["contents"][0]["uri"] == "memory://knowledge-graph"
+    doc = await client.request("resources/read", {"uri": "demo://resource/dynamic/text/7"})  # a template
+    assert "7" in doc.result["contents"][0]["text"]
+    unknown = await client.request("resources/read", {"uri": "nowhere://x"})
+    assert unknown.error == {
+        "code": -32602,
+        "message": "Resource not found: no upstream of this route lists 'nowhere://x'",
+    }
+    missing = await client.call("fast__no_such_tool")
+    assert missing.result["isError"] is True  # a prefix the route knows: FastMCP's own answer
+    stray = await client.call("nobody__echo")
+    assert stray.error == {"code": -32602, "message": "Unknown tool: 'nobody__echo'"}
+
+
+async def test_discover_describes_the_aggregate(fleet: Fleet) -> None:
+    reply = await fleet.client("fleet").request("server/discover")
+    result = reply.result
+    assert {"tools", "prompts", "resources"} <= set(result["capabilities"])
+    assert result["instructions"].startswith("## everything\n")  # FastMCP and the stdio servers give none
+    assert result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "mrtr-proxy route fleet"
+
+
+async def test_the_cursor_is_the_proxys_own_and_cannot_be_forged(fleet: Fleet) -> None:
+    client = fleet.client("fleet")
+    first = (await client.request("tools/list")).result
+    cursor = first["nextCursor"]
+    assert cursor != "10" and "10" not in json.dumps(cursor)[:3]
+    for bad in ("10", cursor[:-2] + "AA", 7):
+        reply = await client.request("tools/list", {"cursor": bad})
+        assert reply.error == {"code": -32602, "message": "Invalid cursor"}
+    elsewhere = await fleet.client("policy").request("tools/list", {"cursor": cursor})
+    assert elsewhere.error == {"code": -32602, "message": "Invalid cursor"}  # made for another route
+    other_list = await client.request("prompts/list", {"cursor": cursor})
+    assert other_list.error["message"] == "Invalid cursor"
+
+
+async def test_a_name_clash_under_never_goes_to_the_first_upstream_and_is_reported(fleet: Fleet) -> None:
+    client = fleet.client("bare")
+    with capture_logs() as logs:
+        names, _ = await all_names(client)
+    assert names.count("echo") == 1
+    assert "ask_name" in names and "get-sum" in names  # bare names from both
+    assert text_of(await client.call("echo", {"text": "first wins"})) == "first wins"  # FastMCP's echo
+    clash = [e for e in logs if e["event"] == "route.name_clash"]
+    assert clash and (clash[0]["kept"], clash[0]["dropped"], clash[0]["name"]) == (
+        "fast",
+        "everything",
+        "echo",
+    )
+    ready = await fleet.readyz()
+    assert (
+        "tool 'echo' is listed by 'fast' and 'everything'; 'fast' keeps it"
+        in ready["routes"]["bare"]["clashes"]
+    )
+
+
+async def test_allow_and_deny_filter_lists_and_refuse_by_name(fleet: Fleet) -> None:
+    client = fleet.client("policy", authorization="Bearer team-a")
+    names, _ = await all_names(client)
+    assert not [n for n in names if n.startswith("fast__ask_")]
+    assert "fast__echo" in names
+    assert [n for n in names if n.startswith("everything__")] == ["everything__echo", "everything__get-sum"]
+    with capture_logs() as logs:
+        denied = await client.call("fast__ask_name")
+        outside = await client.call("everything__get-env")
+    for reply, tool in ((denied, "fast__ask_name"), (outside, "everything__get-env")):
+        assert reply.status == 200
+        assert reply.error == {"code": -32602, "message": f"Tool {tool!r} is not available on this route"}
+    refused = [e for e in logs if e["event"] == "route.tool_refused"]
+    assert [(e["tool"], e["reason"]) for e in refused] == [
+        ("fast__ask_name", "denied"),
+        ("everything__get-env", "not_allowed"),
+    ]
+    assert all(e["principal"] and e["principal"] != "anonymous" for e in refused)
+    assert "Bearer team-a" not in json.dumps(refused)  # the principal is a digest, never the credential
+    unruled = await fleet.client("fleet").call("fast__ask_name")  # the same upstream, a route without rules
+    assert unruled.result["resultType"] == "input_required"
+
+
+async def test_list_changed_from_one_upstream_reaches_the_aggregates_listener(fleet: Fleet) -> None:
+    client = fleet.client("fleet")
+    async with listening(client, {"toolsListChanged": True}) as stream:
+        ack = await stream.next()
+        assert ack["params"]["notifications"] == {"toolsListChanged": True}
+        assert int(text_of(await client.call("fast__change_tools"))) >= 2
+        note = await stream.next()
+        assert note["method"] == "notifications/tools/list_changed"
+
+
+async def test_a_legacy_client_is_told_to_use_each_upstreams_route(fleet: Fleet) -> None:
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "old", "version": "1"},
+        },
+    }
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    async with fleet.http.post(fleet.client("fleet").url, json=body, headers=headers) as resp:
+        assert resp.status == 400
+        error = (await resp.json())["error"]
+    assert error["code"] == -32600 and "2026-07-28 clients only" in error["message"]
+
+
+MODERN_PLAN: list[dict[str, Any]] = [
+    {"id": "list", "kind": "list_tools_all", "name": ""},
+    {"id": "fast-ask", "kind": "tool", "name": "fast__ask_name", "elicit": "accept"},
+    {"id": "every-sum", "kind": "tool", "name": "everything__get-sum", "args": {"a": 1, "b": 2}},
+    {"id": "memory", "kind": "tool", "name": "memory__read_graph"},
+    {"id": "files", "kind": "tool", "name": "files__list_allowed_directories"},
+    {"id": "prompt", "kind": "prompt", "name": "fast__greeting_prompt"},
+    {"id": "resource", "kind": "resource", "name": "fixture://secret"},
+]
+
+
+async def check_plan(steps: dict[str, dict[str, Any]], fleet: Fleet) -> None:
+    for step in steps.values():
+        assert "error" not in step, steps
+    full = RawClient(fleet.client("fleet").url, fleet.http)  # every capability, as the clients declare them
+    expected, _ = await all_names(full)  # (server-everything lists sampling and roots tools only then)
+    assert steps["list"]["text"].split(",") == expected  # every page, in route order
+    assert steps["fast-ask"]["text"] == "accept:Alice" and steps["fast-ask"]["seen"] == ["elicit:form"]
+    assert "3" in steps["every-sum"]["text"]
+    assert "entities" in steps["memory"]["text"]
+    assert str(fleet.files) in steps["files"]["text"]
+    assert steps["prompt"]["text"] == "Hello, Alice!"
+    assert steps["resource"]["text"] == "fixture:s3cr3t"
+
+
+@pytest.mark.parametrize("mode", ["2026-07-28", "auto"])
+async def test_mcp_2_3_0_client(fleet: Fleet, mode: str) -> None:
+    url = fleet.client("fleet").url
+    run = await peers.run_once(
+        [str(peers.client_python()), str(MODERN_DRIVER), url, json.dumps(MODERN_PLAN), mode], limit_s=90
+    )
+    assert run.returncode == 0 and not run.timed_out, run.stderr[-3000:]
+    results = json.loads(run.stdout)
+    assert results.pop("_protocol_version") == "2026-07-28"
+    assert results["list"]["pages"] > 3  # it followed the proxy's cursor
+    await check_plan(results, fleet)
+
+
+async def test_typescript_client(fleet: Fleet) -> None:
+    url = fleet.client("fleet").url
+    run = await peers.run_once(
+        [str(peers.node_bin()), str(TS_DRIVER), url, "pinned", json.dumps(MODERN_PLAN)], limit_s=90
+    )
+    assert run.returncode == 0 and not run.timed_out, run.stderr[-3000:]
+    out = json.loads(run.stdout)
+    assert "connectError" not in out, out
+    assert out["client"]["protocolVersion"] == "2026-07-28"
+    await check_plan(out["steps"], fleet)  # (the TS client follows nextCursor inside listTools itself)
+
+
+async def test_one_upstream_killed_mid_run_then_back() -> None:
+    port = peers.free_port()
+    memory = stdio("memory", peers.server_memory_entry())
+    route = RouteConfig("pair", (RouteMember("fast"), RouteMember("memory")), list_timeout_s=5)
+    async with contextlib.AsyncExitStack() as stack:
+        fast = await stack.enter_async_context(peers.start_fastmcp(port=port))
+        proxy = await stack.enter_async_context(
+            running_proxy(fast, names=("fast",), extra=(memory,), routes=(route,))
+        )
+        http = await stack.enter_async_context(aiohttp.ClientSession())
+        client = RawClient(proxy.url.replace("/mcp", "/servers/pair/mcp"), http)
+        before, _ = await all_names(client)
+        assert "fast__echo" in before and "memory__read_graph" in before
+        parked = await client.call("fast__ask_name")  # parked on fast when it dies
+        fast.peer.process.send_signal(signal.SIGKILL)
+        await asyncio.wait_for(fast.peer.process.wait(), 10)
+        with capture_logs() as logs:
+            during, _ = await all_names(client)
+        assert during == [n for n in before if n.startswith("memory__")]  # the list shrinks, still answers
+        assert any(e["event"] == "route.upstream_left_out" and e["upstream"] == "fast" for e in logs)
+        assert "entities" in text_of(await client.call("memory__read_graph"))  # the others keep working
+        dead = await client.call("fast__echo", {"text": "x"})
+        assert dead.error["code"] == -31001 and "'fast'" in dead.error["message"]
+        lost = await client.retry(parked, {"elicit-1": accept_name()}, "fast__ask_name")
+        assert "error" in lost.body
+        async with http.get(proxy.url.replace("/mcp", "/readyz")) as resp:
+            ready = await resp.json()
+        assert ready["routes"]["pair"]["upstreams"]["fast"].startswith("left out of lists (unavailable")
+        assert ready["routes"]["pair"]["upstreams"]["memory"] == "listed"
+        async with http.get(proxy.url.replace("/mcp", "/metrics")) as resp:
+            metrics = await resp.text()
+        assert 'mrtr_proxy_route_left_out_total{reason="unavailable",route="pair",upstream="fast"}' in metrics
+        assert (
+            'mrtr_proxy_route_left_out_total{reason="unavailable",route="pair",upstream="fast"} 0.0'
+            not in metrics
+        )
+        async with peers.start_fastmcp(port=port):  # it comes back on the same address
+            for _ in range(50):
+                after, _ = await all_names(client)
+                if after == before:
+                    break
+                await asyncio.sleep(0.1)
+            assert after == before  # and the list grows back
+            assert text_of(await client.call("fast__echo", {"text": "back"})) == "back"
+            async with http.get(proxy.url.replace("/mcp", "/readyz")) as resp:
+                assert (await resp.json())["routes"]["pair"]["upstreams"]["fast"] == "listed"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import sys
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Any
 
 from proxy.auth.setup import AuthSetupError, prepare
 from proxy.cli import keys as cli_keys
+from proxy.cli import routes as cli_routes
 from proxy.config import AuthConfig, Config, ConfigError, load_config
 from proxy.handle import KeyLoadError
 from proxy.observe import logs
@@ -34,6 +36,11 @@ def _parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check-config", help="validate a configuration file and print what it would serve")
     check.add_argument("file", type=Path)
     check.add_argument("--effective", action="store_true", help="print the merged configuration as YAML")
+    check.add_argument(
+        "--probe",
+        action="store_true",
+        help="list the tools of each aggregated route's upstreams live: merged names, clashes",
+    )
     for command in (serve, check):  # check-config takes serve's overrides: --effective shows their result
         command.add_argument("--listen", help="HOST:PORT to listen on (default 127.0.0.1:8080)")
         command.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
@@ -68,9 +75,10 @@ def _describe(config: Config) -> str:
     lines = [f"listen {config.listen.host}:{config.listen.port} (replica {config.replica_address})"]
     for i, up in enumerate(config.upstreams):
         where = up.url if up.url else " ".join([up.command or "", *up.args])
-        paths = f"/servers/{up.name}/mcp" + (" and /mcp" if i == 0 else "")
+        default = i == 0 and not any(r.default for r in config.routes)
+        paths = f"/servers/{up.name}/mcp" + (" and /mcp" if default else "")
         lines.append(f"upstream {up.name}: {up.transport} {where} -> {paths}, auth {_auth(up.auth)}")
-    return "\n".join(lines)
+    return "\n".join(lines + cli_routes.describe(config))
 
 
 def listener_limits(config: Config) -> ListenerLimits:
@@ -102,6 +110,10 @@ def main(argv: list[str] | None = None) -> int:
             if (code := cli_keys.check_keys(checked, "check-config")) is not None:
                 return code
             print(cli_keys.effective_yaml(checked) if args.effective else _describe(checked))
+            if args.probe and checked.routes:
+                lines, ok = asyncio.run(cli_routes.probe(checked))
+                print("\n".join(lines))
+                return 0 if ok else 1
             return 0
         config = load_config(args.config, _overrides(args))
     except ConfigError as exc:

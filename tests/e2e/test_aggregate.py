@@ -17,11 +17,13 @@ import aiohttp
 import peers
 import pytest
 import pytest_asyncio
+from oauth_keys import SigningKey, claims, jwks
 from structlog.testing import capture_logs
 
 from e2e.harness import EVERYTHING_FORM, NO_ROOTS_CAPS, RawClient, RunningProxy, accept_name, running_proxy
+from e2e.oauth_peers import jwks_server
 from e2e.test_listen import listening
-from proxy.config import RouteConfig, RouteMember, ToolPolicy, UpstreamConfig
+from proxy.config import AuthConfig, RouteConfig, RouteMember, ToolPolicy, UpstreamConfig
 
 pytestmark = [pytest.mark.peers, pytest.mark.asyncio(loop_scope="session")]
 
@@ -366,3 +368,48 @@ async def test_one_upstream_killed_mid_run_then_back() -> None:
             assert text_of(await client.call("fast__echo", {"text": "back"})) == "back"
             async with http.get(proxy.url.replace("/mcp", "/readyz")) as resp:
                 assert (await resp.json())["routes"]["pair"]["upstreams"]["fast"] == "listed"
+
+
+async def test_scope_rules_per_tool_with_validate_mode_on_the_route(fastmcp_url: str) -> None:
+    """One gateway, two teams: the same server's `add` only for tokens with the `math` scope."""
+    key, iss, resource = (
+        SigningKey("k1"),
+        "https://as.example.test",
+        "https://mcp.example.test/servers/team/mcp",
+    )
+    memory = stdio("memory", peers.server_memory_entry())
+    async with contextlib.AsyncExitStack() as stack:
+        keys = await stack.enter_async_context(jwks_server())
+        keys.document = jwks(key)
+        auth = AuthConfig(
+            mode="validate", public_url=resource, authorization_servers=(iss,), jwks_url=keys.url
+        )
+        rules = ToolPolicy(require_scopes={"fast__add": ("math",)})
+        route = RouteConfig("team", (RouteMember("fast"), RouteMember("memory")), tools=rules, auth=auth)
+        proxy = await stack.enter_async_context(
+            running_proxy(fastmcp_url, names=("fast",), extra=(memory,), routes=(route,))
+        )
+        http = await stack.enter_async_context(aiohttp.ClientSession())
+        url = proxy.url.replace("/mcp", "/servers/team/mcp")
+
+        def team(scope: str) -> RawClient:
+            token = key.mint(claims(iss=iss, aud=resource, sub=f"user-{scope}", scope=scope))
+            return RawClient(url, http, capabilities=dict(NO_ROOTS_CAPS), authorization=f"Bearer {token}")
+
+        anonymous = await RawClient(url, http).request("tools/list")
+        assert anonymous.status == 401 and "resource_metadata=" in anonymous.headers["WWW-Authenticate"]
+        plain, math = team("mcp"), team("mcp math")
+        plain_names, _ = await all_names(plain)
+        math_names, _ = await all_names(math)
+        assert "fast__add" not in plain_names and "fast__add" in math_names
+        assert set(math_names) - set(plain_names) == {"fast__add"}
+        with capture_logs() as logs:
+            refused = await plain.call("fast__add", {"a": 1, "b": 2})
+        assert refused.error == {
+            "code": -32602,
+            "message": "Tool 'fast__add' needs the scope math, which the access token lacks",
+        }
+        (line,) = [e for e in logs if e["event"] == "route.tool_refused"]
+        assert line["reason"] == "insufficient_scope" and line["principal"] != "anonymous"
+        assert text_of(await math.call("fast__add", {"a": 1, "b": 2})) == "3"
+        assert text_of(await plain.call("fast__echo", {"text": "ok"})) == "ok"  # the rest is everyone's

@@ -1,0 +1,68 @@
+"""`check-config` on aggregated routes: each route described, and with --probe its merged tool names and any
+name clash, read live from real servers (FastMCP 1.30 and server-everything both have `echo`)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import peers
+import pytest
+
+from proxy.cli.main import main
+
+
+def write(tmp_path: Path, fast: str, everything: str, mode: str) -> Path:
+    path = tmp_path / "proxy.yaml"
+    path.write_text(
+        f"upstreams: [{{name: fast, url: '{fast}'}}, {{name: everything, url: '{everything}'}}]\n"
+        f"routes:\n  - {{name: fleet, default: true, prefix_mode: {mode}, upstreams: [fast, everything],\n"
+        "     tools: {deny: ['*ask_*'], require_scopes: {}}}\n"
+    )
+    return path
+
+
+def test_check_config_describes_each_route(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert (
+        main(
+            [
+                "check-config",
+                str(write(tmp_path, "http://127.0.0.1:1/mcp", "http://127.0.0.1:2/mcp", "always")),
+            ]
+        )
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert "-> /servers/fast/mcp," in out  # the default route has /mcp now
+    route = "route fleet: /servers/fleet/mcp and /mcp -> fast (fast__*), everything (everything__*)"
+    assert f"{route}; prefixed names; tools: deny ['*ask_*']" in out
+
+
+@pytest.mark.peers
+@pytest.mark.asyncio(loop_scope="session")
+async def test_probe_prints_merged_names_and_the_clash(
+    tmp_path: Path, fastmcp_url: str, server_everything_url: str
+) -> None:
+    path = write(tmp_path, fastmcp_url, server_everything_url, "never")
+    run = await peers.run_once(
+        [sys.executable, "-m", "proxy", "check-config", str(path), "--probe"], limit_s=90
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    lines = [line for line in run.stdout.splitlines() if line.startswith("route fleet: ")]
+    merged = next(line for line in lines if " tools: " in line and "->" not in line)
+    names = merged.split(" tools: ", 1)[1].split(", ")
+    assert names[0] == "echo" and names.count("echo") == 1  # FastMCP's: first in route order
+    assert "get-sum" in names and "ask_name" not in names  # deny applies
+    assert "route fleet: clash: tool 'echo' is listed by 'fast' and 'everything'; 'fast' keeps it" in lines
+
+
+@pytest.mark.peers
+@pytest.mark.asyncio(loop_scope="session")
+async def test_probe_fails_when_an_upstream_cannot_be_listed(tmp_path: Path, fastmcp_url: str) -> None:
+    path = write(tmp_path, fastmcp_url, f"http://127.0.0.1:{peers.free_port()}/mcp", "conditional")
+    run = await peers.run_once(
+        [sys.executable, "-m", "proxy", "check-config", str(path), "--probe"], limit_s=90
+    )
+    assert run.returncode == 1
+    assert "route fleet: upstream everything could not be listed:" in run.stdout
+    assert "fast__echo" in run.stdout  # the rest is still shown

@@ -174,7 +174,7 @@ async def test_elicitation_prompts_and_resources_through_the_aggregate(fleet: Fl
         "message": "Resource not found: no upstream of this route lists 'nowhere://x'",
     }
     missing = await client.call("fast__no_such_tool")
-    assert missing.result["isError"] is True  # a prefix the route knows: FastMCP's own answer
+    assert "Unknown tool" in text_of(missing)  # a prefix the route knows: FastMCP's own answer
     stray = await client.call("nobody__echo")
     assert stray.error == {"code": -32602, "message": "Unknown tool: 'nobody__echo'"}
 
@@ -413,3 +413,46 @@ async def test_scope_rules_per_tool_with_validate_mode_on_the_route(fastmcp_url:
         assert line["reason"] == "insufficient_scope" and line["principal"] != "anonymous"
         assert text_of(await math.call("fast__add", {"a": 1, "b": 2})) == "3"
         assert text_of(await plain.call("fast__echo", {"text": "ok"})) == "ok"  # the rest is everyone's
+
+
+async def test_progress_through_the_aggregate(fleet: Fleet) -> None:
+    client = fleet.client("fleet")
+    body = client.body("tools/call", {"name": "fast__progress_steps", "arguments": {"steps": 2}})
+    body["params"]["_meta"]["progressToken"] = "agg-1"
+    reply = await client.send(body)
+    assert reply.result["resultType"] == "complete"
+    tokens = [
+        n["params"]["progressToken"] for n in reply.notifications if n["method"] == "notifications/progress"
+    ]
+    assert tokens == ["agg-1", "agg-1"]
+
+
+async def test_a_task_on_an_aggregated_route(fastmcp_url: str) -> None:
+    """tools/call as a task on the route; tasks/get and tasks/update find the upstream by the task id."""
+    from e2e.test_tasks import WITH_TASKS, created, wait_for
+    from proxy.config import TasksConfig
+
+    memory = stdio("memory", peers.server_memory_entry())
+    route = RouteConfig("pair", (RouteMember("memory"), RouteMember("fast")))
+    async with (
+        running_proxy(
+            fastmcp_url,
+            names=("fast",),
+            extra=(memory,),
+            routes=(route,),
+            tasks=TasksConfig(policy="always", poll_interval_ms=50),
+        ) as proxy,
+        aiohttp.ClientSession() as http,
+    ):
+        client = RawClient(
+            proxy.url.replace("/mcp", "/servers/pair/mcp"), http, capabilities=dict(WITH_TASKS)
+        )
+        task = created(await client.call("fast__work_then_ask", {"delay_s": 0.1, "after_s": 0.1}))
+        asking = await wait_for(client, task["taskId"], "input_required")
+        assert list(asking["inputRequests"]) == ["elicit-1"]
+        ack = await client.request(
+            "tasks/update", {"taskId": task["taskId"], "inputResponses": {"elicit-1": accept_name("Ada")}}
+        )
+        assert ack.result == {"resultType": "complete"}
+        done = await wait_for(client, task["taskId"], "completed", "failed", "cancelled")
+        assert done["result"]["content"][0]["text"] == "worked:accept:Ada"

@@ -75,12 +75,13 @@ async def cluster(
     replica: dict[str, Any] | None = None,
     calls_per_replica: Sequence[dict[str, Any]] | None = None,
     front: dict[str, Any] | None = None,
+    more: dict[str, Any] | None = None,
 ) -> AsyncIterator[Cluster]:
     """`count` replicas of `mrtr-proxy serve` on 127.0.0.1, each naming its own address as owner. `keys`:
     the key files of every replica's key directory (or one mapping per replica; default one shared key).
     `peer_ports`: each replica gets a peer port (its address, the peer route) and knows the others'
     (`replica.peers`: key-ring comparison). `calls_per_replica`: `calls` settings of each replica, over
-    `calls`."""
+    `calls`. `more`: other top-level settings, over these (e.g. `upstreams` and `routes`)."""
     with tempfile.TemporaryDirectory(prefix="mrtr-replicas-") as tmp:
         per_replica = _keys_per_replica(keys, count)
         ports: list[int | None] = [peers.free_port() if peer_ports else None for _ in range(count)]
@@ -103,6 +104,7 @@ async def cluster(
                         "front": front or {},
                         "replica": rep,
                         "upstreams": [{"name": "default", "url": str(upstream_url)}],
+                        **(more or {}),
                     }
                 )
             )

@@ -456,3 +456,38 @@ async def test_a_task_on_an_aggregated_route(fastmcp_url: str) -> None:
         assert ack.result == {"resultType": "complete"}
         done = await wait_for(client, task["taskId"], "completed", "failed", "cancelled")
         assert done["result"]["content"][0]["text"] == "worked:accept:Ada"
+
+
+async def test_three_replicas_behind_nginx_serve_the_aggregate() -> None:
+    """Retries land on any replica (forwarded to the one holding the call); the list's cursor, sealed with the
+    shared key, is continued by whichever replica the balancer picks."""
+    from e2e.replicas import cluster, log_lines, round_robin
+
+    async with peers.start_fastmcp(page_size=10) as fast, peers.start_server_everything() as everything:
+        more = {
+            "upstreams": [{"name": "fast", "url": str(fast)}, {"name": "everything", "url": str(everything)}],
+            "routes": [{"name": "fleet", "default": True, "upstreams": ["fast", "everything"]}],
+        }
+        async with (
+            cluster(str(fast), 3, more=more) as group,
+            round_robin(group.replicas) as lb,
+            aiohttp.ClientSession() as http,
+        ):
+            client = RawClient(lb, http, capabilities=dict(NO_ROOTS_CAPS))
+            one = RawClient(
+                f"http://127.0.0.1:{group.replicas[0].port}/mcp", http, capabilities=dict(NO_ROOTS_CAPS)
+            )
+            expected, _ = await all_names(one)
+            for _ in range(3):  # each page may come from another replica
+                names, pages = await all_names(client)
+                assert names == expected and pages > 3
+
+            async def flow(i: int) -> str:
+                first = await client.call("fast__ask_name")
+                final = await client.retry(first, {"elicit-1": accept_name(f"r{i}")}, "fast__ask_name")
+                return text_of(final)
+
+            results = await asyncio.gather(*(flow(i) for i in range(12)))
+            assert results == [f"accept:r{i}" for i in range(12)]
+            lines = [line for r in group.replicas for line in log_lines(r) if line.get("event") == "request"]
+            assert any(line.get("forwarded_by") and line.get("route") == "fleet" for line in lines)

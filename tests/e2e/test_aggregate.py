@@ -491,3 +491,62 @@ async def test_three_replicas_behind_nginx_serve_the_aggregate() -> None:
             assert results == [f"accept:r{i}" for i in range(12)]
             lines = [line for r in group.replicas for line in log_lines(r) if line.get("event") == "request"]
             assert any(line.get("forwarded_by") and line.get("route") == "fleet" for line in lines)
+
+
+@contextlib.asynccontextmanager
+async def hanging_lists() -> AsyncIterator[str]:
+    """A hostile legacy server: it initializes, then never answers a list (it holds the request open)."""
+    from aiohttp import web
+    from aiohttp.test_utils import TestServer
+
+    async def mcp(request: web.Request) -> web.StreamResponse:
+        if request.method != "POST":
+            return web.Response(status=405)
+        msg = await request.json()
+        if "id" not in msg:
+            return web.Response(status=202)
+        if msg["method"] == "initialize":
+            result = {
+                "protocolVersion": msg["params"]["protocolVersion"],
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "hangs", "version": "1"},
+            }
+            return web.json_response({"jsonrpc": "2.0", "id": msg["id"], "result": result})
+        if msg["method"].endswith("/list"):
+            await asyncio.sleep(60)  # longer than any list timeout; cut when the test's server closes
+        error = {"code": -32601, "message": "Method not found"}
+        return web.json_response({"jsonrpc": "2.0", "id": msg["id"], "error": error})
+
+    app = web.Application()
+    app.router.add_route("*", "/mcp", mcp)
+    server = TestServer(app, host="127.0.0.1")
+    await server.start_server()
+    try:
+        yield str(server.make_url("/mcp"))
+    finally:
+        await server.close()
+
+
+async def test_a_slow_upstream_is_left_out_after_the_list_timeout(fastmcp_url: str) -> None:
+    async with hanging_lists() as slow:
+        route = RouteConfig("pair", (RouteMember("slow"), RouteMember("fast")), list_timeout_s=1)
+        async with (
+            running_proxy(
+                fastmcp_url, names=("fast",), extra=(UpstreamConfig(name="slow", url=slow),), routes=(route,)
+            ) as proxy,
+            aiohttp.ClientSession() as http,
+        ):
+            client = RawClient(proxy.url.replace("/mcp", "/servers/pair/mcp"), http)
+            with capture_logs() as logs:
+                reply = await client.request("tools/list")
+            names = [t["name"] for t in reply.result["tools"]]
+            assert "fast__echo" in names and not [n for n in names if n.startswith("slow__")]
+            left = [e for e in logs if e["event"] == "route.upstream_left_out"]
+            assert [(e["upstream"], e["reason"]) for e in left] == [("slow", "timeout")]
+            async with http.get(proxy.url.replace("/mcp", "/metrics")) as resp:
+                metrics = await resp.text()
+            assert (
+                'mrtr_proxy_route_left_out_total{reason="timeout",route="pair",upstream="slow"} 1.0'
+                in metrics
+            )
+            assert text_of(await client.call("fast__echo", {"text": "unaffected"})) == "unaffected"

@@ -62,7 +62,7 @@ from proxy.process.appstate import (
     RuntimeState,
 )
 from proxy.routes.health import RouteHealth
-from proxy.routes.table import RouteTable
+from proxy.routes.table import RouteTable, members
 from proxy.tasks.front import TaskFront
 from proxy.tasks.manager import TaskManager, TaskSettings
 from proxy.tasks.policy import TaskPolicy
@@ -171,11 +171,7 @@ def create_app(
         config.replica_address, lambda: codec.ring, answer_timeout=config.calls.call_timeout_s + 30
     )
     app[KEY_CHECK] = PeerKeyCheck(app[PEERS], config.replica_address, config.replica.peers)
-    app[METRICS] = Metrics(
-        (u.name for u in config.upstreams),
-        config.metrics.tools,
-        routes={r.name: tuple(m.upstream for m in r.upstreams) for r in config.routes},
-    )
+    app[METRICS] = Metrics((u.name for u in config.upstreams), config.metrics.tools, routes=members(config))
     app[ROUTES] = RouteHealth()
     app[METRICS].limits(
         max_calls=config.calls.max_parked,
@@ -288,9 +284,8 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
     upstreams = {u.name: u for u in config.upstreams}
     principal = resolver(config.principal)
     app[OAUTH] = OAuthFront.from_config(config, app[PREPARED], http, clients)
-    lists = RouteLists(
-        pools=pools, ring=lambda: app[CODEC].ring, health=app[ROUTES], tasks=tasks, observer=app[METRICS]
-    )
+    judges, ring = app[OAUTH].upstream_judges, lambda: app[CODEC].ring
+    lists = RouteLists(pools, ring, app[ROUTES], tasks, observer=app[METRICS], judges=judges)
     app[FRONT] = Endpoint(
         front=config.front,
         upstreams=upstreams,

@@ -97,3 +97,8 @@ class RouteTable:
 
     def get(self, name: str) -> Route | None:
         return self.routes.get(name)
+
+
+def members(config: Config) -> dict[str, tuple[str, ...]]:
+    """Each aggregated route's upstream names, in route order."""
+    return {r.name: tuple(m.upstream for m in r.upstreams) for r in config.routes}

@@ -26,7 +26,7 @@ from proxy.routes.names import RENAMED, Entry, entries
 from proxy.routes.table import Member, Route
 from proxy.tasks.front import TaskFront
 from proxy.translate.request import ModernRequest
-from proxy.upstream.base import ServerInfo, UpstreamError
+from proxy.upstream.base import ServerInfo, UpstreamAuthChallenge, UpstreamError
 from proxy.upstream.pool import PoolExhausted, PoolKey, SessionPool
 from proxy.wire import jsonrpc, mcp
 
@@ -35,6 +35,7 @@ log = structlog.get_logger("proxy.routes")
 KeyFor = Callable[[str], PoolKey]  # the client's pool key at one upstream (its forwarded headers differ)
 MAX_PAGES = 100  # pages of one upstream read to index its names
 REFRESH_EVERY = 1.0  # seconds: an unknown name refreshes the index at most this often
+UNAUTHORIZED = "unauthorized"  # the upstream refused this client's credentials: left out of its answer only
 INDEX_TTL = 30.0  # seconds: how long a list trusts the index of who listed a key first
 
 
@@ -52,19 +53,22 @@ class _NoObserver:
 class RouteLists:
     def __init__(
         self,
-        *,
         pools: Mapping[str, SessionPool],
         ring: Callable[[], KeyRing],
         health: RouteHealth,
         tasks: TaskFront | None,
+        *,
         observer: LeftOutObserver | None = None,
+        judges: Callable[[str], bool] = lambda _: False,  # OAuthFront.upstream_judges
     ) -> None:
         self._pools = pools
+        self._judges = judges
         self._ring = ring
         self._health = health
         self._tasks = tasks
         self._observer = observer or _NoObserver()
         self._indexes: dict[tuple[str, str], tuple[NameIndex, float]] = {}
+        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
 
     async def merged(
         self,
@@ -141,7 +145,9 @@ class RouteLists:
         templates). An unknown key refreshes the index first (at most every REFRESH_EVERY seconds)."""
         found = self._look(route, method, key)
         if found is None and self._stale(route, method):
-            await self.refresh(route, method, key_for)
+            async with self._locks.setdefault((route.name, method), asyncio.Lock()):
+                if self._stale(route, method):  # one refresh for the misses that arrive together
+                    await self.refresh(route, method, key_for)
             found = self._look(route, method, key)
         return found
 
@@ -218,6 +224,8 @@ class RouteLists:
             return Answered(member, None, "timeout")
         except PoolExhausted:
             return Answered(member, None, "pool_full")
+        except UpstreamAuthChallenge:  # this client's credentials, not the upstream's health
+            return Answered(member, None, UNAUTHORIZED)
         except UpstreamError as exc:
             log.info("route.upstream_failed", route=route.name, upstream=member.upstream, error=str(exc))
             return Answered(member, None, "unavailable")
@@ -228,12 +236,17 @@ class RouteLists:
         return Answered(member, reply.result)
 
     async def _info(self, route: Route, member: Member, key_for: KeyFor) -> ServerInfo | None:
+        pool, key = self._pools[member.upstream], key_for(member.upstream)
         try:
             async with asyncio.timeout(route.list_timeout):
-                info = await self._pools[member.upstream].server_info(key_for(member.upstream))
+                if self._judges(member.upstream):  # as on its own route: its cache answers no one it refuses
+                    pool.release(key, await pool.acquire(key), reusable=True)
+                info = await pool.server_info(key)
         except (TimeoutError, UpstreamError, PoolExhausted) as exc:
             why = "timeout" if isinstance(exc, TimeoutError) else "unavailable"
-            self._left_out(route, member.upstream, why)
+            self._left_out(
+                route, member.upstream, UNAUTHORIZED if isinstance(exc, UpstreamAuthChallenge) else why
+            )
             return None
         self._health.listed(route.name, member.upstream)
         return info
@@ -247,6 +260,9 @@ class RouteLists:
         self._clashes(route, page.index.clashes)
 
     def _left_out(self, route: Route, upstream: str, why: str) -> None:
+        if why == UNAUTHORIZED:  # one client's credentials refused: not the upstream's health
+            log.info("route.upstream_left_out", route=route.name, upstream=upstream, reason=why)
+            return
         log.warning("route.upstream_left_out", route=route.name, upstream=upstream, reason=why)
         self._observer.left_out(route.name, upstream, why)
         self._health.left_out(route.name, upstream, why, time.monotonic())

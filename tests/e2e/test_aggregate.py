@@ -550,3 +550,22 @@ async def test_a_slow_upstream_is_left_out_after_the_list_timeout(fastmcp_url: s
                 in metrics
             )
             assert text_of(await client.call("fast__echo", {"text": "unaffected"})) == "unaffected"
+
+
+async def test_completion_goes_to_the_upstream_of_the_prompt_or_template(fleet: Fleet) -> None:
+    client = fleet.client("fleet")
+    prompt = {"type": "ref/prompt", "name": "everything__completable-prompt"}
+    done = await client.request(
+        "completion/complete", {"ref": prompt, "argument": {"name": "department", "value": "S"}}
+    )
+    assert done.result["completion"]["values"] == ["Sales", "Support"]
+    template = {"type": "ref/resource", "uri": "demo://resource/dynamic/text/{resourceId}"}
+    done = await client.request(
+        "completion/complete", {"ref": template, "argument": {"name": "resourceId", "value": "1"}}
+    )
+    assert done.result["completion"]["values"]  # server-everything's completer answered
+    unknown = await client.request(
+        "completion/complete",
+        {"ref": {"type": "ref/prompt", "name": "nobody__x"}, "argument": {"name": "a", "value": ""}},
+    )
+    assert unknown.error == {"code": -32602, "message": "Unknown completion reference on this route"}

@@ -127,7 +127,13 @@ class ModernFront:
         def key_for(name: str) -> PoolKey:
             return self._pool_key(name, req, request, who, upstream_headers)
 
-        if route is not None and self._aggregate is not None:
+        forwarded = request.path.startswith(FORWARD_PREFIX)  # the endpoint checked its signature
+        if forwarded and req.request_state is None and msg.method not in mcp.TASK_METHODS:
+            raise Refusal(400, ErrorObject(jsonrpc.INVALID_REQUEST, "The peer route only takes retries"))
+        self.rate.check(principal)  # a forwarded retry counts here too: this replica does its work
+        if (
+            route is not None and self._aggregate is not None
+        ):  # after the rate: a bare name may list upstreams
             routed = await self._aggregate.route(
                 route, req, principal=principal, scopes=scopes, key_for=key_for, line=line
             )
@@ -135,10 +141,6 @@ class ModernFront:
                 upstream, req = routed.upstream, routed.req
             else:
                 own, upstream = routed, route.members[0].upstream
-        forwarded = request.path.startswith(FORWARD_PREFIX)  # the endpoint checked its signature
-        if forwarded and req.request_state is None and msg.method not in mcp.TASK_METHODS:
-            raise Refusal(400, ErrorObject(jsonrpc.INVALID_REQUEST, "The peer route only takes retries"))
-        self.rate.check(principal)  # a forwarded retry counts here too: this replica does its work
         key = self._pool_key(upstream, req, request, principal, upstream_headers)
         if self._state.draining and msg.method in mcp.MRTR_METHODS and req.request_state is None:
             raise Refusal(

@@ -9,7 +9,7 @@ import contextlib
 import json
 import signal
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -17,13 +17,17 @@ import aiohttp
 import peers
 import pytest
 import pytest_asyncio
+from aiohttp import web
+from aiohttp.test_utils import TestServer
 from oauth_keys import SigningKey, claims, jwks
 from structlog.testing import capture_logs
 
 from e2e.harness import EVERYTHING_FORM, NO_ROOTS_CAPS, RawClient, RunningProxy, accept_name, running_proxy
 from e2e.oauth_peers import jwks_server
+from e2e.replicas import cluster, log_lines, round_robin
 from e2e.test_listen import listening
-from proxy.config import AuthConfig, RouteConfig, RouteMember, ToolPolicy, UpstreamConfig
+from e2e.test_tasks import WITH_TASKS, created, wait_for
+from proxy.config import AuthConfig, RouteConfig, RouteMember, TasksConfig, ToolPolicy, UpstreamConfig
 
 pytestmark = [pytest.mark.peers, pytest.mark.asyncio(loop_scope="session")]
 
@@ -60,8 +64,7 @@ async def fleet(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Fleet
     files = tmp_path_factory.mktemp("fleet-files").resolve()
     (files / "notes.txt").write_text("aggregated hello\n")
     memory_file = tmp_path_factory.mktemp("memory") / "memory.jsonl"
-    memory = stdio("memory", peers.server_memory_entry())
-    memory = UpstreamConfig(**{**_fields(memory), "env": {"MEMORY_FILE_PATH": str(memory_file)}})
+    memory = replace(stdio("memory", peers.server_memory_entry()), env={"MEMORY_FILE_PATH": str(memory_file)})
     routes = (
         RouteConfig("fleet", tuple(RouteMember(m) for m in MEMBERS)),
         RouteConfig("bare", (RouteMember("fast"), RouteMember("everything")), prefix_mode="never"),
@@ -87,10 +90,6 @@ async def fleet(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Fleet
         aiohttp.ClientSession() as http,
     ):
         yield Fleet(proxy, http, files)
-
-
-def _fields(up: UpstreamConfig) -> dict[str, Any]:
-    return {f: getattr(up, f) for f in up.__dataclass_fields__}
 
 
 async def all_names(
@@ -429,8 +428,6 @@ async def test_progress_through_the_aggregate(fleet: Fleet) -> None:
 
 async def test_a_task_on_an_aggregated_route(fastmcp_url: str) -> None:
     """tools/call as a task on the route; tasks/get and tasks/update find the upstream by the task id."""
-    from e2e.test_tasks import WITH_TASKS, created, wait_for
-    from proxy.config import TasksConfig
 
     memory = stdio("memory", peers.server_memory_entry())
     route = RouteConfig("pair", (RouteMember("memory"), RouteMember("fast")))
@@ -461,7 +458,6 @@ async def test_a_task_on_an_aggregated_route(fastmcp_url: str) -> None:
 async def test_three_replicas_behind_nginx_serve_the_aggregate() -> None:
     """Retries land on any replica (forwarded to the one holding the call); the list's cursor, sealed with the
     shared key, is continued by whichever replica the balancer picks."""
-    from e2e.replicas import cluster, log_lines, round_robin
 
     async with peers.start_fastmcp(page_size=10) as fast, peers.start_server_everything() as everything:
         more = {
@@ -496,8 +492,6 @@ async def test_three_replicas_behind_nginx_serve_the_aggregate() -> None:
 @contextlib.asynccontextmanager
 async def hanging_lists() -> AsyncIterator[str]:
     """A hostile legacy server: it initializes, then never answers a list (it holds the request open)."""
-    from aiohttp import web
-    from aiohttp.test_utils import TestServer
 
     async def mcp(request: web.Request) -> web.StreamResponse:
         if request.method != "POST":

@@ -68,6 +68,7 @@ async def fleet(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Fleet
     routes = (
         RouteConfig("fleet", tuple(RouteMember(m) for m in MEMBERS)),
         RouteConfig("bare", (RouteMember("fast"), RouteMember("everything")), prefix_mode="never"),
+        RouteConfig("reversed", (RouteMember("everything"), RouteMember("fast"))),
         RouteConfig(
             "policy",
             (RouteMember("fast"), RouteMember("everything", tools=ToolPolicy(allow=("echo", "get-sum")))),
@@ -251,6 +252,18 @@ async def test_list_changed_from_one_upstream_reaches_the_aggregates_listener(fl
         assert int(text_of(await client.call("fast__change_tools"))) >= 2
         note = await stream.next()
         assert note["method"] == "notifications/tools/list_changed"
+
+
+async def test_a_resource_subscription_goes_to_the_upstream_that_listed_the_uri(fleet: Fleet) -> None:
+    client = fleet.client("reversed")  # server-everything first: it takes subscriptions too
+    uri = "fixture://secret"  # FastMCP's
+    async with listening(client, {"resourceSubscriptions": [uri]}) as stream:
+        ack = await stream.next()
+        assert ack["params"]["notifications"] == {"resourceSubscriptions": [uri]}
+        assert text_of(await client.call("fast__subscribed", {"uri": uri})) == "1"
+        assert text_of(await client.call("fast__touch_resource", {"uri": uri})) == "1"
+        update = await stream.next()
+        assert update["method"] == "notifications/resources/updated" and update["params"]["uri"] == uri
 
 
 async def test_a_legacy_client_is_told_to_use_each_upstreams_route(fleet: Fleet) -> None:

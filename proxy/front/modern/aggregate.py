@@ -11,7 +11,7 @@ logged with the principal), as an unknown one is.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -164,6 +164,15 @@ class AggregateFront:
                 line["upstream"] = entry.member.upstream
                 return Routed(entry.member.upstream, req)
         return _refused(msg, line, "unknown_ref", "Unknown completion reference on this route")
+
+    def uri_owner(self, route: Route, key_for: KeyFor) -> Callable[[str], Awaitable[str | None]]:
+        """For `subscriptions/listen` on `route`: the upstream that listed a URI (None: none did)."""
+
+        async def owner(uri: str) -> str | None:
+            entry = await self.lists.owner(route, "resources/list", uri, key_for)
+            return None if entry is None else entry.member.upstream
+
+        return owner
 
     async def _template(self, route: Route, template: str, key_for: KeyFor) -> Entry | None:
         entry = await self.lists.owner(route, "resources/templates/list", template, key_for)

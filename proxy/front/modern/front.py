@@ -152,11 +152,19 @@ class ModernFront:
                 ),
             )
         if msg.method == mcp.LISTEN and self._listen is not None:  # a long-lived stream of its own
-            members = None
-            if route is not None:  # an aggregated route: every upstream's notifications reach the client
+            members, owner_of = None, None
+            if route is not None and self._aggregate is not None:  # every upstream's notifications
                 members = [(m.upstream, key_for(m.upstream)) for m in route.members]
+                owner_of = self._aggregate.uri_owner(route, key_for)
             return await self._listen.serve(
-                request, upstream=upstream, req=req, key=key, principal=principal, line=line, members=members
+                request,
+                upstream=upstream,
+                req=req,
+                key=key,
+                principal=principal,
+                line=line,
+                members=members,
+                owner_of=owner_of,
             )
         replier = Replier(request)
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -47,6 +47,7 @@ MAX_ITEMS = 256  # resourceSubscriptions / taskIds per listen
 BACKLOG = 1024  # notifications queued for a slow client; past it the stream ends (the client re-listens)
 TICK = 1.0  # how often the stream looks at shutdown and at its upstream session
 UPSTREAM_TIMEOUT = 30.0
+OwnerOf = Callable[[str], Awaitable[str | None]]  # the upstream that listed a URI, if known
 
 
 class RuntimeStateView(Protocol):
@@ -121,15 +122,19 @@ class ListenFront:
         principal: str,
         line: dict[str, Any],
         members: Sequence[tuple[str, PoolKey]] | None = None,
+        owner_of: OwnerOf | None = None,
     ) -> web.StreamResponse:
         """`members`: an aggregated route's upstreams (each with the client's key there), all listened to;
-        one that cannot be reached is left out (logged), unless none can."""
+        one that cannot be reached is left out (logged), unless none can. `owner_of`: which of them listed a
+        URI (its `resourceSubscriptions` go there)."""
         msg = req.request
         sub = _Subscription(msg.id)
         members = members or [(upstream, key)]
         try:
             wanted = _filter(msg.params)
-            await self._subscribe(sub, wanted=wanted, members=members, req=req, principal=principal)
+            await self._subscribe(
+                sub, wanted=wanted, members=members, req=req, principal=principal, owner_of=owner_of
+            )
         except _Refused as refused:
             await self._undo(sub)
             line["outcome"] = f"failed:{refused.error.code}"
@@ -167,6 +172,7 @@ class ListenFront:
         members: Sequence[tuple[str, PoolKey]],
         req: ModernRequest,
         principal: str,
+        owner_of: OwnerOf | None = None,
     ) -> None:
         if wanted.task_ids and not declares_tasks(req.request.params):
             raise _Refused(missing_capability("notifications.taskIds"))
@@ -201,11 +207,15 @@ class ListenFront:
                 if kind in capabilities:  # a server without prompts never changes its prompt list
                     sub.methods.add(method)
             session.watch(sub.on_upstream)
-            if "resources" in capabilities:  # a URI is subscribed on the first upstream that takes it
-                for uri in wanted.uris:
-                    if uri not in sub.uri_sessions and await _request_ok(session, "resources/subscribe", uri):
-                        sub.uri_sessions[uri] = session
-                        sub.uris.append(uri)
+        for uri in wanted.uris:  # on the upstream that listed it (an aggregate), else the first that takes it
+            owner = await owner_of(uri) if owner_of is not None else None
+            for upstream, _, session in sub.sessions:
+                if "resources" not in session.info.capabilities or owner not in (None, upstream):
+                    continue
+                if await _request_ok(session, "resources/subscribe", uri):
+                    sub.uri_sessions[uri] = session
+                    sub.uris.append(uri)
+                    break
         if sub.uris:
             sub.methods.add(RESOURCE_UPDATED)
 

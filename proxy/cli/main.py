@@ -73,10 +73,13 @@ def _auth(auth: AuthConfig) -> str:
 
 def _describe(config: Config) -> str:
     lines = [f"listen {config.listen.host}:{config.listen.port} (replica {config.replica_address})"]
-    for i, up in enumerate(config.upstreams):
+    for up in config.upstreams:
         where = up.url if up.url else " ".join([up.command or "", *up.args])
-        default = i == 0 and not any(r.default for r in config.routes)
-        paths = f"/servers/{up.name}/mcp" + (" and /mcp" if default else "")
+        first = next((u for u in config.upstreams if u.standalone), None) is up
+        paths = f"/servers/{up.name}/mcp" + (
+            " and /mcp" if first and not any(r.default for r in config.routes) else ""
+        )
+        paths = paths if up.standalone else "only through routes"
         lines.append(f"upstream {up.name}: {up.transport} {where} -> {paths}, auth {_auth(up.auth)}")
     return "\n".join(lines + cli_routes.describe(config))
 

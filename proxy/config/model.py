@@ -231,6 +231,7 @@ class UpstreamConfig:
     timeouts: TimeoutsConfig = field(default_factory=TimeoutsConfig)
     auth: AuthConfig = field(default_factory=AuthConfig)
     tls: TlsConfig = field(default_factory=TlsConfig)
+    standalone: bool = True  # False: served only through the aggregated routes that list it
 
 
 PrefixMode = Literal["conditional", "always", "never"]

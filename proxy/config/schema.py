@@ -226,6 +226,18 @@ def _route_problems(raw: Mapping[str, Any], listen_url: object) -> Iterator[str]
     }
     defaults: list[int] = []
     route_names: dict[str, int] = {}
+    listed = {
+        m if isinstance(m, str) else m.get("upstream") if isinstance(m, dict) else None
+        for r in (routes if isinstance(routes, list) else ())
+        if isinstance(r, dict) and isinstance(r.get("upstreams"), list)
+        for m in r["upstreams"]
+    }
+    for i, up in enumerate(ups if isinstance(ups, list) else ()):
+        if isinstance(up, dict) and up.get("standalone") is False:
+            if up.get("name") not in listed:
+                yield f"upstreams.{i}.standalone: false, but no route lists it (it would be served nowhere)"
+            if up.get("hosts"):
+                yield f"upstreams.{i}.hosts: only used when the upstream is standalone"
     for i, route in enumerate(routes if isinstance(routes, list) else ()):
         if not isinstance(route, dict):
             continue

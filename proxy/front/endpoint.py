@@ -71,7 +71,8 @@ class Endpoint:
         self._upstreams = upstreams
         self._routes = routes or RouteTable({})
         self._by_host = {h.lower(): name for name, up in upstreams.items() for h in up.hosts}
-        self._default = self._routes.default or next(iter(upstreams))
+        alone = [name for name, up in upstreams.items() if up.standalone]  # the others: only in routes
+        self._default = self._routes.default or next(iter(alone), None)
         self._principal = principal
         self._modern = modern
         self._relay = legacy
@@ -117,8 +118,9 @@ class Endpoint:
         upstream = request.match_info.get("upstream") or self._by_host.get(
             _host_name(request.host), self._default
         )
-        route = self._routes.get(upstream)
-        if upstream not in self._upstreams and route is None:
+        route = self._routes.get(upstream or "")
+        up = self._upstreams.get(upstream or "")
+        if upstream is None or (route is None and (up is None or not up.standalone)):
             raise web.HTTPNotFound(text=f"no upstream named {upstream!r}")
         line["upstream"] = upstream
         if route is not None:

@@ -85,7 +85,8 @@ class OAuthFront:
             if up.url is not None and up.auth.mode == "passthrough"
         }
         by_host = {h.lower(): up.name for up in config.upstreams for h in up.hosts}
-        default = next((r.name for r in config.routes if r.default), config.upstreams[0].name)
+        alone = next((u.name for u in config.upstreams if u.standalone), config.upstreams[0].name)
+        default = next((r.name for r in config.routes if r.default), alone)
         return cls(gates, docs, by_host=by_host, default=default)
 
     def resource(self, request: web.Request, upstream: str) -> str:

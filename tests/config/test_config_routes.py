@@ -137,3 +137,22 @@ def test_overrides_reach_routes(tmp_path: Path) -> None:
     path.write_text(textwrap.dedent(UPS) + "routes: [{name: f, upstreams: [a, b]}]\n")
     cfg = load_config(path, {"routes.0.list_timeout_s": "2.5", "routes.0.auth.mode": "passthrough"}, env={})
     assert cfg.routes[0].list_timeout_s == 2.5
+
+
+def test_an_upstream_served_only_through_routes(tmp_path: Path) -> None:
+    cfg = load(
+        tmp_path,
+        "routes: [{name: f, upstreams: [a, b]}]\n",
+        UPS.replace("{name: b, command: server-b}", "{name: b, command: server-b, standalone: false}"),
+    )
+    assert [u.standalone for u in cfg.upstreams] == [True, False, True]
+    found = problems(
+        tmp_path,
+        "routes: [{name: f, upstreams: [a]}]\n",
+        UPS.replace(
+            '{name: c, url: "http://127.0.0.1:8001/mcp"}',
+            '{name: c, url: "http://127.0.0.1:8001/mcp", standalone: false, hosts: [c.example]}',
+        ),
+    )
+    assert "upstreams.2.standalone: false, but no route lists it (it would be served nowhere)" in found
+    assert "upstreams.2.hosts: only used when the upstream is standalone" in found

@@ -576,3 +576,28 @@ async def test_completion_goes_to_the_upstream_of_the_prompt_or_template(fleet: 
         {"ref": {"type": "ref/prompt", "name": "nobody__x"}, "argument": {"name": "a", "value": ""}},
     )
     assert unknown.error == {"code": -32602, "message": "Unknown completion reference on this route"}
+
+
+async def test_an_upstream_behind_a_route_only_cannot_be_called_around_its_policy(fastmcp_url: str) -> None:
+    """`standalone: false`: the upstream's own route is gone, so the route's deny rule is the only way in."""
+    fast = UpstreamConfig(name="fast", url=fastmcp_url, standalone=False)
+    memory = stdio("memory", peers.server_memory_entry())
+    route = RouteConfig(
+        "gate",
+        (RouteMember("fast"), RouteMember("memory")),
+        default=True,
+        tools=ToolPolicy(deny=("fast__ask_*",)),
+    )
+    async with (
+        running_proxy(fast, names=("fast",), extra=(memory,), routes=(route,)) as proxy,
+        aiohttp.ClientSession() as http,
+    ):
+        around = RawClient(proxy.url.replace("/mcp", "/servers/fast/mcp"), http)
+        assert (await around.request("tools/list")).status == 404
+        client = RawClient(proxy.url, http, capabilities=dict(NO_ROOTS_CAPS))  # /mcp: the default route
+        names, _ = await all_names(client)
+        assert "fast__echo" in names and "memory__read_graph" in names and "fast__ask_name" not in names
+        assert (await client.call("fast__ask_name")).error["code"] == -32602
+        assert text_of(await client.call("fast__echo", {"text": "through the gate"})) == "through the gate"
+        alone = RawClient(proxy.url.replace("/mcp", "/servers/memory/mcp"), http)
+        assert "entities" in text_of(await alone.call("read_graph"))  # a standalone member keeps its route

@@ -601,3 +601,11 @@ async def test_an_upstream_behind_a_route_only_cannot_be_called_around_its_polic
         assert text_of(await client.call("fast__echo", {"text": "through the gate"})) == "through the gate"
         alone = RawClient(proxy.url.replace("/mcp", "/servers/memory/mcp"), http)
         assert "entities" in text_of(await alone.call("read_graph"))  # a standalone member keeps its route
+
+
+async def test_legacy_clients_are_refused_with_a_message_they_show(fleet: Fleet) -> None:
+    """The TypeScript client in legacy mode: its connect fails with the proxy's words."""
+    url = fleet.client("fleet").url
+    run = await peers.run_once([str(peers.node_bin()), str(TS_DRIVER), url, "legacy", "[]"], limit_s=60)
+    out = json.loads(run.stdout)
+    assert "2026-07-28 clients only" in out["connectError"], out

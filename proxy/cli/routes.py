@@ -43,6 +43,10 @@ def describe(config: Config) -> list[str]:
 def _policy(policy: ToolPolicy) -> str:
     parts = [f"{k} {list(v)}" for k, v in (("allow", policy.allow), ("deny", policy.deny)) if v]
     parts += [f"{glob} needs {' '.join(scopes)}" for glob, scopes in policy.require_scopes.items()]
+    parts += [
+        f"{glob} needs {' and '.join(f'{c} in {list(v)}' for c, v in claims.items())}"
+        for glob, claims in policy.require_claims.items()
+    ]
     return f"; tools: {', '.join(parts)}" if parts else ""
 
 
@@ -68,8 +72,8 @@ async def probe(config: Config) -> tuple[list[str], bool]:
                 refused = judge(route, member, entry.key, entry.local, None)
                 if refused is None:
                     merged.append(entry.key)
-                elif refused.reason == "insufficient_scope":
-                    merged.append(f"{entry.key} (scope rule)")
+                elif refused.reason in ("insufficient_scope", "claim_mismatch"):
+                    merged.append(f"{entry.key} (token rule)")
         lines.append(f"route {route.name}: {len(merged)} tools: {', '.join(merged)}")
         lines += [f"route {route.name}: clash: {clash.describe()}" for clash in index.clashes]
     return lines, ok

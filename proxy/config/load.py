@@ -221,10 +221,15 @@ def _build_upstream(raw: dict[str, Any]) -> UpstreamConfig:
 def _tools(raw: Any) -> ToolPolicy:
     raw = raw or {}
     scopes = {glob: tuple(names) for glob, names in (raw.get("require_scopes") or {}).items()}
+    claims = {
+        glob: MappingProxyType({claim: tuple(values) for claim, values in wanted.items()})
+        for glob, wanted in (raw.get("require_claims") or {}).items()
+    }
     return ToolPolicy(
         allow=tuple(raw.get("allow", ())),
         deny=tuple(raw.get("deny", ())),
         require_scopes=MappingProxyType(scopes),
+        require_claims=MappingProxyType(claims),
     )
 
 

@@ -240,11 +240,15 @@ PrefixMode = Literal["conditional", "always", "never"]
 @dataclass(frozen=True, slots=True)
 class ToolPolicy:
     """Which tools a route (or one upstream in it) exposes: `allow` / `deny` are names or globs of the
-    names the client sees; `require_scopes` maps a glob to the scopes a validated token must carry."""
+    names the client sees; `require_scopes` maps a glob to the scopes a validated token must carry,
+    `require_claims` to the claims it must have (each one of the accepted values)."""
 
     allow: tuple[str, ...] = ()  # (): every tool
     deny: tuple[str, ...] = ()
     require_scopes: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: MappingProxyType({}))
+    require_claims: Mapping[str, Mapping[str, tuple[str, ...]]] = field(
+        default_factory=lambda: MappingProxyType({})
+    )  # glob -> {claim: accepted values}
 
 
 @dataclass(frozen=True, slots=True)

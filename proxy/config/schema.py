@@ -258,7 +258,7 @@ def _route_problems(raw: Mapping[str, Any], listen_url: object) -> Iterator[str]
         members = members if isinstance(members, list) else []
         yield from _member_problems(p, members, by_name, validate, route.get("prefix_mode"))
         if not validate and _has_scope_rules(route.get("tools")):
-            yield f"{p}.tools.require_scopes: only used with auth.mode validate on the route"
+            yield f"{p}.tools: {VALIDATE_ONLY_RULES}"
     if len(defaults) > 1:
         yield f"routes.{defaults[1]}.default: only one route is served at /mcp (also routes.{defaults[0]})"
 
@@ -297,8 +297,11 @@ def _member_problems(
                 "(auth.mode validate on the route), or the route would serve it without a token check"
             )
         if isinstance(member, dict) and not validate and _has_scope_rules(member.get("tools")):
-            yield f"{where}.tools.require_scopes: only used with auth.mode validate on the route"
+            yield f"{where}.tools: {VALIDATE_ONLY_RULES}"
+
+
+VALIDATE_ONLY_RULES = "require_scopes and require_claims are only used with auth.mode validate on the route"
 
 
 def _has_scope_rules(tools: object) -> bool:
-    return isinstance(tools, dict) and bool(tools.get("require_scopes"))
+    return isinstance(tools, dict) and bool(tools.get("require_scopes") or tools.get("require_claims"))

@@ -32,6 +32,7 @@ from proxy.front.request_ids import REQUEST_ID_HEADER, request_id
 from proxy.observe.logs import info_line
 from proxy.observe.metrics import record_request
 from proxy.observe.tracing import Tracing
+from proxy.routes.policy import Grant
 from proxy.routes.table import Route, RouteTable
 from proxy.upstream.propagation import propagating
 from proxy.wire import jsonrpc, mcp
@@ -45,8 +46,8 @@ NO_SESSION = (
     "Missing Mcp-Session-Id: a legacy client starts with initialize (a 2026-07-28 client sends "
     f"params._meta[{mcp.META_PROTOCOL_VERSION!r}] with every request)"
 )
-# The principal, the headers for upstream (validate mode), the validated token's scopes (validate mode).
-Identity = tuple[str, tuple[tuple[str, str], ...] | None, frozenset[str] | None]
+# The principal, the headers for upstream (validate mode), what the validated token grants (validate mode).
+Identity = tuple[str, tuple[tuple[str, str], ...] | None, Grant | None]
 AGGREGATE_LEGACY = (
     "This route aggregates several upstreams and serves 2026-07-28 clients only; a legacy client uses each "
     "upstream's own route (/servers/<name>/mcp)"
@@ -170,7 +171,7 @@ class Endpoint:
             principal=who[0],
             upstream_headers=who[1],
             route=route,
-            scopes=who[2],
+            grant=who[2],
         )
 
     async def _identify(self, request: web.Request, upstream: str, line: dict[str, Any]) -> Identity:
@@ -179,7 +180,8 @@ class Endpoint:
         taken. `principal.source: jwt_claim` refuses a header that is not a JWT."""
         admitted = await self._oauth.admit(request, upstream, line) if self._oauth is not None else None
         if admitted is not None:
-            return admitted.principal, admitted.forwarded, admitted.verified.scopes
+            verified = admitted.verified
+            return admitted.principal, admitted.forwarded, Grant(verified.scopes, verified.claims)
         try:
             return self._principal(request.headers), None, None
         except PrincipalRefused:

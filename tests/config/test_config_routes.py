@@ -86,7 +86,7 @@ def test_no_routes_by_default(tmp_path: Path) -> None:
         ("[{name: f, upstreams: [a], prefix_mode: sometimes}]", "routes.0.prefix_mode: 'sometimes'"),
         (
             "[{name: f, upstreams: [a], tools: {require_scopes: {'x*': [s]}}}]",
-            "routes.0.tools.require_scopes: only used with auth.mode validate on the route",
+            "routes.0.tools: require_scopes and require_claims are only used with auth.mode validate",
         ),
     ],
 )

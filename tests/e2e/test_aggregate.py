@@ -382,8 +382,9 @@ async def test_one_upstream_killed_mid_run_then_back() -> None:
                 assert (await resp.json())["routes"]["pair"]["upstreams"]["fast"] == "listed"
 
 
-async def test_scope_rules_per_tool_with_validate_mode_on_the_route(fastmcp_url: str) -> None:
-    """One gateway, two teams: the same server's `add` only for tokens with the `math` scope."""
+async def test_scope_and_claim_rules_per_tool_with_validate_mode_on_the_route(fastmcp_url: str) -> None:
+    """One gateway, two teams: the same server's `add` only for tokens with the `math` scope, memory's delete
+    tools only for tokens whose `groups` claim has `ops`."""
     key, iss, resource = (
         SigningKey("k1"),
         "https://as.example.test",
@@ -396,7 +397,9 @@ async def test_scope_rules_per_tool_with_validate_mode_on_the_route(fastmcp_url:
         auth = AuthConfig(
             mode="validate", public_url=resource, authorization_servers=(iss,), jwks_url=keys.url
         )
-        rules = ToolPolicy(require_scopes={"fast__add": ("math",)})
+        rules = ToolPolicy(
+            require_scopes={"fast__add": ("math",)}, require_claims={"memory__delete_*": {"groups": ("ops",)}}
+        )
         route = RouteConfig("team", (RouteMember("fast"), RouteMember("memory")), tools=rules, auth=auth)
         proxy = await stack.enter_async_context(
             running_proxy(fastmcp_url, names=("fast",), extra=(memory,), routes=(route,))
@@ -404,8 +407,8 @@ async def test_scope_rules_per_tool_with_validate_mode_on_the_route(fastmcp_url:
         http = await stack.enter_async_context(aiohttp.ClientSession())
         url = proxy.url.replace("/mcp", "/servers/team/mcp")
 
-        def team(scope: str) -> RawClient:
-            token = key.mint(claims(iss=iss, aud=resource, sub=f"user-{scope}", scope=scope))
+        def team(scope: str, **extra: Any) -> RawClient:
+            token = key.mint(claims(iss=iss, aud=resource, sub=f"user-{scope}", scope=scope, **extra))
             return RawClient(url, http, capabilities=dict(NO_ROOTS_CAPS), authorization=f"Bearer {token}")
 
         anonymous = await RawClient(url, http).request("tools/list")
@@ -425,6 +428,14 @@ async def test_scope_rules_per_tool_with_validate_mode_on_the_route(fastmcp_url:
         assert line["reason"] == "insufficient_scope" and line["principal"] != "anonymous"
         assert text_of(await math.call("fast__add", {"a": 1, "b": 2})) == "3"
         assert text_of(await plain.call("fast__echo", {"text": "ok"})) == "ok"  # the rest is everyone's
+        ops = team("mcp", groups=["staff", "ops"])
+        ops_names, _ = await all_names(ops)
+        deleting = {n for n in ops_names if n.startswith("memory__delete_")}
+        assert deleting and not deleting & set(plain_names)  # by a claim: only the ops group sees them
+        denied = await plain.call("memory__delete_entities", {"entityNames": ["x"]})
+        why = "Tool 'memory__delete_entities' is not available to this access token (claim 'groups')"
+        assert denied.error == {"code": -32602, "message": why}
+        assert "error" not in (await ops.call("memory__delete_entities", {"entityNames": ["x"]})).body
 
 
 async def test_progress_through_the_aggregate(fleet: Fleet) -> None:

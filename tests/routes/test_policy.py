@@ -5,7 +5,7 @@ from __future__ import annotations
 from types import MappingProxyType
 
 from proxy.config import RouteMember, ToolPolicy
-from proxy.routes.policy import judge
+from proxy.routes.policy import Grant, judge
 
 from .conftest import route
 
@@ -34,10 +34,35 @@ def test_scopes_per_tool_glob() -> None:
     rules = MappingProxyType({"a__admin_*": ("admin", "write"), "*": ("read",)})
     r = route("a", "b", tools=ToolPolicy(require_scopes=rules))
     a = r.members[0]
-    assert judge(r, a, "a__admin_reset", "admin_reset", frozenset({"read", "admin", "write"})) is None
-    refused = judge(r, a, "a__admin_reset", "admin_reset", frozenset({"read", "admin"}))
+    assert judge(r, a, "a__admin_reset", "admin_reset", Grant(frozenset({"read", "admin", "write"}))) is None
+    refused = judge(r, a, "a__admin_reset", "admin_reset", Grant(frozenset({"read", "admin"})))
     assert refused is not None and refused.reason == "insufficient_scope"
     assert "needs the scope write" in refused.message
-    refused = judge(r, a, "a__list", "list", frozenset())
+    refused = judge(r, a, "a__list", "list", Grant())
     assert refused is not None and "read" in refused.message
-    assert judge(r, a, "a__list", "list", frozenset({"read"})) is None
+    assert judge(r, a, "a__list", "list", Grant(frozenset({"read"}))) is None
+
+
+def test_claims_per_tool_glob() -> None:
+    rules = MappingProxyType(
+        {"a__billing_*": MappingProxyType({"groups": ("finance",), "tenant": ("blue", "7")})}
+    )
+    r = route("a", "b", tools=ToolPolicy(require_claims=rules))
+    a = r.members[0]
+    finance = Grant(claims={"groups": ["staff", "finance"], "tenant": "blue"})
+    assert judge(r, a, "a__billing_pay", "billing_pay", finance) is None
+    assert (
+        judge(r, a, "a__billing_pay", "billing_pay", Grant(claims={"groups": "finance", "tenant": 7})) is None
+    )
+    for claims in (
+        {"groups": ["staff"], "tenant": "blue"},
+        {"groups": ["finance"]},
+        {"groups": [True], "tenant": True},
+    ):
+        refused = judge(r, a, "a__billing_pay", "billing_pay", Grant(claims=claims))
+        assert refused is not None and refused.reason == "claim_mismatch"
+    refused = judge(r, a, "a__billing_pay", "billing_pay", None)
+    assert refused is not None and refused.message == (
+        "Tool 'a__billing_pay' is not available to this access token (claim 'groups')"
+    )
+    assert judge(r, a, "a__read", "read", None) is None  # no rule matches

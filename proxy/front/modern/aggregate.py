@@ -19,7 +19,7 @@ import structlog
 
 from proxy.front.modern.aggregate_lists import KeyFor, RouteLists
 from proxy.routes.names import LISTS, RENAMED, Entry
-from proxy.routes.policy import judge
+from proxy.routes.policy import Grant, judge
 from proxy.routes.table import Member, Route
 from proxy.tasks.front import TaskFront
 from proxy.translate.request import ModernRequest
@@ -49,7 +49,7 @@ class AggregateFront:
         req: ModernRequest,
         *,
         principal: str,
-        scopes: frozenset[str] | None,
+        grant: Grant | None,
         key_for: KeyFor,
         line: dict[str, Any],
     ) -> Routed | Own:
@@ -60,8 +60,7 @@ class AggregateFront:
 
             def keep(entry: Entry) -> bool:
                 return (
-                    entry.kind != "tools"
-                    or judge(route, entry.member, entry.key, entry.local, scopes) is None
+                    entry.kind != "tools" or judge(route, entry.member, entry.key, entry.local, grant) is None
                 )
 
             return lambda: self.lists.merged(
@@ -75,7 +74,7 @@ class AggregateFront:
         if msg.method in ("tools/call", "prompts/get"):
             kind = "tools" if msg.method == "tools/call" else "prompts"
             return await self._named(
-                route, req, kind, principal=principal, scopes=scopes, key_for=key_for, line=line
+                route, req, kind, principal=principal, grant=grant, key_for=key_for, line=line
             )
         if msg.method == "resources/read":
             return await self._resource(route, req, key_for, line)
@@ -90,7 +89,7 @@ class AggregateFront:
         kind: str,
         *,
         principal: str,
-        scopes: frozenset[str] | None,
+        grant: Grant | None,
         key_for: KeyFor,
         line: dict[str, Any],
     ) -> Routed | Own:
@@ -105,7 +104,7 @@ class AggregateFront:
         member, local = found
         assert isinstance(name, str)
         line["upstream"] = member.upstream
-        if kind == "tools" and (refused := judge(route, member, name, local, scopes)) is not None:
+        if kind == "tools" and (refused := judge(route, member, name, local, grant)) is not None:
             log.warning(
                 "route.tool_refused",
                 route=route.name,

@@ -38,6 +38,7 @@ from proxy.front.oauth import OAuthFront
 from proxy.front.peers import FORWARD_PREFIX, PeerLost, Peers, PeerUnreachable
 from proxy.front.principal import Resolver
 from proxy.front.reply import Replier
+from proxy.routes.policy import Grant
 from proxy.routes.table import Route as AggregatedRoute
 from proxy.tasks.front import TaskFront
 from proxy.translate.request import ModernRequest
@@ -111,13 +112,14 @@ class ModernFront:
         principal: str | None = None,
         upstream_headers: tuple[tuple[str, str], ...] | None = None,
         route: AggregatedRoute | None = None,
-        scopes: frozenset[str] | None = None,
+        grant: Grant | None = None,
     ) -> web.StreamResponse:
         """A modern request the endpoint (front/endpoint.py) parsed: `body` as it came, `msg` parsed.
         `principal` (else resolved here) and `upstream_headers` (validate mode: the client headers and
         credentials that go upstream; else the upstream's `forward_headers`) are the endpoint's. On an
         aggregated `route` (`upstream` is then its name) the request goes on to the upstream that owns
-        its name, or the route answers it itself (aggregate.py); `scopes`: the validated token's."""
+        its name, or the route answers it itself (aggregate.py); `grant`: the validated token's scopes and
+        claims (validate mode)."""
         req = check_modern(msg, request.headers, limits=self._limits)
         if principal is None:
             principal = self._principal(request.headers)
@@ -135,7 +137,7 @@ class ModernFront:
             route is not None and self._aggregate is not None
         ):  # after the rate: a bare name may list upstreams
             routed = await self._aggregate.route(
-                route, req, principal=principal, scopes=scopes, key_for=key_for, line=line
+                route, req, principal=principal, grant=grant, key_for=key_for, line=line
             )
             if isinstance(routed, Routed):
                 upstream, req = routed.upstream, routed.req

@@ -93,10 +93,10 @@ class RouteLists:
             return jsonrpc.error(msg.id, jsonrpc.INVALID_PARAMS, "Invalid cursor")
         params = {k: v for k, v in req.upstream_params.items() if k != "cursor"}
         todo = pending(route, start)
-        answered = await asyncio.gather(
-            *(self._page(route, m, msg.method, params, c, key_for=key_for) for m, c in todo)
+        answered, owners = await asyncio.gather(
+            asyncio.gather(*(self._page(route, m, msg.method, params, c, key_for=key_for) for m, c in todo)),
+            self._owners(route, msg.method, key_for),  # at the same time: the list waits for the slower
         )
-        owners = await self._owners(route, msg.method, key_for)
 
         def kept(entry: Entry) -> bool:  # a key another upstream listed first (maybe on an earlier page)
             owner = owners.owner(entry.kind, entry.key) if owners is not None else None
@@ -144,12 +144,19 @@ class RouteLists:
         """Which upstream listed `key` in `method`'s list (resources/list: a URI, also matched against the
         templates). An unknown key refreshes the index first (at most every REFRESH_EVERY seconds)."""
         found = self._look(route, method, key)
-        if found is None and self._stale(route, method):
-            async with self._locks.setdefault((route.name, method), asyncio.Lock()):
-                if self._stale(route, method):  # one refresh for the misses that arrive together
-                    await self.refresh(route, method, key_for)
+        if found is None:
+            await self._index(route, method, key_for, REFRESH_EVERY)
             found = self._look(route, method, key)
         return found
+
+    async def _index(self, route: Route, method: str, key_for: KeyFor, max_age: float) -> NameIndex:
+        """The route's index of `method`, refreshed first when older than `max_age` seconds; the requests
+        that find it stale together share one refresh."""
+        async with self._locks.setdefault((route.name, method), asyncio.Lock()):
+            held = self._indexes.get((route.name, method))
+            if held is not None and time.monotonic() - held[1] < max_age:
+                return held[0]
+            return await self.refresh(route, method, key_for)
 
     async def refresh(self, route: Route, method: str, key_for: KeyFor) -> NameIndex:
         """Read every page of `method` from every upstream of `route` and index it (clashes reported);
@@ -174,10 +181,7 @@ class RouteLists:
         upstream in route order keeps a key across pages too (refreshed when older than INDEX_TTL)."""
         if len(route.members) < 2 or (route.prefixed and list_kind(method) in RENAMED):
             return None
-        held = self._indexes.get((route.name, method))
-        if held is not None and time.monotonic() - held[1] < INDEX_TTL:
-            return held[0]
-        return await self.refresh(route, method, key_for)
+        return await self._index(route, method, key_for, INDEX_TTL)
 
     def _look(self, route: Route, method: str, key: str) -> Entry | None:
         held = self._indexes.get((route.name, method))
@@ -187,10 +191,6 @@ class RouteLists:
         return (
             index.resource_owner(key) if method == "resources/list" else index.owner(list_kind(method), key)
         )
-
-    def _stale(self, route: Route, method: str) -> bool:
-        held = self._indexes.get((route.name, method))
-        return held is None or time.monotonic() - held[1] >= REFRESH_EVERY
 
     async def _all_pages(self, route: Route, member: Member, method: str, key_for: KeyFor) -> list[Answered]:
         """Every page of one upstream's list, up to MAX_PAGES; the last is a failure when one failed."""

@@ -272,6 +272,7 @@ class RouteConfig:
     list_timeout_s: float = 10
     tools: ToolPolicy = field(default_factory=ToolPolicy)
     auth: AuthConfig = field(default_factory=AuthConfig)
+    hosts: tuple[str, ...] = ()  # Host names that route /mcp to this route (as an upstream's hosts)
 
 
 @dataclass(frozen=True, slots=True)

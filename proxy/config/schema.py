@@ -88,15 +88,15 @@ def semantic_problems(raw: Mapping[str, Any]) -> Iterator[str]:
         if peer is not None and peer == main:
             yield f"replica.peer_port: {peer} is also listen.port; the peer port must differ (or be null)"
     yield from _admin_problems(raw)
-    hosts_seen: dict[str, int] = {}
-    ups_raw = raw.get("upstreams")
-    for i, up in enumerate(ups_raw if isinstance(ups_raw, list) else ()):
-        for host in (up.get("hosts") or []) if isinstance(up, dict) else ():
-            if isinstance(host, str):
-                if host.lower() in hosts_seen:
-                    first = hosts_seen[host.lower()]
-                    yield f"upstreams.{i}.hosts: {host!r} already routes to upstreams.{first}"
-                hosts_seen.setdefault(host.lower(), i)
+    hosts_seen: dict[str, str] = {}
+    for section in ("upstreams", "routes"):  # a host routes /mcp to one upstream or route
+        items = raw.get(section)
+        for i, item in enumerate(items if isinstance(items, list) else ()):
+            for host in (item.get("hosts") or []) if isinstance(item, dict) else ():
+                if isinstance(host, str):
+                    if host.lower() in hosts_seen:
+                        yield f"{section}.{i}.hosts: {host!r} already routes to {hosts_seen[host.lower()]}"
+                    hosts_seen.setdefault(host.lower(), f"{section}.{i}")
     principal = raw.get("principal")
     if isinstance(principal, dict) and principal.get("source") == "header" and not principal.get("header"):
         yield "principal.header: required when principal.source is 'header'"

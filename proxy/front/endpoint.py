@@ -71,7 +71,9 @@ class Endpoint:
         self._front = front
         self._upstreams = upstreams
         self._routes = routes or RouteTable({})
-        self._by_host = {h.lower(): name for name, up in upstreams.items() for h in up.hosts}
+        self._by_host = {h.lower(): name for name, up in upstreams.items() for h in up.hosts} | {
+            h.lower(): route.name for route in self._routes for h in route.hosts
+        }
         alone = [name for name, up in upstreams.items() if up.standalone]  # the others: only in routes
         self._default = self._routes.default or next(iter(alone), None)
         self._principal = principal

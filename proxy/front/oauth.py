@@ -85,6 +85,7 @@ class OAuthFront:
             if up.url is not None and up.auth.mode == "passthrough"
         }
         by_host = {h.lower(): up.name for up in config.upstreams for h in up.hosts}
+        by_host |= {h.lower(): route.name for route in config.routes for h in route.hosts}
         alone = next((u.name for u in config.upstreams if u.standalone), config.upstreams[0].name)
         default = next((r.name for r in config.routes if r.default), alone)
         return cls(gates, docs, by_host=by_host, default=default)

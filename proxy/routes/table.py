@@ -35,6 +35,7 @@ class Route:
     list_timeout: float
     policy: ToolPolicy
     validates: bool = False  # auth.mode validate: the route's tokens carry the scopes its rules need
+    hosts: tuple[str, ...] = ()  # Host names that route /mcp here
 
     @classmethod
     def of(cls, config: RouteConfig) -> Route:
@@ -52,6 +53,7 @@ class Route:
             config.list_timeout_s,
             config.tools,
             validates=config.auth.mode == "validate",
+            hosts=config.hosts,
         )
 
     @property

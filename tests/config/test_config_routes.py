@@ -156,3 +156,11 @@ def test_an_upstream_served_only_through_routes(tmp_path: Path) -> None:
     )
     assert "upstreams.2.standalone: false, but no route lists it (it would be served nowhere)" in found
     assert "upstreams.2.hosts: only used when the upstream is standalone" in found
+
+
+def test_a_host_routes_to_one_upstream_or_route(tmp_path: Path) -> None:
+    ups = UPS.replace("{name: b, command: server-b}", "{name: b, command: server-b, hosts: [b.example]}")
+    cfg = load(tmp_path, "routes: [{name: f, upstreams: [a, b], hosts: [fleet.example]}]\n", ups)
+    assert cfg.routes[0].hosts == ("fleet.example",)
+    found = problems(tmp_path, "routes: [{name: f, upstreams: [a, b], hosts: [B.example]}]\n", ups)
+    assert "routes.0.hosts: 'B.example' already routes to upstreams.1" in found

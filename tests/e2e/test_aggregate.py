@@ -620,3 +620,17 @@ async def test_legacy_clients_are_refused_with_a_message_they_show(fleet: Fleet)
     run = await peers.run_once([str(peers.node_bin()), str(TS_DRIVER), url, "legacy", "[]"], limit_s=60)
     out = json.loads(run.stdout)
     assert "2026-07-28 clients only" in out["connectError"], out
+
+
+async def test_a_host_name_routes_mcp_to_an_aggregated_route(fastmcp_url: str) -> None:
+    memory = stdio("memory", peers.server_memory_entry())
+    route = RouteConfig("fleet", (RouteMember("fast"), RouteMember("memory")), hosts=("fleet.mcp.example",))
+    async with (
+        running_proxy(fastmcp_url, names=("fast",), extra=(memory,), routes=(route,)) as proxy,
+        aiohttp.ClientSession() as http,
+    ):
+        client = RawClient(proxy.url, http)
+        for host, first in (("fleet.mcp.example:8443", "fast__echo"), ("other.example", "echo")):
+            body = client.body("tools/list")
+            reply = await client.send(body, {**client.headers(body), "Host": host})
+            assert reply.result["tools"][0]["name"] == first  # the route's names, else the first upstream's

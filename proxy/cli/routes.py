@@ -4,17 +4,17 @@ names a client would see, read live from the upstreams (and any name clash, name
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import aiohttp
 
 from proxy.config import Config, ToolPolicy, UpstreamConfig
 from proxy.routes.index import NameIndex
-from proxy.routes.names import entries
+from proxy.routes.names import LISTS, entries
 from proxy.routes.policy import judge
 from proxy.routes.table import RouteTable
-from proxy.upstream.base import UpstreamError
+from proxy.upstream.base import UpstreamError, UpstreamSession
 from proxy.upstream.connect import open_upstream_session
 from proxy.upstream.pool import no_call_answer
 from proxy.wire import jsonrpc
@@ -52,35 +52,44 @@ def _policy(policy: ToolPolicy) -> str:
 
 async def probe(config: Config) -> tuple[list[str], bool]:
     """Each route's merged tool names from a live `tools/list` of its upstreams (every page), with the tool
-    policy applied (scope rules shown, not applied) and clashes named. False when an upstream of a route
-    could not be listed."""
-    names = {m.upstream for r in config.routes for m in r.upstreams}
+    policy applied (token rules shown, not applied), and every clash of tools, prompts, resources and
+    templates named. False when an upstream of a route could not be listed."""
+    names = sorted({m.upstream for r in config.routes for m in r.upstreams})
     async with aiohttp.ClientSession() as http:
-        listed = await asyncio.gather(*(_tools(http, config.upstream(name)) for name in sorted(names)))
-    tools = dict(zip(sorted(names), listed, strict=True))
+        listed = await asyncio.gather(*(_lists(http, config.upstream(name)) for name in names))
+    lists = dict(zip(names, listed, strict=True))
     lines, ok = [], True
     for route in RouteTable.of(config):
         index = NameIndex()
         merged: list[str] = []
-        for member in route.members:
-            found = tools[member.upstream]
-            if isinstance(found, str):
-                lines.append(f"route {route.name}: upstream {member.upstream} could not be listed: {found}")
-                ok = False
-                continue
-            for entry in index.add(entries(route, member, "tools/list", {"tools": found})):
-                refused = judge(route, member, entry.key, entry.local, None)
-                if refused is None:
-                    merged.append(entry.key)
-                elif refused.reason in ("insufficient_scope", "claim_mismatch"):
-                    merged.append(f"{entry.key} (token rule)")
+        for method in LISTS:
+            for member in route.members:
+                found = lists[member.upstream]
+                if isinstance(found, str):
+                    if method == "tools/list":
+                        lines.append(
+                            f"route {route.name}: upstream {member.upstream} could not be listed: {found}"
+                        )
+                        ok = False
+                    continue
+                for entry in index.add(entries(route, member, method, found[method])):
+                    refused = judge(route, member, entry.key, entry.local, None)
+                    if method != "tools/list":
+                        continue
+                    if refused is None:
+                        merged.append(entry.key)
+                    elif refused.reason in ("insufficient_scope", "claim_mismatch"):
+                        merged.append(f"{entry.key} (token rule)")
         lines.append(f"route {route.name}: {len(merged)} tools: {', '.join(merged)}")
         lines += [f"route {route.name}: clash: {clash.describe()}" for clash in index.clashes]
     return lines, ok
 
 
-async def _tools(http: aiohttp.ClientSession, upstream: UpstreamConfig) -> Sequence[Mapping[str, Any]] | str:
-    """Every tool `upstream` lists (a session of its own, closed after), or why it could not be listed."""
+async def _lists(
+    http: aiohttp.ClientSession, upstream: UpstreamConfig
+) -> Mapping[str, Mapping[str, Any]] | str:
+    """Every page of each list `upstream` has (a session of its own, closed after), as one result per list;
+    or why it could not be listed. A list the server does not have is empty."""
     try:
         async with asyncio.timeout(PROBE_TIMEOUT):
             session = await open_upstream_session(
@@ -92,21 +101,33 @@ async def _tools(http: aiohttp.ClientSession, upstream: UpstreamConfig) -> Seque
                 no_call=no_call_answer(upstream),
             )
             try:
-                out: list[Mapping[str, Any]] = []
-                params: dict[str, Any] = {}
-                for _ in range(MAX_PAGES):
-                    reply = await session.request("tools/list", params, PROBE_TIMEOUT)
-                    if isinstance(reply, jsonrpc.Error):
-                        return f"tools/list answered {reply.error.code}: {reply.error.message}"
-                    out += [t for t in reply.result.get("tools", []) if isinstance(t, dict)]
-                    cursor = reply.result.get("nextCursor")
-                    if not isinstance(cursor, str) or not cursor:
-                        break
-                    params = {"cursor": cursor}
-                return out
+                return {method: await _every_page(session, method) for method in LISTS}
             finally:
                 await session.close()
     except TimeoutError:
         return f"no answer within {PROBE_TIMEOUT:g} s"
-    except UpstreamError as exc:
+    except (UpstreamError, _Refused) as exc:
         return str(exc)
+
+
+class _Refused(Exception):
+    pass
+
+
+async def _every_page(session: UpstreamSession, method: str) -> Mapping[str, Any]:
+    kind = LISTS[method][0]
+    out: list[Any] = []
+    params: dict[str, Any] = {}
+    for _ in range(MAX_PAGES):
+        reply = await session.request(method, params, PROBE_TIMEOUT)
+        if isinstance(reply, jsonrpc.Error):
+            if reply.error.code == jsonrpc.METHOD_NOT_FOUND or method != "tools/list":
+                return {kind: out}  # it has no such list (or will not give it): nothing to clash
+            raise _Refused(f"{method} answered {reply.error.code}: {reply.error.message}")
+        items = reply.result.get(kind)
+        out += items if isinstance(items, list) else []
+        cursor = reply.result.get("nextCursor")
+        if not isinstance(cursor, str) or not cursor:
+            break
+        params = {"cursor": cursor}
+    return {kind: out}

@@ -16,9 +16,10 @@ import aiohttp
 from proxy.probe import oauth, steps
 from proxy.probe.channel import ProbeError, Recorder
 from proxy.probe.findings import Check, Findings, Resumability, Session, Transport
+from proxy.probe.http import Unauthorized
 from proxy.probe.sse import SseConversation
 from proxy.probe.stdio import StdioConversation
-from proxy.probe.streamable import StreamableConversation, Unauthorized
+from proxy.probe.streamable import StreamableConversation
 from proxy.wire import mcp
 
 

@@ -58,6 +58,7 @@ from proxy.process.appstate import (
     TRACING,
     RuntimeState,
 )
+from proxy.process.periodic import every
 from proxy.tasks.front import TaskFront
 from proxy.tasks.manager import TaskManager, TaskSettings
 from proxy.tasks.policy import TaskPolicy
@@ -333,29 +334,19 @@ async def _housekeeping(app: web.Application) -> AsyncIterator[None]:
     config = app[CONFIG]
     keys_seen = key_sources_fingerprint(config)
 
-    async def loop() -> None:
+    async def once() -> None:
         nonlocal keys_seen
-        while True:
-            await asyncio.sleep(HOUSEKEEPING_INTERVAL)
-            try:
-                await app[TASKS].reap_expired()
-                await app[CALLS].reap_expired()
-                for pool in app[POOLS].values():
-                    pool.reap_idle()
-                if (current := key_sources_fingerprint(config)) != keys_seen:
-                    keys_seen = current
-                    reload_keys(app)
-                promote_due_key(app[ROTATION], app[CODEC])
-            except Exception:
-                log.exception("housekeeping.failed")
+        await app[TASKS].reap_expired()
+        await app[CALLS].reap_expired()
+        for pool in app[POOLS].values():
+            pool.reap_idle()
+        if (current := key_sources_fingerprint(config)) != keys_seen:
+            keys_seen = current
+            reload_keys(app)
+        promote_due_key(app[ROTATION], app[CODEC])
 
-    task = asyncio.create_task(loop(), name="housekeeping")
-    try:
+    async with every(HOUSEKEEPING_INTERVAL, once, name="housekeeping", failed="housekeeping.failed"):
         yield
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 async def _install_sighup(app: web.Application) -> None:

@@ -8,12 +8,14 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from urllib.parse import urlsplit
 
+import aiohttp
 from aiohttp import web
 
 from proxy.calls.saturation import saturation
-from proxy.cluster.agreement import keys_detail, run_checks, serve_keys
+from proxy.cluster.agreement import Agreement, keys_detail, serve_keys
 from proxy.config import UpstreamConfig
 from proxy.process.appstate import CALLS, CODEC, CONFIG, KEY_CHECK, PEERS, POOLS, ROTATION, STATE
+from proxy.process.periodic import every
 from proxy.upstream.pool import no_call_answer
 from proxy.upstream.reachability import CommandChecks
 
@@ -38,8 +40,25 @@ async def ports(
     return await handler(request)
 
 
-def peer_key_checks(app: web.Application) -> AsyncIterator[None]:
-    return run_checks(app[KEY_CHECK], lambda: app[CODEC].ring, app[CONFIG].replica.peer_check_s)
+async def peer_key_checks(app: web.Application) -> AsyncIterator[None]:
+    """Cleanup context: ask the peers for their key ids at once (before readiness), then every
+    `replica.peer_check_s` seconds (cluster/agreement.py judges the answers); without peers, alone."""
+    check = app[KEY_CHECK]
+    if not check.enabled:
+        check.agreement = Agreement("alone")
+        yield
+        return
+    async with (
+        aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True)) as http,
+        every(
+            app[CONFIG].replica.peer_check_s,
+            lambda: check.check(http, app[CODEC].ring),
+            name="peer-key-check",
+            failed="keys.peer_check_failed",
+            at_once=True,
+        ),
+    ):
+        yield
 
 
 async def peer_keys(request: web.Request) -> web.Response:

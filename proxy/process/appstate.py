@@ -1,5 +1,5 @@
 """The typed keys of the application's state (`app[CODEC]`, …) and what changes while it runs. `app.py`
-re-exports them; `proxy.probes` reads them."""
+re-exports them; `readiness.py` and `admin.py` read them."""
 
 from __future__ import annotations
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import signal
 import time
@@ -46,6 +47,7 @@ from proxy.process.appstate import (
     CALLS,
     CODEC,
     CONFIG,
+    ERAS,
     FRONT,
     HTTP,
     KEY_CHECK,
@@ -61,6 +63,7 @@ from proxy.process.appstate import (
 from proxy.tasks.front import TaskFront
 from proxy.tasks.manager import TaskManager, TaskSettings
 from proxy.tasks.policy import TaskPolicy
+from proxy.upstream.era import EraBook
 from proxy.upstream.pool import SessionPool, no_call_answer, session_adopter, session_factory
 from proxy.upstream.tls import tls_sessions
 
@@ -210,6 +213,7 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
     tls_clients = tls_sessions(app[PREPARED].tls, http.timeout)  # private CA / client certificate
     clients = {up.name: tls_clients.get(up.name, http) for up in config.upstreams}
     roots = RootsBook()  # what each pooled session's server asked of roots before any call (calls/roots.py)
+    app[ERAS] = eras = EraBook({u.name: u for u in config.upstreams}, clients)
     pools = {
         up.name: SessionPool(
             up.name,
@@ -219,6 +223,7 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
             adopter=session_adopter(up, clients[up.name]),
             reuse=up.pool.reuse_sessions,
             acquire_timeout=up.pool.acquire_timeout_s,
+            on_lost=functools.partial(eras.suspect, up.name),
         )
         for up in config.upstreams
     }

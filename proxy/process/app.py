@@ -33,6 +33,7 @@ from proxy.front.legacy.quota import SessionQuota
 from proxy.front.legacy.relay import LegacyRelay
 from proxy.front.modern.front import ModernFront
 from proxy.front.modern.listen import ListenFront
+from proxy.front.modern.relay import NativeRelay
 from proxy.front.oauth import OAUTH, OAuthFront, metadata_endpoint
 from proxy.front.peers import FORWARD_PREFIX, Peers
 from proxy.front.principal import resolver
@@ -307,6 +308,7 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
             tasks=tasks,
             listen=ListenFront(front=config.front, pools=pools, state=app[STATE], tasks=tasks),
             oauth=app[OAUTH],
+            relay=NativeRelay.from_config(config, clients, eras, app[CODEC]),
         ),
         tracing=app[TRACING],
         oauth=app[OAUTH],

@@ -52,7 +52,9 @@ class ModernTarget:
 
     url: str
     headers: Mapping[str, str] = field(default_factory=dict)  # the upstream's static ones + forwarded ones
-    timeout: float = 300.0  # the whole answer, the SSE stream's end included
+    timeout: float | None = (
+        300.0  # the whole answer, the SSE stream's end included (None: subscriptions/listen)
+    )
 
 
 def header_value(value: str) -> str:

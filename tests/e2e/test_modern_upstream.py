@@ -1,0 +1,145 @@
+"""The native relay (proxy/front/modern/relay.py) on the wire: a 2026-07-28 client's requests to a
+2026-07-28 upstream (FastMCP 4.2.3, two eras; the mcp 2.3.0 SDK's own server, modern only) go upstream as
+they came and the upstream's own `input_required` comes back; the retry goes upstream too."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import peers
+import pytest
+import pytest_asyncio
+
+from e2e.harness import RawClient, accept_name, running_proxy
+from proxy.config import UpstreamConfig
+from proxy.handle.relay_state import open_relay_state
+from proxy.process.appstate import CODEC, ERAS
+
+pytestmark = [pytest.mark.peers, pytest.mark.asyncio(loop_scope="session")]
+
+SAMPLED = {"role": "assistant", "content": {"type": "text", "text": "Paris"}, "model": "m"}
+
+
+def start(kind: str) -> Any:
+    return peers.start_fastmcp4() if kind == "fastmcp4" else peers.start_mcp2_server()
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session", params=["fastmcp4", "mcp2"])
+async def upstream_url(request: pytest.FixtureRequest) -> AsyncIterator[str]:
+    async with start(request.param) as url:
+        yield url
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def client(upstream_url: str) -> AsyncIterator[RawClient]:
+    async with running_proxy(upstream_url) as proxy, aiohttp.ClientSession() as http:
+        yield RawClient(proxy.url, http)
+        assert proxy.app[ERAS].describe() == {"default": "modern"}
+        assert proxy.parked == 0 and proxy.live == 0  # nothing of a relayed call lives in the proxy
+
+
+async def test_discover_and_lists_come_from_the_upstream(client: RawClient) -> None:
+    discover = await client.request("server/discover")
+    assert discover.status == 200
+    assert discover.result["supportedVersions"] == ["2026-07-28"]
+    assert discover.result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] in (
+        "fastmcp4-fixture",
+        "mcp2-fixture",
+    )
+    tools = await client.request("tools/list")
+    names = {t["name"] for t in tools.result["tools"]}
+    assert {"echo", "guard_name", "guard_two"} <= names
+    assert {"ttlMs", "cacheScope"} <= tools.result.keys()  # the upstream's caching hints, passed through
+
+
+async def test_native_one_round(client: RawClient) -> None:
+    first = await client.call("guard_name")
+    assert first.result["resultType"] == "input_required"
+    assert first.result["inputRequests"]["name"]["method"] == "elicitation/create"
+    retry = await client.call("guard_name", inputResponses={"name": accept_name("Ada")}, **_state(first))
+    assert retry.result["content"][0]["text"] == "hello:Ada"
+    declined = await client.call("guard_name", inputResponses={"name": {"action": "decline"}})
+    assert declined.result["content"][0]["text"] == "declined"
+
+
+async def test_native_two_rounds_carry_the_servers_state(client: RawClient) -> None:
+    first = await client.call("guard_two")
+    assert "first" in first.result["inputRequests"] and first.result["requestState"]
+    second = await client.retry(first, {"first": accept_name("X")}, "guard_two")
+    assert "second" in second.result["inputRequests"]
+    done = await client.retry(second, {"second": accept_name("Y")}, "guard_two")
+    assert done.result["content"][0]["text"] == "two:X+Y"
+
+
+async def test_bad_request_state_gets_the_upstreams_own_error(client: RawClient) -> None:
+    """The upstream's state travels untouched here (the client's credentials would go upstream), so the
+    upstream judges a forged one: its own error and message, not the proxy's."""
+    forged = await client.call("guard_two", inputResponses={"first": accept_name()}, requestState="v1.forged")
+    assert forged.error["code"] == -32602
+    assert forged.error["message"] != "Invalid requestState"  # the proxy's wording for its own handles
+    assert "requestState" in forged.error["message"]
+
+
+async def test_progress_and_logs_of_each_round_reach_the_client(client: RawClient) -> None:
+    meta = {"progressToken": "p1", "io.modelcontextprotocol/logLevel": "info"}
+    first = await call_with_meta(client, "guard_progress", {"steps": 2}, meta)
+    assert [n["params"]["progress"] for n in first.notifications if n["method"].endswith("progress")] == [
+        1,
+        2,
+    ]
+    retry = await call_with_meta(
+        client,
+        "guard_progress",
+        {"steps": 2},
+        meta,
+        inputResponses={"name": accept_name("P")},
+        **_state(first),
+    )
+    assert retry.result["content"][0]["text"] == "progress:P"
+    assert [n["params"]["progress"] for n in retry.notifications if n["method"].endswith("progress")] == [
+        3,
+        4,
+    ]
+
+
+def _state(reply: Any) -> dict[str, Any]:
+    state = reply.result.get("requestState")
+    return {"requestState": state} if state is not None else {}
+
+
+async def call_with_meta(
+    client: RawClient, name: str, args: dict[str, Any], meta: dict[str, Any], **extra: Any
+) -> Any:
+    body = client.body("tools/call", {"name": name, "arguments": args, **extra})
+    body["params"]["_meta"].update(meta)
+    return await client.send(body)
+
+
+async def test_state_is_bound_to_the_principal_where_the_upstream_cannot_tell_users_apart(
+    upstream_url: str,
+) -> None:
+    """No client credential goes upstream (forward_headers: []): the upstream's requestState would be a
+    bearer token. The proxy wraps it, bound to the principal; replayed by another user it is refused, and
+    the upstream never sees it."""
+    upstream = UpstreamConfig(name="default", url=upstream_url, forward_headers=())
+    async with running_proxy(upstream) as proxy, aiohttp.ClientSession() as http:
+        alice = RawClient(proxy.url, http, authorization="Bearer alice")
+        mallory = RawClient(proxy.url, http, authorization="Bearer mallory")
+        first = await alice.call("guard_two")
+        wrapped = first.result["requestState"]
+        inner = open_relay_state(proxy.app[CODEC], wrapped, time.time())  # the proxy's handle (format 4)
+        assert inner.state.startswith("v1.") and inner.state not in wrapped  # the server's, sealed inside
+        answers = {"first": accept_name("X")}
+        replayed = await mallory.call("guard_two", inputResponses=answers, requestState=wrapped)
+        assert replayed.error == {"code": -32602, "message": "Invalid requestState"}
+        other_tool = await alice.call("guard_name", inputResponses=answers, requestState=wrapped)
+        assert other_tool.error["message"] == "Invalid requestState"
+        second = await alice.retry(first, answers, "guard_two")
+        assert "second" in second.result["inputRequests"]
+        done = await alice.retry(second, {"second": accept_name("Y")}, "guard_two")
+        assert done.result["content"][0]["text"] == "two:X+Y"
+        forged = await alice.call("guard_two", inputResponses=answers, requestState="v1.forged")
+        assert forged.error["message"] == "Invalid requestState"  # not a handle of ours: never sent upstream

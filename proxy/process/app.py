@@ -250,7 +250,9 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
         roots=roots,
     )
     service = app[CALLS]
-    app[METRICS].watch(service.registry, pools, saturation=lambda: saturation(service, pools))
+    app[METRICS].watch(
+        service.registry, pools, saturation=lambda: saturation(service, pools), eras=eras.describe
+    )
     app[TASKS] = TaskManager(
         app[CALLS],
         app[CODEC],

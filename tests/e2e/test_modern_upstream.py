@@ -143,3 +143,37 @@ async def test_state_is_bound_to_the_principal_where_the_upstream_cannot_tell_us
         assert done.result["content"][0]["text"] == "two:X+Y"
         forged = await alice.call("guard_two", inputResponses=answers, requestState="v1.forged")
         assert forged.error["message"] == "Invalid requestState"  # not a handle of ours: never sent upstream
+
+
+async def test_a_mixed_gateway_serves_every_era_and_shows_each_upstreams_era(fastmcp_url: str) -> None:
+    """FastMCP 1.30 (legacy), FastMCP 4.2.3 (two eras) and the mcp 2.3.0 server (modern only) behind one
+    proxy: a 2026-07-28 client gets mid-call input from each, the legacy one through the proxy's MRTR (a
+    parked call) and the other two natively; /readyz and /metrics say which era each upstream is."""
+    async with peers.start_fastmcp4() as two, peers.start_mcp2_server() as modern:
+        extra = (UpstreamConfig(name="two", url=two), UpstreamConfig(name="modern", url=modern))
+        async with (
+            running_proxy(fastmcp_url, names=("legacy",), extra=extra) as proxy,
+            aiohttp.ClientSession() as http,
+        ):
+            base = proxy.url.removesuffix("/mcp")
+            async with http.get(f"{base}/readyz") as resp:
+                ready = await resp.json()
+            assert ready["upstream_eras"] == {"legacy": "legacy", "two": "modern", "modern": "modern"}
+            legacy = RawClient(f"{base}/servers/legacy/mcp", http)
+            first = await legacy.call("ask_name")
+            assert first.result["resultType"] == "input_required" and proxy.parked == 1  # the proxy's MRTR
+            done = await legacy.retry(
+                first, {next(iter(first.result["inputRequests"])): accept_name("L")}, "ask_name"
+            )
+            assert done.result["content"][0]["text"] == "accept:L"
+            for route, tool in (("two", "guard_name"), ("modern", "guard_name")):
+                client = RawClient(f"{base}/servers/{route}/mcp", http)
+                asked = await client.call(tool)
+                assert asked.result["inputRequests"]["name"]["method"] == "elicitation/create"
+                answered = await client.call(tool, inputResponses={"name": accept_name(route)})
+                assert answered.result["content"][0]["text"] == f"hello:{route}"
+            assert proxy.parked == 0
+            async with http.get(f"{base}/metrics") as resp:
+                metrics = await resp.text()
+            for name, era in (("legacy", "legacy"), ("two", "modern"), ("modern", "modern")):
+                assert f'mrtr_proxy_upstream_era{{era="{era}",upstream="{name}"}} 1.0' in metrics

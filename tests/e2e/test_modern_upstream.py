@@ -146,11 +146,18 @@ async def test_state_is_bound_to_the_principal_where_the_upstream_cannot_tell_us
 
 
 async def test_a_mixed_gateway_serves_every_era_and_shows_each_upstreams_era(fastmcp_url: str) -> None:
-    """FastMCP 1.30 (legacy), FastMCP 4.2.3 (two eras) and the mcp 2.3.0 server (modern only) behind one
-    proxy: a 2026-07-28 client gets mid-call input from each, the legacy one through the proxy's MRTR (a
-    parked call) and the other two natively; /readyz and /metrics say which era each upstream is."""
+    """FastMCP 1.30 (legacy), FastMCP 4.2.3 (two eras), the mcp 2.3.0 server (modern only) and a stdio
+    FastMCP 1.30 child behind one proxy: a 2026-07-28 client gets mid-call input from the first three, the
+    legacy one through the proxy's MRTR (a parked call) and the other two natively; /readyz and /metrics
+    say which era each upstream is."""
     async with peers.start_fastmcp4() as two, peers.start_mcp2_server() as modern:
-        extra = (UpstreamConfig(name="two", url=two), UpstreamConfig(name="modern", url=modern))
+        stdio = UpstreamConfig(
+            name="local",
+            command=str(peers.legacy_python()),
+            args=(str(peers.legacy_fastmcp_script()), "--transport", "stdio"),
+            transport="stdio",
+        )
+        extra = (UpstreamConfig(name="two", url=two), UpstreamConfig(name="modern", url=modern), stdio)
         async with (
             running_proxy(fastmcp_url, names=("legacy",), extra=extra) as proxy,
             aiohttp.ClientSession() as http,
@@ -158,7 +165,8 @@ async def test_a_mixed_gateway_serves_every_era_and_shows_each_upstreams_era(fas
             base = proxy.url.removesuffix("/mcp")
             async with http.get(f"{base}/readyz") as resp:
                 ready = await resp.json()
-            assert ready["upstream_eras"] == {"legacy": "legacy", "two": "modern", "modern": "modern"}
+            eras = {"legacy": "legacy", "two": "modern", "modern": "modern", "local": "legacy"}
+            assert ready["upstream_eras"] == eras  # stdio: legacy without a probe
             legacy = RawClient(f"{base}/servers/legacy/mcp", http)
             first = await legacy.call("ask_name")
             assert first.result["resultType"] == "input_required" and proxy.parked == 1  # the proxy's MRTR
@@ -172,8 +180,39 @@ async def test_a_mixed_gateway_serves_every_era_and_shows_each_upstreams_era(fas
                 assert asked.result["inputRequests"]["name"]["method"] == "elicitation/create"
                 answered = await client.call(tool, inputResponses={"name": accept_name(route)})
                 assert answered.result["content"][0]["text"] == f"hello:{route}"
+            local = RawClient(f"{base}/servers/local/mcp", http)
+            assert (await local.call("echo", {"text": "stdio"})).result["content"][0]["text"] == "stdio"
             assert proxy.parked == 0
             async with http.get(f"{base}/metrics") as resp:
                 metrics = await resp.text()
-            for name, era in (("legacy", "legacy"), ("two", "modern"), ("modern", "modern")):
+            for name, era in eras.items():
                 assert f'mrtr_proxy_upstream_era{{era="{era}",upstream="{name}"}} 1.0' in metrics
+
+
+async def test_an_upstream_upgraded_in_place_is_served_natively_without_a_restart() -> None:
+    """FastMCP 1.30 (legacy) is replaced on the same port by FastMCP 4.2.3 (two eras) while the proxy runs.
+    The lost legacy session makes the proxy probe the era again, and from then on the server's native tools
+    pass through (no restart, no configuration change)."""
+    port = peers.free_port()
+    async with running_proxy(f"http://127.0.0.1:{port}/mcp") as proxy, aiohttp.ClientSession() as http:
+        client = RawClient(proxy.url, http)
+        async with peers.start_fastmcp(port=port):
+            assert (await client.call("echo", {"text": "before"})).result["content"][0]["text"] == "before"
+            assert proxy.app[ERAS].describe() == {"default": "legacy"}
+        async with peers.start_fastmcp4(port=port):
+            answers = []
+            for _ in range(5):  # bounded: the stale legacy session is found dead at its first use
+                reply = await client.call("echo", {"text": "after"})
+                answers.append(reply.body.get("result", reply.body.get("error")))
+                if proxy.app[ERAS].describe() == {"default": "modern"} and "result" in reply.body:
+                    break
+            # A call racing the discovery that the old session is gone gets the legacy path's -31001 (the
+            # request was not re-run); at most that one, and every other is answered.
+            failed = [a for a in answers if "code" in a]
+            assert len(failed) <= 1 and all(a["code"] == -31001 for a in failed), answers
+            assert answers[-1]["content"][0]["text"] == "after"
+            assert proxy.app[ERAS].describe() == {"default": "modern"}
+            first = await client.call("guard_name")
+            assert first.result["resultType"] == "input_required"  # the server's own, natively
+            done = await client.call("guard_name", inputResponses={"name": accept_name("Up")})
+            assert done.result["content"][0]["text"] == "hello:Up"

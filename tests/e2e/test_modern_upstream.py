@@ -4,6 +4,7 @@ they came and the upstream's own `input_required` comes back; the retry goes ups
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -216,3 +217,48 @@ async def test_an_upstream_upgraded_in_place_is_served_natively_without_a_restar
             assert first.result["resultType"] == "input_required"  # the server's own, natively
             done = await client.call("guard_name", inputResponses={"name": accept_name("Up")})
             assert done.result["content"][0]["text"] == "hello:Up"
+
+
+async def test_a_client_closing_its_stream_cancels_the_upstream_request() -> None:
+    """2026-07-28 cancellation is closing the response stream: the proxy closes the upstream's in turn, and
+    FastMCP 4 cancels the tool (its fixture counts the cancelled runs)."""
+    async with (
+        peers.start_fastmcp4() as url,
+        running_proxy(url) as proxy,
+        aiohttp.ClientSession() as http,
+    ):
+        client = RawClient(proxy.url, http)
+        body = client.body("tools/call", {"name": "slow", "arguments": {"seconds": 20}})
+        body["params"]["_meta"]["progressToken"] = "slow-1"
+        async with http.post(proxy.url, json=body, headers=client.headers(body)) as resp:
+            assert resp.content_type == "text/event-stream"
+            first = await resp.content.readuntil(b"\n\n")  # the first progress event: the tool runs
+            assert b"notifications/progress" in first
+        counted = None
+        for _ in range(50):  # bounded: the upstream notices the closed stream within moments
+            reply = await client.call("cancelled")
+            counted = reply.result["content"][0]["text"]
+            if counted == "1":
+                break
+            await asyncio.sleep(0.1)
+        assert counted == "1"
+
+
+async def test_subscriptions_listen_passes_through(upstream_url: str) -> None:
+    """The upstream's own subscriptions/listen: the mcp 2.3.0 server's stream (its acknowledgement first);
+    FastMCP 4.2.3 has none, and its -32601 comes back as it is (404, as the binding says)."""
+    async with running_proxy(upstream_url) as proxy, aiohttp.ClientSession() as http:
+        client = RawClient(proxy.url, http)
+        discover = await client.request("server/discover")
+        server = discover.result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"]
+        body = client.body("subscriptions/listen", {"notifications": {"toolsListChanged": True}})
+        async with http.post(proxy.url, json=body, headers=client.headers(body)) as resp:
+            if server == "fastmcp4-fixture":
+                assert resp.status == 404 and (await resp.json())["error"]["code"] == -32601
+                return
+            assert resp.status == 200 and resp.content_type == "text/event-stream"
+            async with asyncio.timeout(10):
+                chunk = b""
+                while b"notifications/subscriptions/acknowledged" not in chunk:
+                    chunk = await resp.content.readuntil(b"\n\n")
+                    assert chunk, "the stream ended before its acknowledgement"

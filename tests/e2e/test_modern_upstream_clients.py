@@ -45,9 +45,16 @@ COMMON_EXPECTED = {
 FASTMCP4_ONLY: list[dict[str, Any]] = [
     {"id": "pair", "kind": "tool", "name": "guard_pair"},
     {"id": "sampling", "kind": "tool", "name": "guard_sample", "args": {"prompt": "capital?"}},
+    {"id": "url", "kind": "tool", "name": "guard_url"},
+    {"id": "roots", "kind": "tool", "name": "guard_roots"},
     {"id": "ctx-elicit", "kind": "tool", "name": "ask_name"},
 ]
-FASTMCP4_EXPECTED = {"pair": "pair:Alice+Alice", "sampling": "sampled:Paris"}
+FASTMCP4_EXPECTED = {
+    "pair": "pair:Alice+Alice",
+    "sampling": "sampled:Paris",
+    "url": "url:accept",
+    "roots": "roots:file:///work/project",
+}
 CTX_ELICIT_AT_2026 = "elicitation via server-initiated requests is unavailable on 2026-07-28 connections."
 
 

@@ -3,7 +3,7 @@
 Runs under the peers' fastmcp4 venv (`.peers/fastmcp4/bin/python`), never the project's. The client handles
 `input_required` itself (2026-07-28) or answers the server's inline requests (legacy), calling the handlers
 below: every form is answered with ``{"name": "Alice"}`` (or declined / cancelled, as the step says), every
-sampling request with "Paris".
+sampling request with "Paris", roots/list with file:///work/project.
 
     python fastmcp4_client.py URL PLAN_JSON [MODE]     MODE: "2026-07-28" (default), "auto", "legacy"
 
@@ -52,6 +52,7 @@ async def main(url: str, plan: list[dict[str, Any]], mode: str = "2026-07-28") -
         progress.append([value, total, message])
 
     handlers: dict[str, Any] = {"elicitation_handler": on_elicit, "sampling_handler": on_sample}
+    handlers["roots"] = ["file:///work/project"]
     async with Client(url, mode=mode, timeout=30, **handlers) as c:
         for step in plan:
             SEEN.clear()

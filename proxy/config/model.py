@@ -229,6 +229,9 @@ class UpstreamConfig:
     forward_headers: tuple[str, ...] = ("authorization",)
     hosts: tuple[str, ...] = ()
     era: Era = "auto"
+    # Tools of a two-era upstream that ask with server-initiated requests (FastMCP's ctx.elicit): a
+    # 2026-07-28 client's call of one goes through the proxy's MRTR over a legacy session, not the relay.
+    legacy_tools: tuple[str, ...] = ()
     protocol_versions: tuple[str, ...] = PROTOCOL_VERSIONS  # the legacy ones offered at initialize
     static_roots: tuple[StaticRoot, ...] = ()
     pool: PoolConfig = field(default_factory=PoolConfig)

@@ -262,3 +262,24 @@ async def test_subscriptions_listen_passes_through(upstream_url: str) -> None:
                 while b"notifications/subscriptions/acknowledged" not in chunk:
                     chunk = await resp.content.readuntil(b"\n\n")
                     assert chunk, "the stream ended before its acknowledgement"
+
+
+async def test_legacy_tools_of_a_two_era_server_go_through_the_proxys_mrtr() -> None:
+    """FastMCP 4.2.3 refuses ctx.elicit on a 2026-07-28 request; named in upstreams[].legacy_tools, such a
+    tool is called over a legacy session and its elicitation becomes the proxy's input_required round,
+    while the server's native tools still take the relay."""
+    async with peers.start_fastmcp4() as url:
+        upstream = UpstreamConfig(name="default", url=url, legacy_tools=("ask_name",))
+        async with running_proxy(upstream) as proxy, aiohttp.ClientSession() as http:
+            client = RawClient(proxy.url, http)
+            first = await client.call("ask_name")
+            assert first.result["resultType"] == "input_required" and proxy.parked == 1  # the proxy's round
+            (key,) = first.result["inputRequests"]
+            done = await client.retry(
+                first, {key: {"action": "accept", "content": {"value": "Ada"}}}, "ask_name"
+            )
+            assert done.result["content"][0]["text"] == "accept:Ada"
+            native = await client.call("guard_name")
+            assert native.result["inputRequests"]["name"]["method"] == "elicitation/create"
+            assert proxy.parked == 0  # the native round parks nothing
+            assert proxy.app[ERAS].describe() == {"default": "modern"}

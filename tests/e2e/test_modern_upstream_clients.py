@@ -15,6 +15,7 @@ import pytest
 import pytest_asyncio
 
 from e2e.harness import running_proxy
+from proxy.config import UpstreamConfig
 from proxy.process.appstate import ERAS
 
 pytestmark = [pytest.mark.peers, pytest.mark.asyncio(loop_scope="session")]
@@ -172,3 +173,26 @@ async def test_legacy_clients_today(routed: tuple[str, str], client: str) -> Non
     assert steps["plain"]["text"] == "hi"
     assert steps["ctx-elicit"]["text"] in ("accept:Alice", "accept:x")  # what each client fills a form with
     assert NATIVE_AT_LEGACY in steps["native"].get("error", steps["native"].get("text", ""))
+
+
+@pytest.mark.parametrize("client", ["py", "ts", "fastmcp4"])
+async def test_ctx_elicit_tools_named_legacy_tools_work_for_2026_clients(client: str) -> None:
+    """With upstreams[].legacy_tools, a two-era server's ctx.elicit tool works for 2026-07-28 clients (the
+    proxy's MRTR over a legacy session), beside its native tools (the relay)."""
+    plan = [
+        {"id": "ctx-elicit", "kind": "tool", "name": "ask_name"},
+        {"id": "ctx-decline", "kind": "tool", "name": "ask_name", "elicit": "decline"},
+        {"id": "native", "kind": "tool", "name": "guard_name"},
+    ]
+    async with peers.start_fastmcp4() as url:
+        upstream = UpstreamConfig(name="default", url=url, legacy_tools=("ask_name",))
+        async with running_proxy(upstream) as proxy:
+            if client == "py":
+                steps = await py_client(proxy.url, plan, "2026-07-28")
+            elif client == "ts":
+                steps = (await ts_client(proxy.url, plan, "pinned"))["steps"]
+            else:
+                steps = await fastmcp4_client(proxy.url, plan, "2026-07-28")
+    assert steps["ctx-elicit"]["text"] in ("accept:Alice", "accept:x"), steps
+    assert steps["ctx-decline"]["text"] == "decline"
+    assert steps["native"]["text"] == "hello:Alice"

@@ -132,11 +132,8 @@ class ModernFront:
                     "replica will take it)",
                 ),
             )
-        if (
-            self._relay is not None
-            and msg.method != "ping"
-            and await self._relay.modern(upstream, key.forwarded)
-        ):
+        relay = self._relay
+        if relay is not None and relay.takes(upstream, msg) and await relay.modern(upstream, key.forwarded):
             relayed = await self._relayed(request, upstream, req=req, key=key, principal=principal, line=line)
             if relayed is not None:
                 return relayed  # else the upstream turned out legacy: on the legacy way below

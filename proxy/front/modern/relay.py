@@ -72,6 +72,7 @@ class NativeRelay:
         self.eras = eras
         self._codec = codec
         self._binds = {name: binds_state(up, principal_source) for name, up in upstreams.items()}
+        self._legacy_tools = {name: frozenset(up.legacy_tools) for name, up in upstreams.items()}
         self._call_timeout = call_timeout
         self._state_ttl = state_ttl
         self._clock = clock
@@ -93,6 +94,13 @@ class NativeRelay:
             call_timeout=config.calls.call_timeout_s,
             state_ttl=config.calls.parked_ttl_s,
         )
+
+    def takes(self, upstream: str, msg: jsonrpc.Request) -> bool:
+        """Whether `msg` may take the relay (if the upstream is modern): not `ping` (the proxy answers it),
+        nor a call of one of the upstream's `legacy_tools` (the proxy's MRTR over a legacy session)."""
+        if msg.method == "ping":
+            return False
+        return not (msg.method == "tools/call" and msg.params.get("name") in self._legacy_tools[upstream])
 
     async def modern(self, upstream: str, forwarded: tuple[tuple[str, str], ...]) -> bool:
         """Whether `upstream` speaks 2026-07-28 (probed with the request's forwarded credentials if need

@@ -16,7 +16,8 @@ import pytest_asyncio
 
 from e2e.harness import RawClient, accept_name, running_proxy
 from proxy.config import UpstreamConfig
-from proxy.handle.relay_state import open_relay_state
+from proxy.handle import HandleCodec, KeyRing
+from proxy.handle.relay_state import open_relay_state, seal_relay_state
 from proxy.process.appstate import CODEC, ERAS
 
 pytestmark = [pytest.mark.peers, pytest.mark.asyncio(loop_scope="session")]
@@ -144,6 +145,9 @@ async def test_state_is_bound_to_the_principal_where_the_upstream_cannot_tell_us
         assert done.result["content"][0]["text"] == "two:X+Y"
         forged = await alice.call("guard_two", inputResponses=answers, requestState="v1.forged")
         assert forged.error["message"] == "Invalid requestState"  # not a handle of ours: never sent upstream
+        elsewhere = seal_relay_state(HandleCodec(KeyRing.ephemeral()), inner)  # a key this replica lacks
+        unheld = await alice.call("guard_two", inputResponses=answers, requestState=elsewhere)
+        assert (unheld.status, unheld.error["code"]) == (503, -31012)  # another replica may hold it
 
 
 async def test_a_mixed_gateway_serves_every_era_and_shows_each_upstreams_era(fastmcp_url: str) -> None:

@@ -26,6 +26,7 @@ from aiohttp import web
 
 from proxy.calls.wording import unavailable_answer
 from proxy.config import Config, PrincipalSource, UpstreamConfig
+from proxy.front.modern.peer_route import key_not_held
 from proxy.front.reply import Replier
 from proxy.handle import HandleCodec, HandleError
 from proxy.handle.relay_state import (
@@ -128,7 +129,9 @@ class NativeRelay:
             try:
                 params["requestState"] = self._unwrap(upstream, msg, req.request_state, principal)
             except HandleError as exc:
-                line.update(outcome="handle_rejected", reason=str(exc))
+                line.update(outcome="handle_rejected", reason=exc.reason)
+                if exc.reason == "unknown_key":  # sealed by a key another replica holds: 503, try elsewhere
+                    raise key_not_held(req.request_state, self._codec.ring, line) from None
                 return jsonrpc.error(msg.id, jsonrpc.INVALID_PARAMS, INVALID_STATE_MESSAGE)
         up = self._upstreams[upstream]
         assert up.url is not None  # a modern upstream is a Streamable HTTP one
@@ -178,7 +181,8 @@ class NativeRelay:
         if kind is None:  # a legacy server's result: it was served, but the verdict no longer holds
             self.eras.suspect(upstream, f"a {msg.method} result without resultType")
             result["resultType"] = kind = mcp.RESULT_COMPLETE
-        line["outcome"] = kind if kind in (mcp.RESULT_COMPLETE, mcp.RESULT_INPUT_REQUIRED) else "complete"
+        known = (mcp.RESULT_COMPLETE, mcp.RESULT_INPUT_REQUIRED, mcp.RESULT_TASK)
+        line["outcome"] = kind if kind in known else mcp.RESULT_COMPLETE
         state = result.get("requestState")
         if bound and kind == mcp.RESULT_INPUT_REQUIRED and isinstance(state, str):
             expires = int(self._clock() + self._state_ttl)

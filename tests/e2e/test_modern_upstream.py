@@ -7,15 +7,18 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 import peers
 import pytest
 import pytest_asyncio
+from oauth_keys import SigningKey, claims, jwks
 
 from e2e.harness import RawClient, accept_name, running_proxy
-from proxy.config import UpstreamConfig
+from e2e.oauth_peers import jwks_server
+from proxy.config import AuthConfig, UpstreamConfig, UpstreamCredential
 from proxy.handle import HandleCodec, KeyRing
 from proxy.handle.relay_state import open_relay_state, seal_relay_state
 from proxy.process.appstate import CODEC, ERAS
@@ -287,3 +290,44 @@ async def test_legacy_tools_of_a_two_era_server_go_through_the_proxys_mrtr() -> 
             assert native.result["inputRequests"]["name"]["method"] == "elicitation/create"
             assert proxy.parked == 0  # the native round parks nothing
             assert proxy.app[ERAS].describe() == {"default": "modern"}
+
+
+async def test_validate_mode_with_a_service_credential_binds_the_state_to_the_verified_principal(
+    tmp_path: Path,
+) -> None:
+    """auth.mode validate with a service credential upstream: the upstream sees one caller for every user,
+    so the verified principal (the token's sub) is what the relayed state is bound to. Mallory, holding a
+    valid token of her own, cannot resume Alice's call with Alice's requestState."""
+    secret = tmp_path / "token"
+    secret.write_text("svc-credential\n")
+    async with peers.start_fastmcp4() as url, jwks_server() as keys:
+        keys.document = jwks(KEY)
+        auth = AuthConfig(
+            mode="validate",
+            public_url=RESOURCE,
+            authorization_servers=(ISS,),
+            jwks_url=keys.url,
+            upstream_credential=UpstreamCredential(source="file", file=secret),
+        )
+        upstream = UpstreamConfig(name="default", url=url, auth=auth)
+        async with running_proxy(upstream) as proxy, aiohttp.ClientSession() as http:
+            alice = RawClient(proxy.url, http, authorization=f"Bearer {token('alice')}")
+            mallory = RawClient(proxy.url, http, authorization=f"Bearer {token('mallory')}")
+            first = await alice.call("guard_two")
+            answers = {"first": accept_name("X")}
+            stolen = await mallory.call(
+                "guard_two", inputResponses=answers, requestState=first.result["requestState"]
+            )
+            assert stolen.error == {"code": -32602, "message": "Invalid requestState"}
+            second = await alice.retry(first, answers, "guard_two")
+            done = await alice.retry(second, {"second": accept_name("Y")}, "guard_two")
+            assert done.result["content"][0]["text"] == "two:X+Y"
+
+
+ISS = "https://as.example.test"
+RESOURCE = "https://mcp.example.test/mcp"
+KEY = SigningKey("k1")
+
+
+def token(sub: str) -> str:
+    return KEY.mint(claims(iss=ISS, aud=RESOURCE, sub=sub))

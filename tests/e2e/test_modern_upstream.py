@@ -331,3 +331,20 @@ KEY = SigningKey("k1")
 
 def token(sub: str) -> str:
     return KEY.mint(claims(iss=ISS, aud=RESOURCE, sub=sub))
+
+
+async def test_a_modern_upstream_replaced_by_a_legacy_one_is_found_out_at_the_next_request() -> None:
+    """The other way: the mcp 2.3.0 server (modern only) replaced on its port by FastMCP 1.30. The next
+    relayed request is answered the legacy way (400, no session): nothing was processed, so the proxy
+    probes again and serves that same request the legacy way."""
+    port = peers.free_port()
+    async with running_proxy(f"http://127.0.0.1:{port}/mcp") as proxy, aiohttp.ClientSession() as http:
+        client = RawClient(proxy.url, http)
+        async with peers.start_mcp2_server(port=port):
+            assert (await client.call("echo", {"text": "modern"})).result["content"][0]["text"] == "modern"
+            assert proxy.app[ERAS].describe() == {"default": "modern"}
+        async with peers.start_fastmcp(port=port):
+            reply = await client.call("echo", {"text": "legacy"})
+            assert reply.result["content"][0]["text"] == "legacy"
+            assert proxy.app[ERAS].describe() == {"default": "legacy"}
+            assert proxy.app[ERAS].probes == 2

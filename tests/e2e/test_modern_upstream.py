@@ -18,7 +18,7 @@ from oauth_keys import SigningKey, claims, jwks
 
 from e2e.harness import RawClient, accept_name, running_proxy
 from e2e.oauth_peers import jwks_server
-from proxy.config import AuthConfig, UpstreamConfig, UpstreamCredential
+from proxy.config import AuthConfig, FrontConfig, UpstreamConfig, UpstreamCredential
 from proxy.handle import HandleCodec, KeyRing
 from proxy.handle.relay_state import open_relay_state, seal_relay_state
 from proxy.process.appstate import CODEC, ERAS
@@ -104,6 +104,13 @@ async def test_progress_and_logs_of_each_round_reach_the_client(client: RawClien
         **_state(first),
     )
     assert retry.result["content"][0]["text"] == "progress:P"
+    logs = [
+        n["params"]["data"]
+        for r in (first, retry)
+        for n in r.notifications
+        if n["method"] == "notifications/message"
+    ]
+    assert [str(d.get("msg", d)) if isinstance(d, dict) else d for d in logs] == ["before", "after"], logs
     assert [n["params"]["progress"] for n in retry.notifications if n["method"].endswith("progress")] == [
         3,
         4,
@@ -348,3 +355,10 @@ async def test_a_modern_upstream_replaced_by_a_legacy_one_is_found_out_at_the_ne
             assert reply.result["content"][0]["text"] == "legacy"
             assert proxy.app[ERAS].describe() == {"default": "legacy"}
             assert proxy.app[ERAS].probes == 2
+
+
+async def test_rate_limits_apply_to_relayed_requests(upstream_url: str) -> None:
+    front = FrontConfig(rate_limit_per_s=0.01, rate_burst=2)
+    async with running_proxy(upstream_url, front=front) as proxy, aiohttp.ClientSession() as http:
+        client = RawClient(proxy.url, http, authorization="Bearer one")
+        assert [(await client.call("echo", {"text": "x"})).status for _ in range(3)] == [200, 200, 429]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import signal
 import time
@@ -32,6 +33,7 @@ from proxy.front.legacy.quota import SessionQuota
 from proxy.front.legacy.relay import LegacyRelay
 from proxy.front.modern.front import ModernFront
 from proxy.front.modern.listen import ListenFront
+from proxy.front.modern.relay import NativeRelay
 from proxy.front.oauth import OAUTH, OAuthFront, metadata_endpoint
 from proxy.front.peers import FORWARD_PREFIX, Peers
 from proxy.front.principal import resolver
@@ -46,6 +48,7 @@ from proxy.process.appstate import (
     CALLS,
     CODEC,
     CONFIG,
+    ERAS,
     FRONT,
     HTTP,
     KEY_CHECK,
@@ -62,6 +65,7 @@ from proxy.process.periodic import every
 from proxy.tasks.front import TaskFront
 from proxy.tasks.manager import TaskManager, TaskSettings
 from proxy.tasks.policy import TaskPolicy
+from proxy.upstream.era import EraBook
 from proxy.upstream.pool import SessionPool, no_call_answer, session_adopter, session_factory
 from proxy.upstream.tls import tls_sessions
 
@@ -211,6 +215,7 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
     tls_clients = tls_sessions(app[PREPARED].tls, http.timeout)  # private CA / client certificate
     clients = {up.name: tls_clients.get(up.name, http) for up in config.upstreams}
     roots = RootsBook()  # what each pooled session's server asked of roots before any call (calls/roots.py)
+    app[ERAS] = eras = EraBook({u.name: u for u in config.upstreams}, clients)
     pools = {
         up.name: SessionPool(
             up.name,
@@ -220,6 +225,7 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
             adopter=session_adopter(up, clients[up.name]),
             reuse=up.pool.reuse_sessions,
             acquire_timeout=up.pool.acquire_timeout_s,
+            on_lost=functools.partial(eras.suspect, up.name),
         )
         for up in config.upstreams
     }
@@ -245,7 +251,9 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
         roots=roots,
     )
     service = app[CALLS]
-    app[METRICS].watch(service.registry, pools, saturation=lambda: saturation(service, pools))
+    app[METRICS].watch(
+        service.registry, pools, saturation=lambda: saturation(service, pools), eras=eras.describe
+    )
     app[TASKS] = TaskManager(
         app[CALLS],
         app[CODEC],
@@ -303,6 +311,7 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
             tasks=tasks,
             listen=ListenFront(front=config.front, pools=pools, state=app[STATE], tasks=tasks),
             oauth=app[OAUTH],
+            relay=NativeRelay.from_config(config, clients, eras, app[CODEC]),
         ),
         tracing=app[TRACING],
         oauth=app[OAUTH],

@@ -19,6 +19,7 @@ from proxy.handle import HandleCodec
 from proxy.handle.rotation import Rotation
 from proxy.observe.tracing import Tracing
 from proxy.tasks.manager import TaskManager
+from proxy.upstream.era import EraBook
 from proxy.upstream.pool import SessionPool
 from proxy.upstream.reachability import CommandChecks
 
@@ -26,6 +27,7 @@ __all__ = [
     "CALLS",
     "CODEC",
     "CONFIG",
+    "ERAS",
     "FRONT",
     "HTTP",
     "KEY_CHECK",
@@ -48,6 +50,7 @@ TASKS = web.AppKey("tasks", TaskManager)
 TRACING = web.AppKey("tracing", Tracing)
 HTTP = web.AppKey("http", aiohttp.ClientSession)
 PREPARED = web.AppKey("prepared", Prepared)
+ERAS = web.AppKey("eras", EraBook)  # each upstream's protocol era (proxy/upstream/era.py)
 
 
 @dataclass(slots=True)

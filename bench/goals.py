@@ -1,6 +1,6 @@
 """The goals of issue 18 (performance, round two), each figure against its goal, from one bench run.
 
-`goals(data, s)` takes the run's data and `report.summarize`'s output; every row says the figure, its goal,
+`goals(data, s)` takes the run's data and `summary.summarize`'s output; every row says the figure, its goal,
 whether it is met, and how it was measured. Ratios are medians of per-repetition ratios, each repetition's
 cells having run back to back; CPU figures are read from /proc for the processes in question over the same
 window, so they hold on a shared machine better than throughput does.

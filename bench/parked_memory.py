@@ -26,21 +26,23 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import peers  # noqa: E402
-from proxy import logs  # noqa: E402
 from proxy.config import CallsConfig, Config, ListenConfig, PoolConfig, UpstreamConfig  # noqa: E402
 from proxy.handle import KeyRing  # noqa: E402
+from proxy.observe import logs  # noqa: E402
 from proxy.process.app import CALLS, create_app  # noqa: E402
 
-import run as bench  # noqa: E402
+import hotspots  # noqa: E402
+from machine import raise_nofile, rss_kb  # noqa: E402
+from pieces import legacy_server, loadgen  # noqa: E402
 
 
 def _short(filename: str) -> str:
-    return bench.report.short_path(filename, ROOT)
+    return hotspots.short_path(filename, ROOT)
 
 
 async def main_async(args: argparse.Namespace) -> None:
     logs.configure("warning", "json")
-    async with bench.legacy_server("minimal", get_stream=not args.no_get_stream) as up:
+    async with legacy_server("minimal", get_stream=not args.no_get_stream) as up:
         port = peers.free_port()
         config = Config(
             upstreams=(UpstreamConfig(name="bench", url=up.url, pool=PoolConfig(max_sessions=30000)),),
@@ -53,16 +55,16 @@ async def main_async(args: argparse.Namespace) -> None:
         url = f"http://127.0.0.1:{port}/mcp"
         try:
             park = {"mode": "park", "url": url, "tool": "ask", "concurrency": 64, "limit_s": 240}
-            await bench.loadgen({**park, "count": 50})  # warm: pools, caches, first sessions
+            await loadgen({**park, "count": 50})  # warm: pools, caches, first sessions
             gc.collect()
             tracemalloc.start(args.frames)
-            rss0 = bench.rss_kb(os.getpid())
+            rss0 = rss_kb(os.getpid())
             before = tracemalloc.take_snapshot()
-            result = await bench.loadgen({**park, "count": args.count})
+            result = await loadgen({**park, "count": args.count})
             await asyncio.sleep(1.0)
             gc.collect()
             after = tracemalloc.take_snapshot()
-            rss1 = bench.rss_kb(os.getpid())
+            rss1 = rss_kb(os.getpid())
             parked = runner.app[CALLS].registry.parked_count - 50
             n = max(1, parked)
             traced = sum(s.size_diff for s in after.compare_to(before, "filename"))
@@ -101,7 +103,7 @@ def main() -> int:
     )
     parser.add_argument("--no-get-stream", action="store_true")
     args = parser.parse_args()
-    bench.raise_nofile()
+    raise_nofile()
     asyncio.run(main_async(args))
     return 0
 

@@ -1,13 +1,15 @@
-"""Fails when a module under the given folder is longer than the limit, naming each one: a module should fit
-in one reading (README "How it is built"). Usage: check_module_size.py FOLDER LIMIT"""
+"""Fails when a module under the given folders is longer than the limit, naming each one: a module should
+fit in one reading (README "How it is built"); bench/ is code people read too. Usage:
+check_module_size.py FOLDER [FOLDER ...] LIMIT"""
 
 import sys
 from pathlib import Path
 
 
-def main(folder: str, limit: int) -> int:
+def main(folders: list[str], limit: int) -> int:
     long = [
         (n, path)
+        for folder in folders
         for path in sorted(Path(folder).rglob("*.py"))
         if (n := len(path.read_text(encoding="utf-8").splitlines())) > limit
     ]
@@ -17,4 +19,4 @@ def main(folder: str, limit: int) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1], int(sys.argv[2])))
+    sys.exit(main(sys.argv[1:-1], int(sys.argv[-1])))

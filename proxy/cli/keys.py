@@ -23,6 +23,7 @@ from proxy.config import Config
 from proxy.config.load import ENV_PREFIX, SHORTCUTS
 from proxy.handle import KeyLoadError, generate_key_b64
 from proxy.observe import logs
+from proxy.upstream.era import fixed_verdict
 
 log = structlog.get_logger("proxy.cli")
 
@@ -138,9 +139,11 @@ def effective_yaml(config: Config) -> str:
     """The merged configuration as YAML. Header values and anything named like a secret are redacted
     (the file holds no key material: keys are only named)."""
     plain = _plain(config)
-    for up in plain.get("upstreams", []):
+    for up, configured in zip(plain.get("upstreams", []), config.upstreams, strict=True):
         up["headers"] = {k: REDACTED for k in up.get("headers") or {}}
         up["env"] = {k: REDACTED for k in up.get("env") or {}}
+        fixed = fixed_verdict(configured)  # the era the transport decides (sse, stdio legacy); auto: probed
+        up["era"] = fixed.era if fixed is not None else configured.era
     text: str = yaml.safe_dump(plain, sort_keys=False, default_flow_style=False)
     return text
 

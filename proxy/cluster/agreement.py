@@ -20,10 +20,9 @@ Key ids are the public ids every handle already carries in clear, so the exchang
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import socket
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -190,34 +189,6 @@ async def serve_keys(request: web.Request, peers: Peers) -> web.Response:
             return web.json_response({"error": "peer authentication failed"}, status=401)
         return web.json_response({**body, "reason": "unknown_key"}, status=403)
     return web.json_response(body)
-
-
-async def run_checks(
-    check: PeerKeyCheck, ring: Callable[[], KeyRing], interval: float
-) -> AsyncIterator[None]:
-    """Cleanup context body: check at once (before readiness), then every `interval` seconds."""
-    if not check.enabled:
-        check.agreement = Agreement("alone")
-        yield
-        return
-    http = aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True))
-
-    async def loop() -> None:
-        while True:
-            try:
-                await check.check(http, ring())
-            except Exception:
-                log.exception("keys.peer_check_failed")
-            await asyncio.sleep(interval)
-
-    task = asyncio.create_task(loop(), name="peer-key-check")
-    try:
-        yield
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-        await http.close()
 
 
 def keys_detail(ring: KeyRing, rotation: list[dict[str, object]], agreement: Agreement) -> dict[str, Any]:

@@ -12,6 +12,9 @@ Transport = Literal["streamable-http", "sse", "stdio"]
 LogLevel = Literal["debug", "info", "warning", "error"]
 LogFormat = Literal["auto", "json", "console"]
 PROTOCOL_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")  # legacy versions, newest first
+MODERN_PROTOCOL_VERSION = "2026-07-28"
+# The upstream's protocol era: probed with server/discover (auto), or fixed. proxy/upstream/era.py.
+Era = Literal["auto", "legacy", "modern"]
 
 
 class ConfigError(ValueError):
@@ -225,7 +228,11 @@ class UpstreamConfig:
     headers: Mapping[str, str] = field(default_factory=_empty)
     forward_headers: tuple[str, ...] = ("authorization",)
     hosts: tuple[str, ...] = ()
-    protocol_versions: tuple[str, ...] = PROTOCOL_VERSIONS
+    era: Era = "auto"
+    # Tools of a two-era upstream that ask with server-initiated requests (FastMCP's ctx.elicit): a
+    # 2026-07-28 client's call of one goes through the proxy's MRTR over a legacy session, not the relay.
+    legacy_tools: tuple[str, ...] = ()
+    protocol_versions: tuple[str, ...] = PROTOCOL_VERSIONS  # the legacy ones offered at initialize
     static_roots: tuple[StaticRoot, ...] = ()
     pool: PoolConfig = field(default_factory=PoolConfig)
     timeouts: TimeoutsConfig = field(default_factory=TimeoutsConfig)

@@ -150,6 +150,7 @@ def _upstream_problems(p: str, up: dict[str, Any], seen: dict[str, int]) -> Iter
                 yield f"{p}.{k}: only used with transport " + (
                     "stdio" if k != "headers" else "streamable-http or sse"
                 )
+    yield from _era_problems(p, up)
     headers, forward = up.get("headers"), up.get("forward_headers")
     for h in headers if isinstance(headers, dict) else ():
         if isinstance(h, str) and h.lower() in CREDENTIAL_HEADERS:
@@ -159,6 +160,20 @@ def _upstream_problems(p: str, up: dict[str, Any], seen: dict[str, int]) -> Iter
     for j, h in enumerate(forward if isinstance(forward, list) else ()):
         if h in MANAGED_HEADERS:
             yield f"{p}.forward_headers.{j}: {h!r} is set by the proxy and cannot be forwarded"
+
+
+def _era_problems(p: str, up: dict[str, Any]) -> Iterator[str]:
+    """era and protocol_versions: a 2026-07-28 upstream is a Streamable HTTP one, and they agree."""
+    era, listed = up.get("era", "auto"), up.get("protocol_versions")
+    modern_listed = isinstance(listed, list) and "2026-07-28" in listed
+    only_modern = modern_listed and len(listed) == 1  # type: ignore[arg-type]
+    transport = up.get("transport") or ("stdio" if up.get("command") is not None else "streamable-http")
+    if (era == "modern" or only_modern) and transport != "streamable-http":
+        why = "legacy by definition" if transport == "sse" else "not supported yet (use era: legacy or auto)"
+        what = "era: modern" if era == "modern" else "protocol_versions: [2026-07-28]"
+        yield f"{p}: {what} needs transport streamable-http (a 2026-07-28 {transport} upstream is {why})"
+    if era == "legacy" and modern_listed:
+        yield f"{p}.protocol_versions: 2026-07-28 is listed but era is legacy (drop one of them)"
 
 
 def _auth_problems(p: str, up: dict[str, Any], listen_url: object) -> Iterator[str]:

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
 # The call registry's refusal reasons (proxy/calls/registry.py REFUSAL_REASONS; not imported: metrics sit
 # below the calls layer).
+ERAS: Final = ("legacy", "modern", "unknown")
 REFUSAL_REASONS: Final = ("calls_total", "principal_share", "address_share", "parked_share", "pool_full")
 
 
@@ -32,6 +33,7 @@ class StateCollector(Collector):
         self.drain_grace_s: float | None = None
         self.draining_since: float | None = None
         self.saturation: Callable[[], Mapping[str, str]] | None = None
+        self.eras: Callable[[], Mapping[str, str]] | None = None  # upstream/era.py: legacy, modern, unknown
 
     def collect(self) -> Iterable[Metric]:
         parked = GaugeMetricFamily(
@@ -53,7 +55,19 @@ class StateCollector(Collector):
             running.add_metric([name], counts[name, False])
             pool = self.pools.get(name)
             sessions.add_metric([name], pool.size if pool is not None else 0)
-        return [parked, running, sessions, *self._admission(), *self._limits()]
+        return [parked, running, sessions, self._eras(), *self._admission(), *self._limits()]
+
+    def _eras(self) -> Metric:
+        era = GaugeMetricFamily(
+            "mrtr_proxy_upstream_era",
+            "1 for each upstream's protocol era (legacy, modern; unknown until probed), 0 for the others",
+            labels=["upstream", "era"],
+        )
+        known = self.eras() if self.eras is not None else {}
+        for name in self._upstreams:
+            for value in ERAS:
+                era.add_metric([name, value], 1 if known.get(name, "unknown") == value else 0)
+        return era
 
     def _admission(self) -> Iterable[Metric]:
         full = self.saturation() if self.saturation is not None else {}
@@ -109,5 +123,6 @@ class StateCollector(Collector):
         return [
             *(GaugeMetricFamily(name, "", labels=["upstream"]) for name in gauges),
             GaugeMetricFamily("mrtr_proxy_saturated", ""),
+            GaugeMetricFamily("mrtr_proxy_upstream_era", "", labels=["upstream", "era"]),
             CounterMetricFamily("mrtr_proxy_admission_refusals", "", labels=["reason"]),
         ]

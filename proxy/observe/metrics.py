@@ -163,10 +163,12 @@ class Metrics:
         calls: CallRegistry,
         pools: Mapping[str, SessionPool],
         saturation: Callable[[], Mapping[str, str]] | None = None,
+        eras: Callable[[], Mapping[str, str]] | None = None,
     ) -> None:
-        """Read the call and session gauges from these at scrape time (set once the app has started)."""
+        """Read the call and session gauges from these at scrape time (set once the app has started), and
+        each upstream's era (upstream/era.py)."""
         self._state.calls, self._state.pools = calls, pools
-        self._state.saturation = saturation
+        self._state.saturation, self._state.eras = saturation, eras
 
     def limits(self, *, max_calls: int, max_sessions: Mapping[str, int], drain_grace_s: float) -> None:
         """The configured limits, exported as gauges so alerts compare against them (calls.max_parked,

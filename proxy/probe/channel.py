@@ -29,6 +29,14 @@ def initialize_params(version: str) -> dict[str, Any]:
     return {"protocolVersion": version, "capabilities": CLIENT_CAPABILITIES, "clientInfo": CLIENT_INFO}
 
 
+def decode(data: str) -> jsonrpc.Message | None:
+    """One JSON-RPC message from a line or an event's data; None for anything else (skipped)."""
+    try:
+        return jsonrpc.decode(data)
+    except jsonrpc.InvalidMessage:
+        return None
+
+
 def answer(request: jsonrpc.Request) -> jsonrpc.Response:
     """The probe's answer to a server→client request: nothing a tool could act on (declined, empty)."""
     if request.method == mcp.ROOTS:

@@ -11,7 +11,8 @@ import aiohttp
 from proxy.probe import authinfo, steps
 from proxy.probe.channel import ProbeError, Recorder
 from proxy.probe.findings import Authorization
-from proxy.probe.streamable import StreamableConversation, Unauthorized
+from proxy.probe.http import Unauthorized
+from proxy.probe.streamable import StreamableConversation
 from proxy.wire import mcp
 
 

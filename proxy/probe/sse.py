@@ -9,19 +9,16 @@ from urllib.parse import urljoin, urlsplit
 
 import aiohttp
 
-from proxy.probe.channel import ProbeError, Recorder, StreamChannel
-from proxy.probe.streamable import Unauthorized, _decode, describe, sse_events
+from proxy.probe.channel import ProbeError, Recorder, StreamChannel, decode
+from proxy.probe.http import HttpConversation, describe, refuse_unauthorized, sse_events
 from proxy.wire import jsonrpc
 
 
-class SseConversation:
+class SseConversation(HttpConversation):
     def __init__(
         self, http: aiohttp.ClientSession, url: str, headers: Mapping[str, str], recorder: Recorder
     ) -> None:
-        self._http = http
-        self.url = url
-        self._headers = dict(headers)
-        self.recorder = recorder
+        super().__init__(http, url, headers, recorder)
         self.endpoint: str | None = None
         self.channel = StreamChannel(self._send, recorder)
         self._reader: asyncio.Task[None] | None = None
@@ -39,8 +36,7 @@ class SseConversation:
         try:
             headers = {**self._headers, "Accept": "text/event-stream"}
             async with self._http.get(self.url, headers=headers) as response:
-                if response.status in (401, 403):
-                    raise Unauthorized(response.status, response.headers.get("WWW-Authenticate", ""))
+                refuse_unauthorized(response)
                 if response.status != 200 or response.content_type != "text/event-stream":
                     raise ProbeError(f"GET answered {describe(response, await response.read())}")
                 async for event in sse_events(response):
@@ -49,7 +45,7 @@ class SseConversation:
                         if urlsplit(target)[:2] != urlsplit(self.url)[:2]:
                             raise ProbeError(f"the endpoint {target} is not on the stream's origin")
                         endpoint.set_result(target)
-                    elif event.event == "message" and (message := _decode(event.data)) is not None:
+                    elif event.event == "message" and (message := decode(event.data)) is not None:
                         await self.channel.deliver(message)
                 if not endpoint.done():
                     raise ProbeError("GET answered an event stream, but it ended without an endpoint event")

@@ -10,8 +10,7 @@ import contextlib
 import os
 from collections.abc import Mapping, Sequence
 
-from proxy.probe.channel import ProbeError, Recorder, StreamChannel
-from proxy.probe.streamable import _decode
+from proxy.probe.channel import ProbeError, Recorder, StreamChannel, decode
 from proxy.upstream.stdio import child_env
 from proxy.wire import jsonrpc
 
@@ -59,7 +58,7 @@ class StdioConversation:
     async def _read(self) -> None:
         assert self._process is not None and self._process.stdout is not None
         while line := await self._process.stdout.readline():
-            message = _decode(line.decode(errors="replace")) if line.strip() else None
+            message = decode(line.decode(errors="replace")) if line.strip() else None
             if message is not None:
                 await self.channel.deliver(message)
         code = await self._process.wait()

@@ -6,65 +6,28 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 
 import aiohttp
 
-from proxy.probe.channel import ProbeError, Recorder, answer
+from proxy.probe.channel import ProbeError, Recorder, answer, decode
 from proxy.probe.findings import Check, Resumability
+from proxy.probe.http import HttpConversation, describe, refuse_unauthorized, sse_events
 from proxy.wire import jsonrpc, mcp
-from proxy.wire.sse import SSEDecoder, SSEError, SSEEvent
+from proxy.wire.sse import SSEEvent
 
 SESSION_HEADER = "Mcp-Session-Id"
 VERSION_HEADER = "MCP-Protocol-Version"
 POST_ACCEPT = "application/json, text/event-stream"
 
 
-class Unauthorized(ProbeError):
-    def __init__(self, status: int, www_authenticate: str) -> None:
-        super().__init__(f"HTTP {status}")
-        self.status = status
-        self.www_authenticate = www_authenticate
-
-
-async def sse_events(response: aiohttp.ClientResponse) -> AsyncIterator[SSEEvent]:
-    decoder = SSEDecoder()
-    try:
-        async for chunk in response.content.iter_any():
-            for event in decoder.feed(chunk):
-                yield event
-        for event in decoder.close():
-            yield event
-    except SSEError as exc:
-        raise ProbeError(f"undecodable event stream: {exc}") from None
-
-
-def _decode(data: str) -> jsonrpc.Message | None:
-    try:
-        return jsonrpc.decode(data)
-    except jsonrpc.InvalidMessage:
-        return None
-
-
-def describe(response: aiohttp.ClientResponse, body: bytes) -> str:
-    """`HTTP 404 text/html`, with the start of the body when it is short text meant for a person or script."""
-    head = f"HTTP {response.status} {response.content_type}"
-    if response.content_type not in ("text/plain", "application/json"):
-        return head
-    text = " ".join(body[:200].decode(errors="replace").split())
-    return f"{head}: {text[:80]}" if text else head
-
-
-class StreamableConversation:
+class StreamableConversation(HttpConversation):
     """One legacy session (once `initialize` has answered with a session id)."""
 
     def __init__(
         self, http: aiohttp.ClientSession, url: str, headers: Mapping[str, str], recorder: Recorder
     ) -> None:
-        self._http = http
-        self.url = url
-        self._headers = dict(headers)
-        self.recorder = recorder
+        super().__init__(http, url, headers, recorder)
         self.session_id: str | None = None
         self.version: str | None = None
         self.content_types: set[str] = set()
@@ -83,10 +46,7 @@ class StreamableConversation:
     async def _post(self, body: bytes) -> aiohttp.ClientResponse:
         headers = {**self.headers(), "Content-Type": "application/json"}
         response = await self._http.post(self.url, data=body, headers=headers)
-        if response.status in (401, 403):
-            www = response.headers.get("WWW-Authenticate", "")
-            response.release()
-            raise Unauthorized(response.status, www)
+        refuse_unauthorized(response)
         return response
 
     async def notify(self, method: str, params: jsonrpc.JSONObject) -> None:
@@ -114,14 +74,14 @@ class StreamableConversation:
                 raise ProbeError(f"POST {method} answered {describe(response, await response.read())}")
             self.content_types.add(response.content_type)
             if response.content_type == "application/json":
-                message = _decode((await response.read()).decode(errors="replace"))
+                message = decode((await response.read()).decode(errors="replace"))
                 if isinstance(message, jsonrpc.Result | jsonrpc.Error):
                     return message
                 raise ProbeError(f"{method}: the JSON body is not a JSON-RPC response")
             if response.content_type != "text/event-stream":
                 raise ProbeError(f"POST {method} answered {describe(response, await response.read())}")
             async for event in sse_events(response):
-                message = _decode(event.data) if event.data else None
+                message = decode(event.data) if event.data else None
                 if isinstance(message, jsonrpc.Request):
                     self.recorder.saw(message.method)
                     await self._reply(answer(message))
@@ -150,7 +110,7 @@ class StreamableConversation:
                     return
                 opened.set_result(Check("yes", "HTTP 200 text/event-stream"))
                 async for event in sse_events(response):
-                    message = _decode(event.data) if event.data else None
+                    message = decode(event.data) if event.data else None
                     if isinstance(message, jsonrpc.Request):
                         self.recorder.saw(message.method, on_get_stream=True)
                         task = asyncio.create_task(self._reply(answer(message)))
@@ -205,7 +165,7 @@ class StreamableConversation:
                     "GET with Last-Event-ID is accepted, but the POST sent no priming event to resume from",
                 )
             async for event in sse_events(again):
-                message = _decode(event.data) if event.data else None
+                message = decode(event.data) if event.data else None
                 if isinstance(message, jsonrpc.Result | jsonrpc.Error) and message.id == rid:
                     return Resumability(
                         "yes", "a dropped POST stream was resumed with Last-Event-ID and replayed"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import signal
 import time
@@ -34,6 +35,7 @@ from proxy.front.modern.aggregate import AggregateFront
 from proxy.front.modern.aggregate_lists import RouteLists
 from proxy.front.modern.front import ModernFront
 from proxy.front.modern.listen import ListenFront
+from proxy.front.modern.relay import NativeRelay
 from proxy.front.oauth import OAUTH, OAuthFront, metadata_endpoint
 from proxy.front.peers import FORWARD_PREFIX, Peers
 from proxy.front.principal import resolver
@@ -48,6 +50,7 @@ from proxy.process.appstate import (
     CALLS,
     CODEC,
     CONFIG,
+    ERAS,
     FRONT,
     HTTP,
     KEY_CHECK,
@@ -61,11 +64,13 @@ from proxy.process.appstate import (
     TRACING,
     RuntimeState,
 )
+from proxy.process.periodic import every
 from proxy.routes.health import RouteHealth
 from proxy.routes.table import RouteTable, members
 from proxy.tasks.front import TaskFront
 from proxy.tasks.manager import TaskManager, TaskSettings
 from proxy.tasks.policy import TaskPolicy
+from proxy.upstream.era import EraBook
 from proxy.upstream.pool import SessionPool, no_call_answer, session_adopter, session_factory
 from proxy.upstream.tls import tls_sessions
 
@@ -216,6 +221,7 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
     tls_clients = tls_sessions(app[PREPARED].tls, http.timeout)  # private CA / client certificate
     clients = {up.name: tls_clients.get(up.name, http) for up in config.upstreams}
     roots = RootsBook()  # what each pooled session's server asked of roots before any call (calls/roots.py)
+    app[ERAS] = eras = EraBook({u.name: u for u in config.upstreams}, clients)
     pools = {
         up.name: SessionPool(
             up.name,
@@ -225,6 +231,7 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
             adopter=session_adopter(up, clients[up.name]),
             reuse=up.pool.reuse_sessions,
             acquire_timeout=up.pool.acquire_timeout_s,
+            on_lost=functools.partial(eras.suspect, up.name),
         )
         for up in config.upstreams
     }
@@ -250,7 +257,9 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
         roots=roots,
     )
     service = app[CALLS]
-    app[METRICS].watch(service.registry, pools, saturation=lambda: saturation(service, pools))
+    app[METRICS].watch(
+        service.registry, pools, saturation=lambda: saturation(service, pools), eras=eras.describe
+    )
     app[TASKS] = TaskManager(
         app[CALLS],
         app[CODEC],
@@ -311,6 +320,7 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
             tasks=tasks,
             listen=ListenFront(front=config.front, pools=pools, state=app[STATE], tasks=tasks),
             oauth=app[OAUTH],
+            relay=NativeRelay.from_config(config, clients, eras, app[CODEC]),
             aggregate=AggregateFront(lists, tasks) if config.routes else None,
         ),
         tracing=app[TRACING],
@@ -343,29 +353,19 @@ async def _housekeeping(app: web.Application) -> AsyncIterator[None]:
     config = app[CONFIG]
     keys_seen = key_sources_fingerprint(config)
 
-    async def loop() -> None:
+    async def once() -> None:
         nonlocal keys_seen
-        while True:
-            await asyncio.sleep(HOUSEKEEPING_INTERVAL)
-            try:
-                await app[TASKS].reap_expired()
-                await app[CALLS].reap_expired()
-                for pool in app[POOLS].values():
-                    pool.reap_idle()
-                if (current := key_sources_fingerprint(config)) != keys_seen:
-                    keys_seen = current
-                    reload_keys(app)
-                promote_due_key(app[ROTATION], app[CODEC])
-            except Exception:
-                log.exception("housekeeping.failed")
+        await app[TASKS].reap_expired()
+        await app[CALLS].reap_expired()
+        for pool in app[POOLS].values():
+            pool.reap_idle()
+        if (current := key_sources_fingerprint(config)) != keys_seen:
+            keys_seen = current
+            reload_keys(app)
+        promote_due_key(app[ROTATION], app[CODEC])
 
-    task = asyncio.create_task(loop(), name="housekeeping")
-    try:
+    async with every(HOUSEKEEPING_INTERVAL, once, name="housekeeping", failed="housekeeping.failed"):
         yield
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 async def _install_sighup(app: web.Application) -> None:

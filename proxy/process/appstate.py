@@ -1,5 +1,5 @@
 """The typed keys of the application's state (`app[CODEC]`, …) and what changes while it runs. `app.py`
-re-exports them; `proxy.probes` reads them."""
+re-exports them; `readiness.py` and `admin.py` read them."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from proxy.handle.rotation import Rotation
 from proxy.observe.tracing import Tracing
 from proxy.routes.health import RouteHealth
 from proxy.tasks.manager import TaskManager
+from proxy.upstream.era import EraBook
 from proxy.upstream.pool import SessionPool
 from proxy.upstream.reachability import CommandChecks
 
@@ -27,6 +28,7 @@ __all__ = [
     "CALLS",
     "CODEC",
     "CONFIG",
+    "ERAS",
     "FRONT",
     "HTTP",
     "KEY_CHECK",
@@ -51,6 +53,7 @@ TRACING = web.AppKey("tracing", Tracing)
 HTTP = web.AppKey("http", aiohttp.ClientSession)
 PREPARED = web.AppKey("prepared", Prepared)
 ROUTES = web.AppKey("routes", RouteHealth)  # what /readyz shows of the aggregated routes
+ERAS = web.AppKey("eras", EraBook)  # each upstream's protocol era (proxy/upstream/era.py)
 
 
 @dataclass(slots=True)

@@ -227,7 +227,7 @@ class GuardedSite(web.TCPSite):
 class ListenerCollector(Collector):
     """Connections open, refused over front.max_connections, and cut at a deadline (by phase)."""
 
-    def __init__(self, stats: ListenerStats) -> None:  # registered on the app's registry by cli.py
+    def __init__(self, stats: ListenerStats) -> None:  # registered on the app's registry by startup.py
         self._stats = stats
 
     def collect(self) -> Iterable[Metric]:

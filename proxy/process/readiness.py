@@ -8,12 +8,25 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from urllib.parse import urlsplit
 
+import aiohttp
 from aiohttp import web
 
 from proxy.calls.saturation import saturation
-from proxy.cluster.agreement import keys_detail, run_checks, serve_keys
+from proxy.cluster.agreement import Agreement, keys_detail, serve_keys
 from proxy.config import UpstreamConfig
-from proxy.process.appstate import CALLS, CODEC, CONFIG, KEY_CHECK, PEERS, POOLS, ROTATION, ROUTES, STATE
+from proxy.process.appstate import (
+    CALLS,
+    CODEC,
+    CONFIG,
+    ERAS,
+    KEY_CHECK,
+    PEERS,
+    POOLS,
+    ROTATION,
+    ROUTES,
+    STATE,
+)
+from proxy.process.periodic import every
 from proxy.upstream.pool import no_call_answer
 from proxy.upstream.reachability import CommandChecks
 
@@ -38,8 +51,25 @@ async def ports(
     return await handler(request)
 
 
-def peer_key_checks(app: web.Application) -> AsyncIterator[None]:
-    return run_checks(app[KEY_CHECK], lambda: app[CODEC].ring, app[CONFIG].replica.peer_check_s)
+async def peer_key_checks(app: web.Application) -> AsyncIterator[None]:
+    """Cleanup context: ask the peers for their key ids at once (before readiness), then every
+    `replica.peer_check_s` seconds (cluster/agreement.py judges the answers); without peers, alone."""
+    check = app[KEY_CHECK]
+    if not check.enabled:
+        check.agreement = Agreement("alone")
+        yield
+        return
+    async with (
+        aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True)) as http,
+        every(
+            app[CONFIG].replica.peer_check_s,
+            lambda: check.check(http, app[CODEC].ring),
+            name="peer-key-check",
+            failed="keys.peer_check_failed",
+            at_once=True,
+        ),
+    ):
+        yield
 
 
 async def peer_keys(request: web.Request) -> web.Response:
@@ -72,6 +102,17 @@ async def upstream_reachable(
     return True
 
 
+async def _probe_eras(app: web.Application, reachable: list[str], timeout: float = 2.0) -> None:
+    """Probe the era of reachable upstreams not probed yet (without credentials: one that wants them stays
+    unknown until a client's request probes it), for at most `timeout`."""
+    eras = app[ERAS]
+    unknown = [name for name, era in eras.describe().items() if era == "unknown" and name in reachable]
+    if unknown:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                await asyncio.gather(*(eras.era(name) for name in unknown))
+
+
 async def readyz(request: web.Request) -> web.Response:
     """Ready: keys loaded (always, once started), not draining, and at least one upstream reachable. One
     upstream down does not take a gateway out of rotation for the others: the body says which is down."""
@@ -79,6 +120,7 @@ async def readyz(request: web.Request) -> web.Response:
     upstreams = app[CONFIG].upstreams
     commands = app[STATE].commands
     reachable = await asyncio.gather(*(upstream_reachable(up, commands) for up in upstreams))
+    await _probe_eras(app, [up.name for up, ok in zip(upstreams, reachable, strict=True) if ok])
     ring, agreement = app[CODEC].ring, app[KEY_CHECK].agreement
     body = {
         "key_ring": keys_detail(ring, app[ROTATION].describe(ring, time.monotonic()), agreement),
@@ -86,6 +128,7 @@ async def readyz(request: web.Request) -> web.Response:
         "upstreams": {
             up.name: "reachable" if ok else "unreachable" for up, ok in zip(upstreams, reachable, strict=True)
         },
+        "upstream_eras": app[ERAS].describe(),  # legacy, modern, or unknown (not probed yet)
     }
     if routes := app[CONFIG].routes:  # aggregated routes: who the last lists left out, name clashes
         now = time.monotonic()

@@ -16,7 +16,7 @@ from typing import Final
 
 from proxy.handle import HandleError, KeyRing
 
-CURSOR_VERSION: Final = 4  # handles are 1, legacy session ids 2, task ids 3
+CURSOR_VERSION: Final = 5  # handles are 1, legacy session ids 2, task ids 3, relay handles 4
 
 
 @dataclass(frozen=True, slots=True)

@@ -56,8 +56,12 @@ class SessionPool:
         adopter: SessionAdopter | None = None,
         reuse: bool = True,
         acquire_timeout: float = 0.0,
+        on_lost: Callable[[str], None] | None = None,
     ) -> None:
         self.name = name
+        # Told when a session dies under the pool or cannot be opened: the upstream may have been replaced
+        # (upgraded in place to another protocol era: upstream/era.py probes it again).
+        self._on_lost = on_lost
         self._acquire_timeout = acquire_timeout  # how long a request waits for room in a full pool
         self._room: list[asyncio.Future[None]] = []  # requests waiting for room
         self._plain: dict[UpstreamSession, int] = {}  # plain requests in flight on each session
@@ -261,7 +265,8 @@ class SessionPool:
         self._opening += 1
         try:
             session = await self._factory(key)
-        except UpstreamError:
+        except UpstreamError as exc:
+            self._lost(f"could not open a session: {exc}")
             raise
         except Exception as exc:  # a factory bug must not leak as a 500
             raise UpstreamError(f"could not open a session: {type(exc).__name__}: {exc}") from exc
@@ -278,7 +283,13 @@ class SessionPool:
         )
         return session
 
+    def _lost(self, reason: str) -> None:
+        if self._on_lost is not None:
+            self._on_lost(reason)
+
     def _close_later(self, session: UpstreamSession) -> None:
+        if not session.alive:
+            self._lost("a session died")
         task = asyncio.ensure_future(session.close())
         self._closing.add(task)
         task.add_done_callback(self._closing.discard)

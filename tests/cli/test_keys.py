@@ -10,6 +10,8 @@ import peers
 import pytest
 import yaml
 
+from proxy.cli.keys import effective_yaml
+from proxy.config import Config, UpstreamConfig
 from proxy.handle import generate_key_b64, load_keys
 
 PROXY = [sys.executable, "-m", "proxy"]
@@ -140,6 +142,7 @@ async def test_check_config_effective_prints_the_merged_configuration_redacted(t
     assert doc["listen"]["port"] == 9999  # the variable over the file
     assert doc["upstreams"][0]["headers"] == {"x-api-key": "<redacted>"}
     assert doc["upstreams"][0]["pool"]["max_sessions"] == 1024  # defaults included
+    assert doc["upstreams"][0]["era"] == "auto"  # probed at run time (/readyz and /metrics show the verdict)
     assert doc["calls"]["gather_window_ms"] == 50
     assert doc["admin"] == {"listen": None, "token_file": None}  # a path names the secret: shown
     assert doc["tracing"]["otlp_endpoint"] == "http://<redacted>@collector:4318/v1?api_key=<redacted>&x=1"
@@ -175,3 +178,16 @@ async def test_an_empty_key_directory_or_a_missing_key_file_flag_stops_the_start
     flag = await peers.run_once(argv, limit_s=30, cwd=tmp_path)
     assert flag.returncode == 2
     assert f"keys: key from {tmp_path / 'nope'}: cannot read (No such file or directory)" in flag.stderr
+
+
+async def test_effective_configuration_shows_the_era_the_transport_decides() -> None:
+    config = Config(
+        upstreams=(
+            UpstreamConfig(name="a", url="http://x/mcp"),
+            UpstreamConfig(name="b", url="http://x/sse", transport="sse"),
+            UpstreamConfig(name="c", command="srv", transport="stdio"),
+            UpstreamConfig(name="d", url="http://y/mcp", era="modern"),
+        )
+    )
+    doc = yaml.safe_load(effective_yaml(config))
+    assert [u["era"] for u in doc["upstreams"]] == ["auto", "legacy", "legacy", "modern"]

@@ -143,9 +143,34 @@ BROKEN = [
     ("transport", "upstreams: [{name: a, url: 'http://x/', transport: ws}]", "upstreams.0.transport", "'ws'"),
     (
         "protocol-version",
-        "upstreams: [{name: a, url: 'http://x/', protocol_versions: [2025-11-25, 2026-07-28]}]",
+        "upstreams: [{name: a, url: 'http://x/', protocol_versions: [2025-11-25, 2027-01-01]}]",
         "upstreams.0.protocol_versions.1",
-        "'2026-07-28' is not one of",
+        "'2027-01-01' is not one of",
+    ),
+    ("era", "upstreams: [{name: a, url: 'http://x/', era: future}]", "upstreams.0.era", "'future'"),
+    (
+        "era-modern-sse",
+        "upstreams: [{name: a, url: 'http://x/sse', transport: sse, era: modern}]",
+        "upstreams.0",
+        "is legacy by definition",
+    ),
+    (
+        "era-modern-stdio",
+        "upstreams: [{name: a, command: srv, era: modern}]",
+        "upstreams.0",
+        "not supported yet",
+    ),
+    (
+        "only-2026-stdio",
+        "upstreams: [{name: a, command: srv, protocol_versions: [2026-07-28]}]",
+        "upstreams.0",
+        "protocol_versions: [2026-07-28] needs transport streamable-http",
+    ),
+    (
+        "era-legacy-lists-2026",
+        "upstreams: [{name: a, url: 'http://x/', era: legacy, protocol_versions: [2026-07-28, 2025-11-25]}]",
+        "upstreams.0.protocol_versions",
+        "2026-07-28 is listed but era is legacy",
     ),
     (
         "no-protocol-versions",
@@ -399,6 +424,20 @@ def test_unquoted_dates_stay_strings_and_versions_are_offered_newest_first(tmp_p
         tmp_path, "upstreams: [{name: a, url: 'http://x/', protocol_versions: [2024-11-05, 2025-06-18]}]"
     )
     assert cfg.upstreams[0].protocol_versions == ("2025-06-18", "2024-11-05")
+
+
+def test_era_defaults_to_auto_and_2026_in_protocol_versions_says_modern(tmp_path: Path) -> None:
+    cfg = load_text(
+        tmp_path, "upstreams: [{name: a, url: 'http://x/'}, {name: b, url: 'http://y/', era: legacy}]"
+    )
+    assert [u.era for u in cfg.upstreams] == ["auto", "legacy"]
+    only = load_text(tmp_path, "upstreams: [{name: a, url: 'http://x/', protocol_versions: [2026-07-28]}]")
+    assert only.upstreams[0].era == "modern"
+    assert only.upstreams[0].protocol_versions == PROTOCOL_VERSIONS  # legacy ones: never offered, default
+    both = load_text(
+        tmp_path, "upstreams: [{name: a, url: 'http://x/', protocol_versions: [2026-07-28, 2025-06-18]}]"
+    )
+    assert (both.upstreams[0].era, both.upstreams[0].protocol_versions) == ("auto", ("2025-06-18",))
 
 
 def test_transport_defaults_from_url_or_command(tmp_path: Path) -> None:

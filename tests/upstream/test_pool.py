@@ -433,3 +433,23 @@ async def test_without_reuse_every_call_gets_a_fresh_session(factory: Factory, c
     assert s2 is not s1
     await settle()
     assert factory.opened[0].closed == 1
+
+
+async def test_lost_sessions_and_failed_opens_are_reported(factory: Factory, clock: Clock) -> None:
+    """What makes upstream/era.py probe an upstream again: a session that died under the pool, or one
+    that could not be opened (the server may have been replaced by one of another era). A live session
+    closed on purpose is no such sign."""
+    lost: list[str] = []
+    pool = SessionPool("github", factory, max_sessions=4, idle_ttl=60.0, clock=clock, on_lost=lost.append)
+    live = await pool.acquire(KEY_A)
+    pool.release(KEY_A, live, reusable=False)
+    assert lost == []
+    dead = await pool.acquire(KEY_A)
+    factory.opened[1].alive = False
+    pool.release(KEY_A, dead, reusable=True)
+    assert lost == ["a session died"]
+    factory.fail = UpstreamError("initialize refused: HTTP 400")
+    with pytest.raises(UpstreamError):
+        await pool.acquire(KEY_A)
+    assert lost[-1] == "could not open a session: initialize refused: HTTP 400"
+    await settle()

@@ -39,7 +39,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
 import aiohttp
 import structlog
@@ -56,7 +55,7 @@ from proxy.front.legacy.bridge_wire import declared_capabilities, initialize_res
 from proxy.front.legacy.quota import SessionQuota
 from proxy.handle import HandleCodec, HandleError
 from proxy.handle.session_ids import LegacySession, open_session, seal_session
-from proxy.upstream.base import UpstreamAuthChallenge, UpstreamError, UpstreamSession
+from proxy.upstream.base import UpstreamAuthChallenge, UpstreamError
 from proxy.upstream.connect import open_upstream_session
 from proxy.upstream.propagation import detach_from_request
 from proxy.upstream.router import NoCallAnswer
@@ -64,22 +63,7 @@ from proxy.wire import jsonrpc, mcp
 
 log = structlog.get_logger("proxy.front.legacy_bridge")
 
-
-async def open_dedicated(
-    http: aiohttp.ClientSession,
-    config: UpstreamConfig,
-    *,
-    versions: tuple[str, ...],
-    capabilities: Mapping[str, Any],
-    headers: Mapping[str, str],
-    no_call: NoCallAnswer,
-) -> UpstreamSession:
-    """A new, initialized session to an `sse`/`stdio` upstream for one legacy client. Raises UpstreamError."""
-    if config.transport not in ("sse", "stdio"):
-        raise UpstreamError(f"transport {config.transport!r} is not bridged")
-    return await open_upstream_session(
-        http, config, versions=versions, capabilities=capabilities, headers=headers, no_call=no_call
-    )
+BRIDGED = ("sse", "stdio")  # the upstream transports whose legacy clients the bridge serves
 
 
 class LegacyBridge:
@@ -213,8 +197,11 @@ class LegacyBridge:
         challenge: Callable[[str | None], str | None] | None,
     ) -> web.StreamResponse:
         principal = bridged.principal
+        if config.transport not in BRIDGED:  # the relay hands the bridge no other (relay.py)
+            detail = f"transport {config.transport!r} is not bridged"
+            return error_response(502, unavailable_message(config.name, detail))
         try:
-            bridged.session = await open_dedicated(
+            bridged.session = await open_upstream_session(
                 self._clients.get(config.name, self._http),
                 config,
                 versions=offered_versions(msg.params.get("protocolVersion"), config.protocol_versions),
@@ -273,4 +260,4 @@ class LegacyBridge:
             await asyncio.gather(*(self._forget(b, why) for b, why in doomed), return_exceptions=True)
 
 
-__all__ = ["BridgeSettings", "LegacyBridge", "open_dedicated"]
+__all__ = ["BridgeSettings", "LegacyBridge"]

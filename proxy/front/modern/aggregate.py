@@ -23,6 +23,7 @@ from proxy.routes.policy import Grant, judge
 from proxy.routes.table import Member, Route
 from proxy.tasks.front import TaskFront
 from proxy.translate.request import ModernRequest
+from proxy.upstream.pool import PoolKey
 from proxy.wire import jsonrpc, mcp
 
 log = structlog.get_logger("proxy.routes")
@@ -164,14 +165,17 @@ class AggregateFront:
                 return Routed(entry.member.upstream, req)
         return _refused(msg, line, "unknown_ref", "Unknown completion reference on this route")
 
-    def uri_owner(self, route: Route, key_for: KeyFor) -> Callable[[str], Awaitable[str | None]]:
-        """For `subscriptions/listen` on `route`: the upstream that listed a URI (None: none did)."""
+    def listen(
+        self, route: Route, key_for: KeyFor
+    ) -> tuple[list[tuple[str, PoolKey]], Callable[[str], Awaitable[str | None]]]:
+        """For `subscriptions/listen` on `route`: every upstream with the client's key there, and which of
+        them listed a URI (None: none did)."""
 
         async def owner(uri: str) -> str | None:
             entry = await self.lists.owner(route, "resources/list", uri, key_for)
             return None if entry is None else entry.member.upstream
 
-        return owner
+        return [(m.upstream, key_for(m.upstream)) for m in route.members], owner
 
     async def _template(self, route: Route, template: str, key_for: KeyFor) -> Entry | None:
         entry = await self.lists.owner(route, "resources/templates/list", template, key_for)

@@ -25,6 +25,7 @@ from proxy.calls.outcomes import (
     OwnerGone,
 )
 from proxy.calls.service import CallService
+from proxy.calls.wording import unavailable_answer
 from proxy.config import FrontConfig, UpstreamConfig
 from proxy.front.address import client_address
 from proxy.front.checks import InputLimits, Refusal, check_modern
@@ -34,6 +35,7 @@ from proxy.front.modern.listen import ListenFront
 from proxy.front.modern.outcome import answer
 from proxy.front.modern.peer_route import check_peer_request, key_not_held
 from proxy.front.modern.plain import PlainRequests
+from proxy.front.modern.relay import NativeRelay
 from proxy.front.oauth import OAuthFront
 from proxy.front.peers import FORWARD_PREFIX, PeerLost, Peers, PeerUnreachable
 from proxy.front.principal import Resolver
@@ -43,6 +45,7 @@ from proxy.routes.table import Route as AggregatedRoute
 from proxy.tasks.front import TaskFront
 from proxy.translate.request import ModernRequest
 from proxy.upstream.base import UpstreamAuthChallenge
+from proxy.upstream.modern import NotModern
 from proxy.upstream.pool import PoolKey, SessionPool
 from proxy.wire import jsonrpc, mcp
 from proxy.wire.jsonrpc import ErrorObject
@@ -80,8 +83,10 @@ class ModernFront:
         tasks: TaskFront | None = None,  # the Tasks extension (proxy/tasks); None: no tasks
         listen: ListenFront | None = None,  # subscriptions/listen (listen.py); None: not served
         oauth: OAuthFront | None = None,  # OAuth (front/oauth.py); None: upstream 401s are plain errors
+        relay: NativeRelay | None = None,  # to 2026-07-28 upstreams (relay.py); None: all taken as legacy
         aggregate: AggregateFront | None = None,  # aggregated routes (aggregate.py); None: none configured
     ) -> None:
+        self._relay = relay
         self._oauth = oauth
         self._aggregate = aggregate
         self._state = state
@@ -133,9 +138,8 @@ class ModernFront:
         if forwarded and req.request_state is None and msg.method not in mcp.TASK_METHODS:
             raise Refusal(400, ErrorObject(jsonrpc.INVALID_REQUEST, "The peer route only takes retries"))
         self.rate.check(principal)  # a forwarded retry counts here too: this replica does its work
-        if (
-            route is not None and self._aggregate is not None
-        ):  # after the rate: a bare name may list upstreams
+        # An aggregated route: after the rate check, as resolving a bare name may list the upstreams.
+        if route is not None and self._aggregate is not None:
             routed = await self._aggregate.route(
                 route, req, principal=principal, grant=grant, key_for=key_for, line=line
             )
@@ -153,11 +157,14 @@ class ModernFront:
                     "replica will take it)",
                 ),
             )
+        relay = self._relay if own is None else None  # never a route's own answers (lists, discover)
+        if relay and relay.takes(upstream, req.request) and await relay.modern(upstream, key.forwarded):
+            relayed = await self._relayed(request, upstream, req=req, key=key, principal=principal, line=line)
+            if relayed is not None:
+                return relayed  # else the upstream turned out legacy: on the legacy way below
         if msg.method == mcp.LISTEN and self._listen is not None:  # a long-lived stream of its own
-            members, owner_of = None, None
-            if route is not None and self._aggregate is not None:  # every upstream's notifications
-                members = [(m.upstream, key_for(m.upstream)) for m in route.members]
-                owner_of = self._aggregate.uri_owner(route, key_for)
+            aggregate = self._aggregate  # on a route: every upstream's notifications
+            members, owner_of = aggregate.listen(route, key_for) if aggregate and route else (None, None)
             return await self._listen.serve(
                 request,
                 upstream=upstream,
@@ -201,6 +208,36 @@ class ModernFront:
             return await self._forward_to_owner(
                 answer, request, body, msg.id, line=line, replier=replier, dispatch=dispatch
             )
+        return await replier.finish(answer, 404 if _is_unknown_method(answer) else 200)
+
+    async def _relayed(
+        self,
+        request: web.Request,
+        upstream: str,
+        *,
+        req: ModernRequest,
+        key: PoolKey,
+        principal: str,
+        line: dict[str, Any],
+    ) -> web.StreamResponse | None:
+        """The native relay's answer (relay.py); None when the upstream answered as a legacy server and the
+        era probed again says legacy (nothing was processed: the request goes the legacy way)."""
+        assert self._relay is not None
+        replier = Replier(request)
+        work = self._relay.relay(
+            request, upstream, req, principal=principal, forwarded=key.forwarded, replier=replier, line=line
+        )
+        try:
+            answer = await self._with_keepalive(replier, work)
+            assert not isinstance(answer, Forward)  # nothing of a relayed call is held by a replica
+        except NotModern as exc:
+            self._relay.eras.suspect(upstream, f"a modern request was answered the legacy way: {exc}")
+            if not replier.started and not await self._relay.modern(upstream, key.forwarded):
+                line.pop("upstream_era", None)
+                return None
+            answer = unavailable_answer(req.request.id, upstream, exc, line)
+        except UpstreamAuthChallenge as exc:
+            answer = self._challenged(request, upstream, req.request.id, exc, replier=replier, line=line)
         return await replier.finish(answer, 404 if _is_unknown_method(answer) else 200)
 
     async def _forward_to_owner(

@@ -509,7 +509,13 @@ async def test_three_replicas_behind_nginx_serve_the_aggregate() -> None:
 
             results = await asyncio.gather(*(flow(i) for i in range(12)))
             assert results == [f"accept:r{i}" for i in range(12)]
-            lines = [line for r in group.replicas for line in log_lines(r) if line.get("event") == "request"]
+            for _ in range(50):  # bounded: a request's line is written just after its response
+                lines = [
+                    line for r in group.replicas for line in log_lines(r) if line.get("event") == "request"
+                ]
+                if any(line.get("forwarded_by") and line.get("route") == "fleet" for line in lines):
+                    break
+                await asyncio.sleep(0.1)
             assert any(line.get("forwarded_by") and line.get("route") == "fleet" for line in lines)
 
 

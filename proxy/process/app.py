@@ -294,7 +294,8 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
     principal = resolver(config.principal)
     app[OAUTH] = OAuthFront.from_config(config, app[PREPARED], http, clients)
     judges, ring = app[OAUTH].upstream_judges, lambda: app[CODEC].ring
-    lists = RouteLists(pools, ring, app[ROUTES], tasks, observer=app[METRICS], judges=judges)
+    relay = NativeRelay.from_config(config, clients, eras, app[CODEC])
+    lists = RouteLists(pools, ring, app[ROUTES], tasks, observer=app[METRICS], judges=judges, relay=relay)
     app[FRONT] = Endpoint(
         front=config.front,
         upstreams=upstreams,
@@ -320,7 +321,7 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
             tasks=tasks,
             listen=ListenFront(front=config.front, pools=pools, state=app[STATE], tasks=tasks),
             oauth=app[OAUTH],
-            relay=NativeRelay.from_config(config, clients, eras, app[CODEC]),
+            relay=relay,
             aggregate=AggregateFront(lists, tasks) if config.routes else None,
         ),
         tracing=app[TRACING],

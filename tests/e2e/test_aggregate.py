@@ -640,3 +640,42 @@ async def test_a_host_name_routes_mcp_to_an_aggregated_route(fastmcp_url: str) -
             body = client.body("tools/list")
             reply = await client.send(body, {**client.headers(body), "Host": host})
             assert reply.result["tools"][0]["name"] == first  # the route's names, else the first upstream's
+
+
+@pytest.mark.parametrize("kind", ["fastmcp4", "mcp2"])
+async def test_legacy_and_modern_upstreams_mix_in_one_route(fastmcp_url: str, kind: str) -> None:
+    """FastMCP 1.30 (legacy) beside FastMCP 4.2.3 (two eras) or the mcp 2.3.0 server (2026-07-28 only): one
+    list, one discover; a modern upstream's calls take the native relay under its own name (its own
+    `input_required`, its requestState bound by the proxy), a legacy one's the MRTR way."""
+    start = peers.start_fastmcp4() if kind == "fastmcp4" else peers.start_mcp2_server()
+    route = RouteConfig("mix", (RouteMember("fast"), RouteMember("modern")))
+    async with (
+        start as modern,
+        running_proxy(
+            fastmcp_url,
+            names=("fast",),
+            extra=(UpstreamConfig(name="modern", url=str(modern)),),
+            routes=(route,),
+        ) as proxy,
+        aiohttp.ClientSession() as http,
+    ):
+        client = RawClient(
+            proxy.url.replace("/mcp", "/servers/mix/mcp"), http, capabilities=dict(NO_ROOTS_CAPS)
+        )
+        names, _ = await all_names(client)
+        assert {"fast__ask_name", "modern__echo", "modern__guard_name"} <= set(names)
+        assert names.index("fast__echo") < names.index("modern__echo")  # route order
+        discover = (await client.request("server/discover")).result
+        assert {"tools", "prompts"} <= set(discover["capabilities"])
+        first = await client.call("modern__guard_name")
+        assert first.result["resultType"] == "input_required" and list(first.result["inputRequests"]) == [
+            "name"
+        ]
+        state = {"requestState": first.result["requestState"]} if "requestState" in first.result else {}
+        done = await client.call("modern__guard_name", inputResponses={"name": accept_name("Ada")}, **state)
+        assert text_of(done) == "hello:Ada"
+        asked = await client.call("fast__ask_name")
+        final = await client.retry(asked, {"elicit-1": accept_name("Bo")}, "fast__ask_name")
+        assert text_of(final) == "accept:Bo"
+        ready = await (await http.get(proxy.url.replace("/mcp", "/readyz"))).json()
+        assert ready["routes"]["mix"]["upstreams"] == {"fast": "listed", "modern": "listed"}

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 import structlog
 
 from proxy.front.modern.plain import complete
+from proxy.front.modern.relay import NativeRelay
 from proxy.handle import HandleError, KeyRing
 from proxy.routes.cursor import ListPosition, open_cursor, seal_cursor
 from proxy.routes.health import RouteHealth
@@ -35,6 +36,11 @@ log = structlog.get_logger("proxy.routes")
 KeyFor = Callable[[str], PoolKey]  # the client's pool key at one upstream (its forwarded headers differ)
 MAX_PAGES = 100  # pages of one upstream read to index its names
 REFRESH_EVERY = 1.0  # seconds: an unknown name refreshes the index at most this often
+PROXY_META = {  # a 2026-07-28 request of the proxy's own (indexing a modern upstream's names)
+    mcp.META_PROTOCOL_VERSION: mcp.MODERN_VERSION,
+    mcp.META_CLIENT_INFO: {"name": "mrtr-proxy", "version": "1"},
+    mcp.META_CLIENT_CAPABILITIES: {},
+}
 UNAUTHORIZED = "unauthorized"  # the upstream refused this client's credentials: left out of its answer only
 INDEX_TTL = 30.0  # seconds: how long a list trusts the index of who listed a key first
 
@@ -60,9 +66,11 @@ class RouteLists:
         *,
         observer: LeftOutObserver | None = None,
         judges: Callable[[str], bool] = lambda _: False,  # OAuthFront.upstream_judges
+        relay: NativeRelay | None = None,  # to the modern (2026-07-28) upstreams of a route
     ) -> None:
         self._pools = pools
         self._judges = judges
+        self._relay = relay
         self._ring = ring
         self._health = health
         self._tasks = tasks
@@ -92,9 +100,12 @@ class RouteLists:
             line.update(outcome=f"failed:{jsonrpc.INVALID_PARAMS}", reason="cursor_out_of_range")
             return jsonrpc.error(msg.id, jsonrpc.INVALID_PARAMS, "Invalid cursor")
         params = {k: v for k, v in req.upstream_params.items() if k != "cursor"}
+        meta = msg.params.get("_meta")  # the client's own, for a modern upstream
         todo = pending(route, start)
         answered, owners = await asyncio.gather(
-            asyncio.gather(*(self._page(route, m, msg.method, params, c, key_for=key_for) for m, c in todo)),
+            asyncio.gather(
+                *(self._page(route, m, msg.method, params, c, key_for=key_for, meta=meta) for m, c in todo)
+            ),
             self._owners(route, msg.method, key_for),  # at the same time: the list waits for the slower
         )
 
@@ -114,7 +125,8 @@ class RouteLists:
         self, route: Route, msg: jsonrpc.Request, key_for: KeyFor, line: dict[str, Any]
     ) -> jsonrpc.Response:
         """The aggregate as one server: capabilities the union, instructions under each upstream's name."""
-        infos = await asyncio.gather(*(self._info(route, m, key_for) for m in route.members))
+        meta = msg.params.get("_meta")
+        infos = await asyncio.gather(*(self._info(route, m, key_for, meta) for m in route.members))
         reached = [(m, info) for m, info in zip(route.members, infos, strict=True) if info is not None]
         if not reached:
             line["outcome"] = f"failed:{jsonrpc.UPSTREAM_FAILED}"
@@ -214,12 +226,15 @@ class RouteLists:
         cursor: str | None,
         *,
         key_for: KeyFor,
+        meta: object = None,
     ) -> Answered:
         wanted = {**params, "cursor": cursor} if cursor is not None else dict(params)
-        pool = self._pools[member.upstream]
+        key = key_for(member.upstream)
         try:
             async with asyncio.timeout(route.list_timeout):
-                reply = await pool.request(key_for(member.upstream), method, wanted, route.list_timeout)
+                reply = await self._ask(
+                    member.upstream, key, method, wanted, meta=meta, timeout=route.list_timeout
+                )
         except TimeoutError:
             return Answered(member, None, "timeout")
         except PoolExhausted:
@@ -235,14 +250,44 @@ class RouteLists:
             return Answered(member, None, f"error:{reply.error.code}")
         return Answered(member, reply.result)
 
-    async def _info(self, route: Route, member: Member, key_for: KeyFor) -> ServerInfo | None:
+    async def _modern(self, upstream: str, key: PoolKey) -> bool:
+        return self._relay is not None and await self._relay.modern(upstream, key.forwarded)
+
+    async def _ask(
+        self,
+        upstream: str,
+        key: PoolKey,
+        method: str,
+        params: Mapping[str, Any],
+        *,
+        meta: object,
+        timeout: float,
+    ) -> jsonrpc.Response:
+        """`method` of one upstream: on a legacy session of the client's key, or to a modern upstream as a
+        2026-07-28 request carrying the client's `_meta` (the proxy's own when it has none)."""
+        if self._relay is None or not await self._modern(upstream, key):
+            return await self._pools[upstream].request(key, method, params, timeout)
+        body = {**params, "_meta": meta if isinstance(meta, dict) else PROXY_META}
+        return await self._relay.plain(upstream, jsonrpc.Request(0, method, body), key.forwarded, timeout)
+
+    async def _info(
+        self, route: Route, member: Member, key_for: KeyFor, meta: object = None
+    ) -> ServerInfo | None:
         pool, key = self._pools[member.upstream], key_for(member.upstream)
         try:
             async with asyncio.timeout(route.list_timeout):
-                if self._judges(member.upstream):  # as on its own route: its cache answers no one it refuses
-                    pool.release(key, await pool.acquire(key), reusable=True)
-                info = await pool.server_info(key)
-        except (TimeoutError, UpstreamError, PoolExhausted) as exc:
+                if await self._modern(member.upstream, key):
+                    reply = await self._ask(
+                        member.upstream, key, "server/discover", {}, meta=meta, timeout=route.list_timeout
+                    )
+                    info = _discovered(reply)
+                else:
+                    if self._judges(
+                        member.upstream
+                    ):  # as on its own route: its cache answers none it refuses
+                        pool.release(key, await pool.acquire(key), reusable=True)
+                    info = await pool.server_info(key)
+        except (TimeoutError, UpstreamError, PoolExhausted, ValueError) as exc:
             why = "timeout" if isinstance(exc, TimeoutError) else "unavailable"
             self._left_out(
                 route, member.upstream, UNAUTHORIZED if isinstance(exc, UpstreamAuthChallenge) else why
@@ -278,3 +323,12 @@ class RouteLists:
                 dropped=clash.dropped,
                 hint="prefix_mode never: the first upstream in route order keeps the name",
             )
+
+
+def _discovered(reply: jsonrpc.Response) -> ServerInfo:
+    """A modern upstream's `server/discover` result as what the route's discover reads (ValueError: none)."""
+    if not isinstance(reply, jsonrpc.Result):
+        raise ValueError(f"server/discover answered {reply.error.code}")
+    caps, text = reply.result.get("capabilities"), reply.result.get("instructions")
+    caps = {k: v for k, v in caps.items() if k != "extensions"} if isinstance(caps, dict) else {}
+    return ServerInfo(mcp.MODERN_VERSION, caps, {}, text if isinstance(text, str) else None)

@@ -158,6 +158,16 @@ class NativeRelay:
             return unavailable_answer(msg.id, upstream, exc, line)
         return self._answer(upstream, msg, answer, principal, line, bound=bound)
 
+    async def plain(
+        self, upstream: str, msg: jsonrpc.Request, forwarded: tuple[tuple[str, str], ...], timeout: float
+    ) -> jsonrpc.Response:
+        """A request whose answer is all that matters (an aggregated route's lists and discover), sent as
+        it is. Raises as `modern.post` does."""
+        up = self._upstreams[upstream]
+        assert up.url is not None  # a modern upstream is a Streamable HTTP one
+        target = ModernTarget(up.url, {**up.headers, **dict(forwarded)}, timeout=timeout)
+        return await post(self._clients[upstream], target, msg)
+
     def _unwrap(self, upstream: str, msg: jsonrpc.Request, token: str, principal: str) -> str:
         state = open_relay_state(self._codec, token, self._clock())
         check_relay_state(state, upstream=upstream, principal=principal, target=_target(msg))

@@ -158,7 +158,7 @@ def scopes_of(claims: Mapping[str, Any]) -> frozenset[str]:
 def _b64json(part: str) -> Any:
     try:
         return json.loads(base64.urlsafe_b64decode(part + "=" * (-len(part) % 4)))
-    except (ValueError, binascii.Error):
+    except (ValueError, binascii.Error, RecursionError):  # RecursionError: '[' nested thousands deep
         return None
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 from typing import Any
 
 import pytest
@@ -163,3 +164,12 @@ def test_keyset_ignores_encryption_keys_and_mismatched_algs() -> None:
     assert keys.find(rs_on_ec) is None
     with pytest.raises(JwksUnavailable):
         KeySet({"no": "keys"})
+
+
+def test_a_deeply_nested_jose_header_is_invalid_token_not_a_recursion_error() -> None:
+    """5,500 nested '[' as the JOSE header was an uncaught RecursionError: HTTP 500 before authentication."""
+    for raw in (b"[" * 5500, b'{"a":' * 1200):
+        head = base64.urlsafe_b64encode(raw).decode().rstrip("=")
+        with pytest.raises(Rejected) as info:
+            jose_header(f"{head}.eyJzdWIiOiJhbGljZSJ9.c2ln", frozenset({"RS256"}))
+        assert (info.value.status, info.value.error, info.value.reason) == (401, "invalid_token", "not_a_jwt")

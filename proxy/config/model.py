@@ -91,6 +91,7 @@ class FrontConfig:
     idle_timeout_s: float = 15
     max_connections: int = 1024
     client_address_header: str | None = None
+    trusted_hops: int = 1
     legacy_sessions_per_principal: int = 64
     legacy_sessions_per_address: int = 256
 

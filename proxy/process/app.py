@@ -24,6 +24,7 @@ from proxy.calls.service import CallService
 from proxy.cluster.agreement import KEYS_PATH, PeerKeyCheck
 from proxy.cluster.keys import configured_staged_keys, promote_due_key
 from proxy.config import Config
+from proxy.front.address import AddressSource
 from proxy.front.cors import Cors
 from proxy.front.cors import middleware as cors_middleware
 from proxy.front.endpoint import Endpoint
@@ -272,7 +273,7 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
         per_principal=config.front.legacy_sessions_per_principal,
         per_address=config.front.legacy_sessions_per_address,
     )
-    address_header = config.front.client_address_header
+    addresses = AddressSource.from_config(config.front)
     bridge = LegacyBridge(
         http,
         app[CODEC],
@@ -281,7 +282,7 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
         settings=settings,
         state=app[STATE],
         quota=quota,
-        address_header=address_header,
+        addresses=addresses,
         clients=clients,
     )
     upstreams = {u.name: u for u in config.upstreams}
@@ -298,7 +299,7 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
             bridge=bridge,
             clients=clients,
             quota=quota,
-            address_header=address_header,
+            addresses=addresses,
         ),
         modern=ModernFront(
             front=config.front,

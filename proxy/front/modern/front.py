@@ -27,7 +27,7 @@ from proxy.calls.outcomes import (
 from proxy.calls.service import CallService
 from proxy.calls.wording import unavailable_answer
 from proxy.config import FrontConfig, UpstreamConfig
-from proxy.front.address import client_address
+from proxy.front.address import AddressSource
 from proxy.front.checks import InputLimits, Refusal, check_modern
 from proxy.front.modern.limits import RateGate
 from proxy.front.modern.listen import ListenFront
@@ -156,7 +156,7 @@ class ModernFront:
                 local_only=local_only,
                 owner_gone=owner_gone,
                 link=link,
-                address=client_address(request.headers, request.remote, self._front.client_address_header),
+                address=AddressSource.from_config(self._front).of(request),
             )
             try:
                 return await self._with_keepalive(replier, work)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from proxy.front.address import client_address
 from proxy.front.legacy.quota import SessionQuota
 
 
@@ -40,11 +39,3 @@ def test_relayed_sessions_expire_unless_used() -> None:
     clock.now += 3
     assert quota.refusal("up", "p", "", 10) is None  # 11 s unused: forgotten
     assert len(quota) == 0
-
-
-def test_client_address() -> None:
-    headers = {"X-Forwarded-For": "6.6.6.6, 10.0.0.7"}
-    assert client_address(headers, "10.1.1.1", None) == "10.1.1.1"
-    assert client_address(headers, "10.1.1.1", "X-Forwarded-For") == "10.0.0.7"  # what the ingress saw
-    assert client_address({}, "10.1.1.1", "X-Forwarded-For") == "10.1.1.1"
-    assert client_address({}, None, None) == ""

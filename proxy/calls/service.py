@@ -183,7 +183,6 @@ class CallService(Takeover, Draining):
             raise
         if failed is not None:
             return failed
-        self._registry.prove(call.principal)
         sink = scoped_sink(notify, req.params, req.log_level, call.id)
         return await self._drive(call, sink, yield_after=yield_after)
 
@@ -207,10 +206,7 @@ class CallService(Takeover, Draining):
         problem = invalid_responses(call.exchange, responses)
         if problem is not None:
             return Failed(problem)
-        failed = await asyncio.shield(self._deliver(call, responses))
-        if failed is None:
-            self._registry.prove(call.principal)
-        return failed
+        return await asyncio.shield(self._deliver(call, responses))
 
     async def cancel(self, call: LiveCall, reason: str) -> None:
         """End a call for its client: pending requests answered, the upstream told, the session dropped."""

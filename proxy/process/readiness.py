@@ -104,7 +104,11 @@ async def _probe_eras(app: web.Application, reachable: list[str], timeout: float
 
 async def readyz(request: web.Request) -> web.Response:
     """Ready: keys loaded (always, once started), not draining, and at least one upstream reachable. One
-    upstream down does not take a gateway out of rotation for the others: the body says which is down."""
+    upstream down does not take a gateway out of rotation for the others: the body says which is down.
+    Saturation is not unreadiness: a full replica still serves plain calls, retries of its parked calls and
+    new calls as room frees, and when every replica is full a Service that routes on readiness would have no
+    endpoints left, so plain calls that worked would fail too. It is said in the body (`saturated`), in
+    `mrtr_proxy_saturated`, and to each refused call (503 -31003, which a balancer may retry elsewhere)."""
     app = request.app
     upstreams = app[CONFIG].upstreams
     commands = app[STATE].commands
@@ -127,6 +131,6 @@ async def readyz(request: web.Request) -> web.Response:
         return web.json_response({"status": "checking peers' keys", **body}, status=503)
     if agreement.verdict == "mismatch" and app[CONFIG].replica.key_mismatch == "unready":
         return web.json_response({"status": "key_mismatch", **body}, status=503)
-    if full := saturation(app[CALLS], app[POOLS]):  # full: a load balancer steers new calls elsewhere
-        return web.json_response({"status": "saturated", **body, "saturated": full}, status=503)
+    if full := saturation(app[CALLS], app[POOLS]):
+        body["saturated"] = full
     return web.json_response({"status": "ready", **body})

@@ -227,6 +227,7 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
             reuse=up.pool.reuse_sessions,
             acquire_timeout=up.pool.acquire_timeout_s,
             on_lost=functools.partial(eras.suspect, up.name),
+            max_per_principal=up.pool.max_sessions_per_principal,
         )
         for up in config.upstreams
     }

@@ -345,7 +345,7 @@ def test_defaults_are_filled_with_no_file() -> None:
     assert (
         up.protocol_versions == PROTOCOL_VERSIONS == ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
     )
-    assert up.pool == PoolConfig(1024, 300)
+    assert up.pool == PoolConfig(1024, 0, 300)
     assert up.timeouts == TimeoutsConfig(10, 30)
     assert dict(up.headers) == {} and dict(up.env) == {}
     assert cfg.upstream("default") is up is cfg.default_upstream
@@ -721,3 +721,19 @@ def test_arbitrary_documents_never_crash(
     except ConfigError as exc:
         assert exc.problems
         assert all(": " in p for p in exc.problems)
+
+
+def test_stdio_pools_default_to_a_machine_sized_bound(tmp_path: Path) -> None:
+    """Issue 29 item 9: a stdio session is a child process (~55 MiB for FastMCP 1.30): 32 per upstream
+    and 4 per principal by default, where an HTTP upstream keeps 1024 and no per-principal cap."""
+    path = tmp_path / "proxy.yaml"
+    path.write_text(
+        "upstreams:\n"
+        "  - {name: kids, command: python3}\n"
+        "  - {name: raised, command: python3, pool: {max_sessions: 64}}\n"
+        "  - {name: web, url: 'http://127.0.0.1:1/mcp'}\n"
+    )
+    kids, raised, web = load_config(path, env={}).upstreams
+    assert (kids.pool.max_sessions, kids.pool.max_sessions_per_principal) == (32, 4)
+    assert (raised.pool.max_sessions, raised.pool.max_sessions_per_principal) == (64, 4)
+    assert (web.pool.max_sessions, web.pool.max_sessions_per_principal) == (1024, 0)

@@ -173,7 +173,9 @@ class LegacyBridge:
                 503, "This proxy replica is shutting down; initialize again (another replica serves it)"
             )
         address = self._addresses.of(request)
-        refusal = self._quota.refusal(config.name, principal, address, config.pool.max_sessions)
+        refusal = self._quota.refusal(
+            config.name, principal, address, config.pool.max_sessions, config.pool.max_sessions_per_principal
+        )
         if refusal is not None:
             log.info("legacy_bridge.refused", upstream=config.name, reason=refusal)
             error = jsonrpc.Error(msg.id, too_many_calls(refusal))

@@ -109,7 +109,9 @@ class LegacyRelay:
             return _error(400, "Missing Mcp-Session-Id (a legacy client starts with initialize)")
         elif quota is not None:
             address = self._addresses.of(request)
-            refusal = quota.refusal(upstream, principal, address, config.pool.max_sessions)
+            refusal = quota.refusal(
+                upstream, principal, address, config.pool.max_sessions, config.pool.max_sessions_per_principal
+            )
             if refusal is not None:
                 error = jsonrpc.Error(msg.id, too_many_calls(refusal))
                 return web.Response(body=jsonrpc.dumps(error), content_type="application/json")

@@ -39,3 +39,18 @@ def test_relayed_sessions_expire_unless_used() -> None:
     clock.now += 3
     assert quota.refusal("up", "p", "", 10) is None  # 11 s unused: forgotten
     assert len(quota) == 0
+
+
+def test_an_upstreams_own_per_principal_cap() -> None:
+    """pool.max_sessions_per_principal (4 for stdio): counted per upstream, named in the refusal."""
+    quota = SessionQuota(per_principal=64, per_address=0, clock=Clock())
+    for i in range(2):
+        assert quota.refusal("kids", "p", "", 32, per_principal=2) is None
+        quota.opened(f"t{i}", "kids", "p", "", None)
+    refusal = quota.refusal("kids", "p", "", 32, per_principal=2) or ""
+    assert (
+        "this client holds 2 legacy sessions of upstream 'kids' (pool.max_sessions_per_principal)" in refusal
+    )
+    assert quota.refusal("other", "p", "", 32, per_principal=2) is None  # another upstream: its own count
+    quota.closed("t0")
+    assert quota.refusal("kids", "p", "", 32, per_principal=2) is None

@@ -162,9 +162,12 @@ def keygen(out: Path | None, force: bool) -> int:
     return 0
 
 
-def check_keys(config: Config, command: str, environ: Mapping[str, str] | None = None) -> int | None:
+def check_keys(
+    config: Config, command: str, environ: Mapping[str, str] | None = None, *, yaml_out: bool = False
+) -> int | None:
     """Start-up checks of `serve` and `check-config`: exit code 2 on a key problem (None: go on); warnings
-    for key files others can read and unknown `MRTR_PROXY_*` variables. Never prints key material."""
+    for key files others can read and unknown `MRTR_PROXY_*` variables. Never prints key material. With
+    `yaml_out` (`check-config --effective`) stdout is YAML only, so the keys note goes to stderr too."""
     env = os.environ if environ is None else environ
     for name in unknown_env(env, config):
         _warn(command, "config.unknown_env", f"{name} is not a setting (known: {', '.join(KNOWN_ENV)})")
@@ -180,7 +183,7 @@ def check_keys(config: Config, command: str, environ: Mapping[str, str] | None =
         return 2
     if command == "check-config":
         what = f"{count} key(s) loaded" if count else "no key configured: an ephemeral key at start"
-        print(f"keys: {what}")
+        print(f"keys: {what}", file=sys.stderr if yaml_out else sys.stdout)
     return None
 
 

@@ -14,11 +14,22 @@ from aiohttp import web
 from proxy.calls.saturation import saturation
 from proxy.cluster.agreement import Agreement, keys_detail, serve_keys
 from proxy.config import UpstreamConfig
-from proxy.process.appstate import CALLS, CODEC, CONFIG, KEY_CHECK, PEERS, POOLS, ROTATION, STATE
+from proxy.process.appstate import (
+    CALLS,
+    CODEC,
+    CONFIG,
+    KEY_CHECK,
+    PEERS,
+    POOLS,
+    ROTATION,
+    STATE,
+    UPSTREAM_HTTP,
+)
 from proxy.process.periodic import every
 from proxy.upstream.pool import no_call_answer
-from proxy.upstream.reachability import CommandChecks
+from proxy.upstream.reachability import InitializeChecks, command_answers, url_answers
 
+URL_WAIT_S = 1.5  # within the chart's 2 s probe timeout; a slower check answers the next probe
 _ADMIN = frozenset({"/healthz", "/readyz", "/metrics"})
 
 
@@ -69,15 +80,8 @@ async def healthz(_: web.Request) -> web.Response:
     return web.json_response({"status": "ok"})
 
 
-async def upstream_reachable(
-    upstream: UpstreamConfig, commands: CommandChecks | None = None, timeout: float = 1.0
-) -> bool:
-    """Can the upstream be reached: a TCP connection to a URL's host and port opens within `timeout` (no
-    MCP exchange: a probe opens no session); a stdio command starts and answers `initialize`
-    (upstream/reachability.py)."""
-    if upstream.command is not None:
-        commands = commands or CommandChecks()
-        return await commands.reachable(upstream, no_call_answer(upstream))
+async def port_open(upstream: UpstreamConfig, timeout: float = 1.0) -> bool:
+    """A TCP connection to a URL upstream's host and port opens within `timeout`."""
     parts = urlsplit(upstream.url or "")
     port = parts.port or (443 if parts.scheme == "https" else 80)
     try:
@@ -91,21 +95,41 @@ async def upstream_reachable(
     return True
 
 
+async def upstream_state(app: web.Application, upstream: UpstreamConfig) -> tuple[str, str | None]:
+    """`reachable`, `unreachable` (nothing answers) or `not initialising` (it answers, but `initialize`
+    fails), with why when it is not reachable. A stdio command: it starts and answers `initialize`. A URL:
+    its port opens within 1 s and it has answered `initialize` once since start — a session of its pool
+    did, or, until one has, the check's own session (kept RECHECK_S, see upstream/reachability.py)."""
+    checks: InitializeChecks = app[STATE].initialize_checks
+    answer = no_call_answer(upstream)
+    if upstream.command is not None:
+        problem = await checks.problem(upstream.name, lambda: command_answers(upstream, answer))
+        return ("reachable", None) if problem is None else ("unreachable", problem)
+    if not await port_open(upstream):
+        return "unreachable", "its port does not accept connections"
+    if app[POOLS][upstream.name].initialised:
+        return "reachable", None
+    http = app[UPSTREAM_HTTP][upstream.name]
+    problem = await checks.problem(upstream.name, lambda: url_answers(http, upstream, answer), URL_WAIT_S)
+    return ("reachable", None) if problem is None else ("not initialising", problem)
+
+
 async def readyz(request: web.Request) -> web.Response:
     """Ready: keys loaded (always, once started), not draining, and at least one upstream reachable. One
-    upstream down does not take a gateway out of rotation for the others: the body says which is down."""
+    upstream down does not take a gateway out of rotation for the others: the body says which is down, and
+    why (`upstream_problems`)."""
     app = request.app
     upstreams = app[CONFIG].upstreams
-    commands = app[STATE].commands
-    reachable = await asyncio.gather(*(upstream_reachable(up, commands) for up in upstreams))
+    states = await asyncio.gather(*(upstream_state(app, up) for up in upstreams))
+    reachable = [state == "reachable" for state, _ in states]
     ring, agreement = app[CODEC].ring, app[KEY_CHECK].agreement
-    body = {
+    body: dict[str, object] = {
         "key_ring": keys_detail(ring, app[ROTATION].describe(ring, time.monotonic()), agreement),
         "parked_calls": app[CALLS].registry.parked_count,
-        "upstreams": {
-            up.name: "reachable" if ok else "unreachable" for up, ok in zip(upstreams, reachable, strict=True)
-        },
+        "upstreams": {up.name: state for up, (state, _) in zip(upstreams, states, strict=True)},
     }
+    if problems := {up.name: why for up, (_, why) in zip(upstreams, states, strict=True) if why}:
+        body["upstream_problems"] = problems
     if app[STATE].draining:
         return web.json_response({"status": "draining", **body}, status=503)
     if not any(reachable):

@@ -40,6 +40,15 @@ class UpstreamAuthChallenge(UpstreamError):
         self.www_authenticate = www_authenticate
 
 
+class HttpRefused(UpstreamError):
+    """The upstream answered an HTTP error status other than 401/403 (`status`): on `initialize`, anything
+    but 400 says the URL is not a Streamable HTTP endpoint rather than that the version is unwelcome."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
 class NotDelivered(UpstreamError):
     """The upstream certainly did not process the request: the connection was refused, or the upstream no
     longer knows the session (it restarted). Safe to send again on a fresh session — nothing can run twice."""

@@ -315,6 +315,7 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
         await app[TASKS].close()
         await app[CALLS].close()
         await bridge.close()
+        await app[OAUTH].close()  # a JWKS fetch still in flight
         await app[STATE].initialize_checks.close()  # a /readyz check still running
         await app[PEERS].close()
         await asyncio.gather(*(p.close() for p in pools.values()), return_exceptions=True)

@@ -21,6 +21,7 @@ import yaml
 from proxy.cluster.keys import configured_staged_keys
 from proxy.config import Config
 from proxy.config.load import ENV_PREFIX, SHORTCUTS
+from proxy.config.schema import wildcard_host
 from proxy.handle import KeyLoadError, generate_key_b64
 from proxy.observe import logs
 
@@ -171,6 +172,19 @@ def check_keys(
     env = os.environ if environ is None else environ
     for name in unknown_env(env, config):
         _warn(command, "config.unknown_env", f"{name} is not a setting (known: {', '.join(KNOWN_ENV)})")
+    if config.replica.address is None and wildcard_host(config.replica_address):
+        _warn(
+            command,
+            "config.replica_address_wildcard",
+            f"the replica address is {config.replica_address} (from listen.host), which no other replica can "
+            "reach: "
+            + (
+                "replica.peers is set, so retries forwarded here and key checks will fail"
+                if config.replica.peers
+                else "fine for a single replica"
+            )
+            + "; set replica.address (this replica's own IP or name) before running more than one",
+        )
     for path in loose_key_files(config):
         _warn(command, "keys.file_readable_by_others", f"key file {path} is readable by others: chmod 600 it")
     problems, count = key_problems(config, env)

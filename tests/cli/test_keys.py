@@ -193,3 +193,20 @@ async def test_an_empty_key_directory_or_a_missing_key_file_flag_stops_the_start
     flag = await peers.run_once(argv, limit_s=30, cwd=tmp_path)
     assert flag.returncode == 2
     assert f"keys: key from {tmp_path / 'nope'}: cannot read (No such file or directory)" in flag.stderr
+
+
+async def test_a_replica_address_derived_from_a_wildcard_listen_host_is_warned_about(tmp_path: Path) -> None:
+    """`--listen 0.0.0.0:PORT` with no replica.address made 0.0.0.0 the owner in every handle, silently."""
+    cfg = _config(tmp_path, "{}")
+    argv = [*PROXY, "check-config", str(cfg), "--listen", "0.0.0.0:9000"]
+    alone = await peers.run_once(argv, limit_s=30)
+    assert alone.returncode == 0, alone.stderr
+    assert (
+        "mrtr-proxy: warning: the replica address is 0.0.0.0:9000 (from listen.host), which no other replica "
+        "can reach: fine for a single replica; set replica.address" in alone.stderr
+    )
+    peered = await peers.run_once([*argv, "--replica-address", "10.0.0.7:9000"], limit_s=30)
+    assert "replica address" not in peered.stderr  # set: nothing to say
+    refused = await peers.run_once([*argv, "--replica-address", "0.0.0.0:9000"], limit_s=30)
+    assert refused.returncode == 2
+    assert "replica.address: '0.0.0.0:9000' is no address another replica can reach" in refused.stderr

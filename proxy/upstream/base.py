@@ -41,12 +41,18 @@ class UpstreamAuthChallenge(UpstreamError):
 
 
 class HttpRefused(UpstreamError):
-    """The upstream answered an HTTP error status other than 401/403 (`status`): on `initialize`, anything
-    but 400 says the URL is not a Streamable HTTP endpoint rather than that the version is unwelcome."""
+    """The upstream answered an HTTP error status other than 401/403 (`status`). On `initialize`, 404 and
+    405 (`NOT_AN_ENDPOINT`) say the URL is no Streamable HTTP endpoint — not that the version is unwelcome."""
+
+    NOT_AN_ENDPOINT = frozenset({404, 405})
 
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
+
+    @property
+    def not_an_endpoint(self) -> bool:
+        return self.status in self.NOT_AN_ENDPOINT
 
 
 class NotDelivered(UpstreamError):

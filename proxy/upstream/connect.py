@@ -64,8 +64,8 @@ async def open_upstream_session(
         await session.open()
     except UpstreamError as exc:
         await session.close()
-        if isinstance(exc, HttpRefused) and upstream.transport == "streamable-http" and upstream.url:
-            raise await _sse_hint(http, upstream, upstream.url, exc) from None
+        if isinstance(exc, HttpRefused) and exc.not_an_endpoint and upstream.transport == "streamable-http":
+            raise await _sse_hint(http, upstream, upstream.url or "", exc) from None
         raise _tls_hint(upstream, exc) from None
     except BaseException:
         await session.close()
@@ -73,6 +73,7 @@ async def open_upstream_session(
     return session
 
 
+SNIFF_S = 5.0  # an HTTP+SSE server sends its endpoint event at once
 SSE_HINT = "this looks like an HTTP+SSE (2024-11-05) server: set transport: sse"
 
 
@@ -82,7 +83,7 @@ async def _sse_hint(
     """A Streamable HTTP `initialize` refused at the HTTP level (FastMCP's /sse answers POST with 405,
     Express with an HTML 404): when a GET of the same URL opens an HTTP+SSE stream, say so — the
     configuration, not the server, is wrong."""
-    timeout = min(upstream.timeouts.connect_s, upstream.timeouts.initialize_s)
+    timeout = min(upstream.timeouts.connect_s, upstream.timeouts.initialize_s, SNIFF_S)
     if await serves_http_sse(http, url, upstream.headers, timeout):
         return UpstreamError(f"{exc}; {SSE_HINT} for upstream {upstream.name!r}")
     return exc

@@ -166,9 +166,9 @@ async def negotiate(
 ) -> ServerInfo:
     """`initialize`, offering each of `versions` (newest first) until the upstream answers with one of them.
     The first offer waits at most `first_timeout` (stdio: timeouts.connect_s, the child's first answer),
-    the others `timeout`; an offer left unanswered, a connection refused, or an HTTP error other than 400
-    ends the negotiation (a silent or absent server, or a URL that is no MCP endpoint — 404, 405 — does not
-    fare better with the next offer).
+    the others `timeout`; an offer left unanswered, a connection refused, or an HTTP 404 or 405 ends the
+    negotiation (a silent or absent server, or a URL that is no MCP endpoint, does not fare better with the
+    next offer).
 
     Raises UpstreamError listing what each offer got (HttpRefused when an HTTP status ended it)."""
     problems = []
@@ -182,9 +182,9 @@ async def negotiate(
         except (NoAnswer, NotDelivered) as exc:  # silent, or not there at all: no other offer fares better
             problems.append(f"{version}: {exc}")
             break
-        except HttpRefused as exc:  # 400 may refuse the version; any other status refuses the URL
+        except HttpRefused as exc:  # 404/405: the URL is wrong, whatever the version; others may be the version
             problems.append(f"{version}: {exc}")
-            if exc.status != 400:
+            if exc.not_an_endpoint:
                 raise HttpRefused(exc.status, "initialize failed: " + "; ".join(problems)) from None
             continue
         except UpstreamError as exc:

@@ -182,7 +182,7 @@ async def negotiate(
         except (NoAnswer, NotDelivered) as exc:  # silent, or not there at all: no other offer fares better
             problems.append(f"{version}: {exc}")
             break
-        except HttpRefused as exc:  # 404/405: the URL is wrong, whatever the version; others may be the version
+        except HttpRefused as exc:  # 404/405: the URL is wrong, whatever the version; others may be about it
             problems.append(f"{version}: {exc}")
             if exc.not_an_endpoint:
                 raise HttpRefused(exc.status, "initialize failed: " + "; ".join(problems)) from None

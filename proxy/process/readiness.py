@@ -99,7 +99,7 @@ async def upstream_state(app: web.Application, upstream: UpstreamConfig) -> tupl
     """`reachable`, `unreachable` (nothing answers) or `not initialising` (it answers, but `initialize`
     fails), with why when it is not reachable. A stdio command: it starts and answers `initialize`. A URL:
     its port opens within 1 s and it has answered `initialize` once since start — a session of its pool
-    did, or, until one has, the check's own session (kept RECHECK_S, see upstream/reachability.py)."""
+    did, or the check's own session (a failure kept RECHECK_S, see upstream/reachability.py)."""
     checks: InitializeChecks = app[STATE].initialize_checks
     answer = no_call_answer(upstream)
     if upstream.command is not None:
@@ -107,11 +107,14 @@ async def upstream_state(app: web.Application, upstream: UpstreamConfig) -> tupl
         return ("reachable", None) if problem is None else ("unreachable", problem)
     if not await port_open(upstream):
         return "unreachable", "its port does not accept connections"
-    if app[POOLS][upstream.name].initialised:
+    if app[POOLS][upstream.name].initialised or upstream.name in checks.answered:
         return "reachable", None
     http = app[UPSTREAM_HTTP][upstream.name]
     problem = await checks.problem(upstream.name, lambda: url_answers(http, upstream, answer), URL_WAIT_S)
-    return ("reachable", None) if problem is None else ("not initialising", problem)
+    if problem is not None:
+        return "not initialising", problem
+    checks.answered.add(upstream.name)  # once since start is enough: from now on the TCP check only
+    return "reachable", None
 
 
 async def readyz(request: web.Request) -> web.Response:

@@ -78,6 +78,7 @@ class InitializeChecks:
         self._clock = clock
         self._known: dict[str, tuple[float, str | None]] = {}
         self._running: dict[str, asyncio.Task[str | None]] = {}
+        self.answered: set[str] = set()  # URL upstreams whose check once succeeded: not checked again
 
     async def problem(self, name: str, check: Check, wait: float | None = None) -> str | None:
         """None when upstream `name` answers `initialize` (by `check`, or a result under RECHECK_S old),

@@ -13,6 +13,14 @@ import aiohttp
 import peers
 import pytest
 from aiohttp import web
+from aiohttp.test_utils import TestServer
+from e2e.recording import recording_relay
+
+from proxy.config import Config, UpstreamConfig
+from proxy.handle import KeyRing
+from proxy.process.app import create_app
+from proxy.process.appstate import STATE
+from proxy.upstream.reachability import RECHECK_S, InitializeChecks
 
 PROXY = [sys.executable, "-m", "proxy"]
 FAKE = Path(__file__).parents[1] / "upstream" / "fakes" / "fake_stdio_server.py"
@@ -134,3 +142,27 @@ async def test_an_http_sse_server_configured_as_streamable_http_is_named_and_not
         assert "<html" not in text.lower()  # the page is named, never logged
     finally:
         await html.cleanup()
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_readyz_initialises_a_url_upstream_once_then_checks_its_port_only(fastmcp_url: str) -> None:
+    """Until a session of its pool has initialised, /readyz opens one itself; after that one success no
+    probe opens another session upstream (a kubelet probes every few seconds), however long it runs."""
+    now = [0.0]
+    async with recording_relay(fastmcp_url) as relay, aiohttp.ClientSession() as http:
+        app = create_app(
+            Config(upstreams=(UpstreamConfig(name="default", url=relay.url),)), ring=KeyRing.ephemeral()
+        )
+        app[STATE].initialize_checks = InitializeChecks(clock=lambda: now[0])
+        server = TestServer(app, host="127.0.0.1")
+        await server.start_server()
+        try:
+            answers = []
+            for _ in range(3):
+                async with http.get(server.make_url("/readyz")) as r:
+                    answers.append((r.status, (await r.json())["upstreams"]))
+                now[0] += RECHECK_S + 1  # past the time a check's result is kept
+        finally:
+            await server.close()
+    assert answers == [(200, {"default": "reachable"})] * 3
+    assert len(relay.posts("initialize")) == 1

@@ -207,6 +207,7 @@ class AuthConfig:
     audience: tuple[str, ...] = ()
     required_scopes: tuple[str, ...] = ()
     algorithms: tuple[str, ...] = DEFAULT_ALGORITHMS
+    token_types: tuple[str, ...] = ("at+jwt",)  # the JOSE `typ` accepted (RFC 9068 §4)
     leeway_s: float = 30
     principal_claim: str = "sub"
     jwks_cache_ttl_s: float = 300

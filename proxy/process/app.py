@@ -60,6 +60,7 @@ from proxy.process.appstate import (
     STATE,
     TASKS,
     TRACING,
+    UPSTREAM_HTTP,
     RuntimeState,
 )
 from proxy.process.periodic import every
@@ -215,6 +216,7 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
     app[HTTP] = http
     tls_clients = tls_sessions(app[PREPARED].tls, http.timeout)  # private CA / client certificate
     clients = {up.name: tls_clients.get(up.name, http) for up in config.upstreams}
+    app[UPSTREAM_HTTP] = clients
     roots = RootsBook()  # what each pooled session's server asked of roots before any call (calls/roots.py)
     app[ERAS] = eras = EraBook({u.name: u for u in config.upstreams}, clients)
     pools = {
@@ -324,7 +326,8 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
         await app[TASKS].close()
         await app[CALLS].close()
         await bridge.close()
-        await app[STATE].commands.close()  # a /readyz check of a stdio command still running
+        await app[OAUTH].close()  # a JWKS fetch still in flight
+        await app[STATE].initialize_checks.close()  # a /readyz check still running
         await app[PEERS].close()
         await asyncio.gather(*(p.close() for p in pools.values()), return_exceptions=True)
         await asyncio.gather(*(c.close() for c in tls_clients.values()), return_exceptions=True)

@@ -86,6 +86,11 @@ class SessionPool:
         return self._opening + sum(map(len, self._idle.values())) + sum(map(len, self._busy.values()))
 
     @property
+    def initialised(self) -> bool:
+        """A session of this pool has answered `initialize` since the process started."""
+        return self._info is not None
+
+    @property
     def max_sessions(self) -> int:
         return self._max
 

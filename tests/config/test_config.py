@@ -453,6 +453,19 @@ def test_replica_address(tmp_path: Path) -> None:
     assert load_text(tmp_path, "listen: {host: '::1', port: 81}\n" + UP).replica_address == "[::1]:81"
 
 
+@pytest.mark.parametrize(
+    ("address", "host"), [("0.0.0.0:8080", "0.0.0.0"), ("[::]:8080", "::"), ("0.0.0.0", "0.0.0.0")]
+)
+def test_a_wildcard_replica_address_is_refused(tmp_path: Path, address: str, host: str) -> None:
+    """It was accepted silently: handles then named 0.0.0.0 as a parked call's owner, and a peer forwarding
+    a retry there reaches whichever replica makes the connection (itself)."""
+    problems = problems_of(tmp_path, f"replica: {{address: '{address}'}}\n" + UP)
+    assert_problem(problems, "replica.address", f"is no address another replica can reach ({host} means")
+    assert_problem(problems, "replica.address", "set this replica's own IP or DNS name")
+    env = {"MRTR_PROXY_REPLICA_ADDRESS": address}  # the chart's variable: the same check
+    assert_problem(problems_of(tmp_path, UP, env=env), "replica.address", "is no address")
+
+
 # --- overrides and environment -----------------------------------------------------------------
 
 

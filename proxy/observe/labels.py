@@ -42,6 +42,7 @@ OUTCOME_CLASSES: Final[Mapping[str, str]] = {
     "task": "task",  # the call became a task (Tasks extension)
     "task_not_found": "task_not_found",
     "client_closed": "client_closed",  # a listen stream the client ended
+    "client_gone": "client_gone",  # the client hung up before its answer was written (status 499)
     "upstream_lost": "failed",  # a listen stream whose upstream session died
     "backlog_overflow": "failed",  # a listen stream whose client could not keep up
 }

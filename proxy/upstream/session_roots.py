@@ -94,8 +94,8 @@ class SessionRoots:
         self._held.append(req)
         self._since[req.id] = now = self._clock()
         log.info("upstream.roots_held", request=req.id)
-        if self._calls == 0 and self._opened_at is not None and self._window is not None:
-            self._window.asked(now - self._opened_at)  # a start-up request: the upstream's window learns
+        if self._calls == 0 and self._window is not None:  # a start-up request: the upstream's window learns
+            self._window.asked(now - (self._opened_at or now))  # (no opening time yet: it came during it)
         if self._started is not None:
             self._started.set()
         return None

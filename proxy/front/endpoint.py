@@ -207,7 +207,8 @@ class Endpoint:
         response = await self._relay.relay(
             request, upstream, who[0], body, msg, forwarded=who[1], challenge=challenge
         )
-        line["outcome"] = f"relayed:{response.status}"
+        gone_get = request.method == "GET" and client_gone(request)  # a GET stream its client ended
+        line["outcome"] = "client_closed" if gone_get else f"relayed:{response.status}"
         return response
 
 
@@ -251,11 +252,13 @@ def _meta_version(msg: jsonrpc.Message) -> object:
 
 
 def gone(line: dict[str, Any]) -> dict[str, Any]:
-    """The line of a request whose client hung up before its answer was written: outcome `client_gone`
-    (a listen stream's ordinary end stays `client_closed`). An outcome decided but never delivered is kept
-    as `unsent` (the answer the client did not get: a call's result, an input_required round)."""
+    """The line of a request whose client hung up before its answer was written: outcome `client_gone`.
+    A stream the client ends is its ordinary end, `client_closed`: a listen stream, a legacy session's GET
+    stream. An outcome decided but never delivered is kept as `unsent` (the answer the client did not get:
+    a call's result, an input_required round)."""
     outcome = line.get("outcome")
-    if outcome == "client_closed":
+    if outcome == "client_closed" or line.get("http_method") == "GET":
+        line["outcome"] = "client_closed"
         return line
     if outcome is not None:
         line["unsent"] = outcome

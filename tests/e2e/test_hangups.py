@@ -24,6 +24,7 @@ from structlog.testing import capture_logs
 
 from e2e.harness import RawClient, running_proxy
 from e2e.replicas import cluster, log_lines, url_of
+from proxy.config import FrontConfig
 from proxy.wire import mcp
 
 pytestmark = [pytest.mark.peers, pytest.mark.asyncio(loop_scope="session")]
@@ -31,6 +32,8 @@ pytestmark = [pytest.mark.peers, pytest.mark.asyncio(loop_scope="session")]
 LEGACY = "2025-06-18"
 ACCEPT = "application/json, text/event-stream"
 LIMIT_S = 15.0  # every wait here is bounded by this
+# Without handler cancellation a stream notices its client is gone at its next write: keep-alives come soon.
+KEEPALIVES = FrontConfig(keepalive_s=0.2)
 
 
 async def until(found: Callable[[], Any], what: str, seen: Callable[[], str] = lambda: "") -> Any:
@@ -50,12 +53,12 @@ def errors(logs: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     return [e for e in logs if e.get("log_level", e.get("level")) in ("error", "critical", "exception")]
 
 
-async def gone_count(http: aiohttp.ClientSession, mcp_url: str, method: str) -> float:
+async def gone_count(http: aiohttp.ClientSession, mcp_url: str, method: str | None) -> float:
+    """The hang-ups counted for `method` (None: a GET stream, which names none)."""
     async with http.get(mcp_url.rsplit("/mcp", 1)[0] + "/metrics") as resp:
         text = await resp.text()
-    pattern = (
-        rf'mrtr_proxy_requests_total\{{method="{re.escape(method)}",outcome="(client_gone|client_closed)"'
-    )
+    label = re.escape(method or "none")
+    pattern = rf'mrtr_proxy_requests_total\{{method="{label}",outcome="(client_gone|client_closed)"'
     return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if re.match(pattern, line))
 
 
@@ -116,12 +119,22 @@ async def hang_up_listen(http: aiohttp.ClientSession, url: str) -> None:
     await hang_up_after_first_chunk(http, url, body, client.headers(body))
 
 
-ROOMS: dict[str, tuple[str, Callable[[aiohttp.ClientSession, str], Any], str, str]] = {
+async def hang_up_legacy_stream(http: aiohttp.ClientSession, url: str) -> None:
+    """A legacy client's standalone GET stream, closed by its client once open (its ordinary end)."""
+    async with legacy_session(http, url) as session:
+        resp = await http.get(url, headers={**session, "Accept": "text/event-stream"})
+        assert resp.status == 200, await resp.text()
+        resp.close()
+
+
+ROOMS: dict[str, tuple[str, Callable[[aiohttp.ClientSession, str], Any], str | None, str]] = {
     # room: (upstream transport, the hang-up, its method, the line's outcome)
     "modern-call": ("streamable-http", hang_up_modern_call, "tools/call", "client_gone"),
     "legacy-relay": ("streamable-http", hang_up_legacy_call, "tools/call", "client_gone"),
     "legacy-bridge": ("sse", hang_up_legacy_call, "tools/call", "client_gone"),
     "listen": ("streamable-http", hang_up_listen, "subscriptions/listen", "client_closed"),
+    "legacy-relay-stream": ("streamable-http", hang_up_legacy_stream, None, "client_closed"),
+    "legacy-bridge-stream": ("sse", hang_up_legacy_stream, None, "client_closed"),
 }
 
 
@@ -136,18 +149,24 @@ async def test_a_hang_up_gets_its_line_and_its_count_and_no_error(
     upstream = fastmcp_sse_url if transport == "sse" else fastmcp_url
     with capture_logs() as logs:
         async with (
-            running_proxy(upstream, transport=transport, handler_cancellation=cancelled) as proxy,
+            running_proxy(
+                upstream, transport=transport, handler_cancellation=cancelled, front=KEEPALIVES
+            ) as proxy,
             aiohttp.ClientSession() as http,
         ):
             before = await gone_count(http, proxy.url, method)
             await hang_up(http, proxy.url)
 
             def the_line() -> Mapping[str, Any] | None:
-                lines = [e for e in request_lines(logs) if e.get("method") == method]
+                lines = [
+                    e
+                    for e in request_lines(logs)
+                    if e.get("method") == method and (method or e.get("http_method") == "GET")
+                ]
                 return lines[-1] if lines and lines[-1].get("outcome") in (outcome, "client_gone") else None
 
             seen = lambda: f"{request_lines(logs)[-2:]}; errors: {[e.get('event') for e in errors(logs)]}"  # noqa: E731
-            line = await until(the_line, f"the {method} line of the hang-up", seen)
+            line = await until(the_line, f"the {method or 'GET'} line of the hang-up", seen)
             assert line["outcome"] == outcome, line
             if outcome == "client_gone":
                 assert line["status"] == 499, line

@@ -44,6 +44,12 @@ DURATION_BUCKETS: Final = (
 )  # fmt: skip
 # Seconds a client took to come back to a parked call (calls.parked_ttl_s defaults to 600).
 PARKED_AGE_BUCKETS: Final = (0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
+# A forwarded retry's line says what became of the forward; else it was answered by the owner ("ok").
+_FORWARD_RESULTS: Final = (
+    ("owner_unreachable", "unreachable"),  # nothing reached the owner: taken over here, or lost
+    ("owner_lost", "lost"),  # the owner took it and went away: taken over, or the outcome is unknown
+    ("owner_refused", "refused"),  # a replica with other keys at the owner's address: the call is lost
+)
 
 
 class Metrics:
@@ -100,7 +106,7 @@ class Metrics:
             "mrtr_proxy_peer_forwards",
             "Retries sent on to the replica that owns their parked call, by result",
             ("result",),
-            start=[("ok",), ("unreachable",), ("lost",)],
+            start=[("ok",), ("unreachable",), ("lost",), ("refused",)],
         )
         self.takeovers = self._add(
             Counter,
@@ -187,9 +193,7 @@ class Metrics:
         if (kind := upstream_error_kind(outcome)) is not None:
             self.upstream_errors.labels(upstream, kind).inc()
         if "owner" in line:  # the retry was for a call parked on another replica
-            result = (
-                "unreachable" if "owner_unreachable" in line else "lost" if "owner_lost" in line else "ok"
-            )
+            result = next((result for key, result in _FORWARD_RESULTS if key in line), "ok")
             self.peer_forwards.labels(result).inc()
 
     # -- the call service's observer ----------------------------------------------------------------------

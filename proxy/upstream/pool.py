@@ -20,7 +20,7 @@ from proxy.config import UpstreamConfig
 from proxy.translate.capabilities import ClientCapabilities
 from proxy.upstream.base import NotDelivered, ServerInfo, UpstreamError, UpstreamSession
 from proxy.upstream.connect import adopt_upstream_session, open_upstream_session
-from proxy.upstream.session_roots import RootsBook, SessionRoots
+from proxy.upstream.session_roots import RootsBook, SessionRoots, StartupWindow
 from proxy.wire import jsonrpc, mcp
 
 log = structlog.get_logger(__name__)
@@ -360,9 +360,10 @@ def session_factory(
     children of different principals apart. With `roots`, each session holds the roots/list its server
     sends before any call, for the first call to ask its client (calls/roots.py)."""
     answer = no_call_answer(upstream)
+    window = StartupWindow()  # learnt from this upstream's sessions (session_roots.py)
 
     async def open_for(key: PoolKey) -> UpstreamSession:
-        state = SessionRoots(answer, hold=key.capabilities.roots and not upstream.static_roots)
+        state = SessionRoots(answer, hold=key.capabilities.roots and not upstream.static_roots, window=window)
         session = await open_upstream_session(
             http,
             upstream,
@@ -372,6 +373,7 @@ def session_factory(
             no_call=state.answer if roots is not None else answer,
         )
         if roots is not None:
+            state.opened()
             roots.add(session, state)
         return session
 

@@ -34,6 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from unhandled import BOOK as UNHANDLED
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FIXTURES_DIR = Path(__file__).resolve().parent / "fixtures"
 LOOPBACK = "127.0.0.1"
@@ -274,6 +276,7 @@ async def _spawn(
             cwd=cwd,
             start_new_session=True,
         )
+    UNHANDLED.watch(log_path)  # its request.unhandled lines fail the run (tests/unhandled.py)
     return PeerProcess(name=name, argv=list(argv), port=port, process=process, log_path=log_path)
 
 
@@ -318,6 +321,8 @@ async def run_peer(
         finally:
             if peer is not None:
                 await peer.stop(stop_timeout)
+            for log in Path(tmp).glob("*.log"):  # noqa: ASYNC240 - a few small files, once per peer
+                UNHANDLED.scan(log, forget=True)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -525,6 +530,7 @@ async def run_once(
                 os.killpg(process.pid, signal.SIGKILL)
     code = process.returncode
     assert code is not None
+    UNHANDLED.scan_text(err.decode(errors="replace") + "\n" + out.decode(errors="replace"))
     return CompletedRun(
         argv=list(argv),
         returncode=code,

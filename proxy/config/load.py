@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -215,7 +216,7 @@ def _build_upstream(raw: dict[str, Any]) -> UpstreamConfig:
     if "era" not in raw and MODERN_PROTOCOL_VERSION in listed:
         up["era"] = "auto" if legacy else "modern"
     up["static_roots"] = tuple(StaticRoot(**r) for r in raw.get("static_roots", ()))
-    up["pool"] = _section(PoolConfig, raw.get("pool"))
+    up["pool"] = replace(PoolConfig.defaults(up["transport"]), **_section(dict, raw.get("pool")))
     up["timeouts"] = _section(TimeoutsConfig, raw.get("timeouts"))
     up["cwd"] = None if raw.get("cwd") is None else Path(raw["cwd"])
     up["tls"] = TlsConfig(**{k: None if v is None else Path(v) for k, v in (raw.get("tls") or {}).items()})

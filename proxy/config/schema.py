@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import ipaddress
 import json
 import re
 from collections.abc import Iterator, Mapping
@@ -87,6 +88,7 @@ def semantic_problems(raw: Mapping[str, Any]) -> Iterator[str]:
         peer, main = replica.get("peer_port"), listen.get("port", 8080)
         if peer is not None and peer == main:
             yield f"replica.peer_port: {peer} is also listen.port; the peer port must differ (or be null)"
+    yield from _replica_problems(replica)
     yield from _admin_problems(raw)
     hosts_seen: dict[str, str] = {}
     for section in ("upstreams", "routes"):  # a host routes /mcp to one upstream or route
@@ -110,6 +112,31 @@ def semantic_problems(raw: Mapping[str, Any]) -> Iterator[str]:
             if isinstance(up.get("name"), str):
                 seen.setdefault(up["name"], i)
     yield from _route_problems(raw, listen_url)
+
+
+def wildcard_host(address: str) -> str | None:
+    """The host of "host:port" (IPv6 in brackets) when it is an unspecified address (0.0.0.0, ::): every
+    local interface to listen on, but nowhere another replica can connect to. Else None."""
+    host = address.rsplit(":", 1)[0] if ":" in address else address
+    host = host.strip("[]")
+    try:
+        return host if ipaddress.ip_address(host).is_unspecified else None
+    except ValueError:
+        return None
+
+
+def _replica_problems(replica: object) -> Iterator[str]:
+    """Handles name the replica address as a parked call's owner, and peers forward retries to it: a
+    wildcard there sends them to whichever replica makes the connection. Refused when set; derived from a
+    wildcard listen.host (the chart's config, whose pods set MRTR_PROXY_REPLICA_ADDRESS), `serve` and
+    `check-config` warn (cli/keys.py)."""
+    replica = replica if isinstance(replica, dict) else {}
+    address = replica.get("address")
+    if isinstance(address, str) and (host := wildcard_host(address)) is not None:
+        yield (
+            f"replica.address: {address!r} is no address another replica can reach ({host} means every "
+            "local interface); set this replica's own IP or DNS name (the Helm chart uses the pod IP)"
+        )
 
 
 def _admin_problems(raw: Mapping[str, Any]) -> Iterator[str]:

@@ -18,7 +18,14 @@ if TYPE_CHECKING:
 # The call registry's refusal reasons (proxy/calls/registry.py REFUSAL_REASONS; not imported: metrics sit
 # below the calls layer).
 ERAS: Final = ("legacy", "modern", "unknown")
-REFUSAL_REASONS: Final = ("calls_total", "principal_share", "address_share", "parked_share", "pool_full")
+REFUSAL_REASONS: Final = (
+    "calls_total",
+    "principal_share",
+    "address_share",
+    "parked_share",
+    "fair_share",
+    "pool_full",
+)
 
 
 class StateCollector(Collector):
@@ -73,15 +80,23 @@ class StateCollector(Collector):
         full = self.saturation() if self.saturation is not None else {}
         saturated = GaugeMetricFamily(
             "mrtr_proxy_saturated",
-            "1 while this replica is full (calls, parked share or sessions at their caps; /readyz says "
-            "saturated), else 0",
+            "1 while this replica is full (calls, parked share or sessions at their caps; /readyz lists "
+            "what under saturated, and stays ready), else 0",
         )
         saturated.add_metric([], 1 if full else 0)
         yield saturated
+        what = GaugeMetricFamily(
+            "mrtr_proxy_saturated_by",
+            "1 for each upstream (or replica) and what of it is full: calls, parked_calls, sessions",
+            labels=["scope", "reason"],
+        )
+        for scope, reason in sorted(full.items()):
+            what.add_metric([scope, reason], 1)
+        yield what
         refusals = CounterMetricFamily(
             "mrtr_proxy_admission_refusals",
             "Calls and requests refused by a limit: calls_total, principal_share, address_share, "
-            "parked_share, pool_full",
+            "parked_share, fair_share, pool_full",
             labels=["reason"],
         )
         counted = self.calls.refusals if self.calls is not None else Tally[str]()
@@ -124,5 +139,6 @@ class StateCollector(Collector):
             *(GaugeMetricFamily(name, "", labels=["upstream"]) for name in gauges),
             GaugeMetricFamily("mrtr_proxy_saturated", ""),
             GaugeMetricFamily("mrtr_proxy_upstream_era", "", labels=["upstream", "era"]),
+            GaugeMetricFamily("mrtr_proxy_saturated_by", "", labels=["scope", "reason"]),
             CounterMetricFamily("mrtr_proxy_admission_refusals", "", labels=["reason"]),
         ]

@@ -24,6 +24,7 @@ from proxy.calls.service import CallService
 from proxy.cluster.agreement import KEYS_PATH, PeerKeyCheck
 from proxy.cluster.keys import configured_staged_keys, promote_due_key
 from proxy.config import Config
+from proxy.front.address import AddressSource
 from proxy.front.cors import Cors
 from proxy.front.cors import middleware as cors_middleware
 from proxy.front.endpoint import Endpoint
@@ -62,6 +63,7 @@ from proxy.process.appstate import (
     STATE,
     TASKS,
     TRACING,
+    UPSTREAM_HTTP,
     RuntimeState,
 )
 from proxy.process.periodic import every
@@ -220,6 +222,7 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
     app[HTTP] = http
     tls_clients = tls_sessions(app[PREPARED].tls, http.timeout)  # private CA / client certificate
     clients = {up.name: tls_clients.get(up.name, http) for up in config.upstreams}
+    app[UPSTREAM_HTTP] = clients
     roots = RootsBook()  # what each pooled session's server asked of roots before any call (calls/roots.py)
     app[ERAS] = eras = EraBook({u.name: u for u in config.upstreams}, clients)
     pools = {
@@ -232,6 +235,7 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
             reuse=up.pool.reuse_sessions,
             acquire_timeout=up.pool.acquire_timeout_s,
             on_lost=functools.partial(eras.suspect, up.name),
+            max_per_principal=up.pool.max_sessions_per_principal,
         )
         for up in config.upstreams
     }
@@ -278,7 +282,7 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
         per_principal=config.front.legacy_sessions_per_principal,
         per_address=config.front.legacy_sessions_per_address,
     )
-    address_header = config.front.client_address_header
+    addresses = AddressSource.from_config(config.front)
     bridge = LegacyBridge(
         http,
         app[CODEC],
@@ -287,7 +291,7 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
         settings=settings,
         state=app[STATE],
         quota=quota,
-        address_header=address_header,
+        addresses=addresses,
         clients=clients,
     )
     upstreams = {u.name: u for u in config.upstreams}
@@ -308,7 +312,7 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
             bridge=bridge,
             clients=clients,
             quota=quota,
-            address_header=address_header,
+            addresses=addresses,
         ),
         modern=ModernFront(
             front=config.front,
@@ -333,7 +337,8 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
         await app[TASKS].close()
         await app[CALLS].close()
         await bridge.close()
-        await app[STATE].commands.close()  # a /readyz check of a stdio command still running
+        await app[OAUTH].close()  # a JWKS fetch still in flight
+        await app[STATE].initialize_checks.close()  # a /readyz check still running
         await app[PEERS].close()
         await asyncio.gather(*(p.close() for p in pools.values()), return_exceptions=True)
         await asyncio.gather(*(c.close() for c in tls_clients.values()), return_exceptions=True)

@@ -22,7 +22,7 @@ from proxy.routes.health import RouteHealth
 from proxy.tasks.manager import TaskManager
 from proxy.upstream.era import EraBook
 from proxy.upstream.pool import SessionPool
-from proxy.upstream.reachability import CommandChecks
+from proxy.upstream.reachability import InitializeChecks
 
 __all__ = [
     "CALLS",
@@ -51,6 +51,7 @@ CALLS = web.AppKey("calls", CallService)
 TASKS = web.AppKey("tasks", TaskManager)
 TRACING = web.AppKey("tracing", Tracing)
 HTTP = web.AppKey("http", aiohttp.ClientSession)
+UPSTREAM_HTTP = web.AppKey("upstream_http", Mapping[str, aiohttp.ClientSession])  # per upstream (its TLS)
 PREPARED = web.AppKey("prepared", Prepared)
 ROUTES = web.AppKey("routes", RouteHealth)  # what /readyz shows of the aggregated routes
 ERAS = web.AppKey("eras", EraBook)  # each upstream's protocol era (proxy/upstream/era.py)
@@ -63,7 +64,8 @@ class RuntimeState:
     draining: bool = False
     stopped: bool = False  # the drain is over: nothing more is processed (forwarded retries get 503)
     forwarding: int = 0  # retries this replica is relaying to their owner right now
-    commands: CommandChecks = field(default_factory=CommandChecks)  # /readyz: do stdio commands answer
+    # /readyz: do stdio commands, and URLs no session has initialised yet, answer `initialize`
+    initialize_checks: InitializeChecks = field(default_factory=InitializeChecks)
 
 
 STATE = web.AppKey("state", RuntimeState)

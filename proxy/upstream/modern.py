@@ -123,7 +123,8 @@ async def _answer(
     except jsonrpc.InvalidMessage:
         answer = None
     if not modern_answer(resp.status, answer, msg.id):
-        raise NotModern(f"HTTP {resp.status}: {body[:200].decode(errors='replace')}")
+        said = "an HTML page" if resp.content_type == "text/html" else body[:200].decode(errors="replace")
+        raise NotModern(f"HTTP {resp.status}: {said}")  # an HTML page is named, not logged (http_errors)
     assert isinstance(answer, jsonrpc.Result | jsonrpc.Error)
     if answer.id != msg.id:  # a modern error without the request's id (e.g. a header check): it is ours
         return jsonrpc.Error(msg.id, answer.error) if isinstance(answer, jsonrpc.Error) else answer

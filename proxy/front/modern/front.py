@@ -27,17 +27,17 @@ from proxy.calls.outcomes import (
 from proxy.calls.service import CallService
 from proxy.calls.wording import unavailable_answer
 from proxy.config import FrontConfig, UpstreamConfig
-from proxy.front.address import client_address
+from proxy.front.address import AddressSource
 from proxy.front.checks import InputLimits, Refusal, check_modern
 from proxy.front.modern.aggregate import AggregateFront, Own, Routed
 from proxy.front.modern.limits import RateGate
 from proxy.front.modern.listen import ListenFront
 from proxy.front.modern.outcome import answer
-from proxy.front.modern.peer_route import check_peer_request, key_not_held
+from proxy.front.modern.peer_route import check_peer_request, key_not_held, owner_refused
 from proxy.front.modern.plain import PlainRequests
 from proxy.front.modern.relay import NativeRelay
 from proxy.front.oauth import OAuthFront
-from proxy.front.peers import FORWARD_PREFIX, PeerLost, Peers, PeerUnreachable
+from proxy.front.peers import FORWARD_PREFIX, PeerLost, PeerRefused, Peers, PeerUnreachable
 from proxy.front.principal import Resolver
 from proxy.front.reply import Replier
 from proxy.routes.policy import Grant
@@ -193,9 +193,7 @@ class ModernFront:
                     local_only=local_only,
                     owner_gone=owner_gone,
                     link=link,
-                    address=client_address(
-                        request.headers, request.remote, self._front.client_address_header
-                    ),
+                    address=AddressSource.from_config(self._front).of(request),
                 )
             )
             try:
@@ -260,6 +258,8 @@ class ModernFront:
             except PeerUnreachable as exc:  # nothing reached the owner: handle it here (takeover or lost)
                 line["owner_unreachable"] = str(exc)
                 local = await dispatch(local_only=True, owner_gone="unreachable")
+            except PeerRefused as exc:  # another key ring at the owner's address: lost, never re-run
+                return await replier.finish(owner_refused(rid, answer.owner, exc.reason, line))
             except PeerLost as exc:  # it took the retry and went away: take over if the upstream can resume
                 line["owner_lost"] = str(exc)
                 if exc.stream is not None:  # the owner's event stream was cut: the answer goes on there

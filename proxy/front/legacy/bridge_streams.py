@@ -21,6 +21,11 @@ class BridgeReply:
         self.sse = wants(request)[1]
         self._stream: web.StreamResponse | None = None
 
+    @property
+    def started(self) -> bool:
+        """An SSE stream was started: the status (200) is sent and can no longer change."""
+        return self._stream is not None
+
     async def send(self, msg: jsonrpc.Message) -> None:
         await (await self._open()).write(encode_event(jsonrpc.dumps(msg).decode()))
 

@@ -79,8 +79,8 @@ def modern_params(
     merged[mcp.META_PROTOCOL_VERSION] = mcp.MODERN_VERSION
     merged[mcp.META_CLIENT_INFO] = {"name": client[0], "version": client[1]}
     merged[mcp.META_CLIENT_CAPABILITIES] = dict(capabilities)
-    if log_level is not None:
-        merged[mcp.META_LOG_LEVEL] = log_level
+    if log_level is not None:  # a level the client asked for itself is kept
+        merged.setdefault(mcp.META_LOG_LEVEL, log_level)
     return {**params, "_meta": merged}
 
 
@@ -124,9 +124,10 @@ class RoundPlan:
     stop: str | None = None
 
 
-def plan_round(input_requests: object, capabilities: Mapping[str, Any]) -> RoundPlan:
+def plan_round(input_requests: object, capabilities: Mapping[str, Any], id_prefix: str = "") -> RoundPlan:
     """The inline requests for a round's `inputRequests` (a missing or empty map: none; the retry follows
-    at once with the server's `requestState`)."""
+    at once with the server's `requestState`). A URL elicitation without `elicitationId` (optional at
+    2026-07-28, required by 2025-11-25) gets `id_prefix` + its key."""
     if input_requests is None:
         return RoundPlan(answered={})
     if not isinstance(input_requests, dict):
@@ -141,6 +142,8 @@ def plan_round(input_requests: object, capabilities: Mapping[str, Any]) -> Round
             return RoundPlan(
                 stop=f"the upstream asked for input the proxy cannot relay (inputRequests[{key!r}])"
             )
+        if method == mcp.ELICIT and params.get("mode") == "url" and "elicitationId" not in params:
+            params = {**params, "elicitationId": f"{id_prefix}{key}"}
         problem = invalid_server_request(method, params)
         if problem is not None:
             return RoundPlan(stop=f"the upstream's inputRequests[{key!r}] is malformed: {problem}")

@@ -19,8 +19,9 @@ upstream (upstream/modern.py):
 - **The client's answers** (POSTed JSON-RPC responses) may land on any replica: their ids are sealed ask ids
   naming the replica holding the call, so they are delivered there (signed, over the peer route
   `MIRROR_ANSWER_PATH`), 202. An answer for no waiting call (ended, timed out, another session's) is 404.
-- **Everything else** (lists, completion, ping, ...) is relayed upstream with the per-request `_meta`, its
-  result stripped of what a legacy client does not know (`resultType`, caching hints).
+- **Everything else** (lists, completion, ...) is relayed upstream with the per-request `_meta`, its
+  result stripped of what a legacy client does not know (`resultType`, caching hints). `ping` is answered
+  `{}` by the proxy (2026-07-28 has no ping: a modern server answers it "Method not found").
   `logging/setLevel` is answered `{}`: there is no session upstream to hold a level, so every request asks
   for the server's logs at `log_level` (the session's level cannot change without a session id change).
 - **Notifications**: `notifications/cancelled` ends the call it names when that call runs on this replica
@@ -232,7 +233,7 @@ class LegacyMirror:
         challenge: Challenge | None,
     ) -> web.StreamResponse:
         reply = BridgeReply(request)
-        if msg.method == mcp.SET_LOG_LEVEL:
+        if msg.method in (mcp.SET_LOG_LEVEL, mcp.PING):  # neither exists at 2026-07-28: answered here
             return await reply.finish(jsonrpc.Result(msg.id, {}))
         params = tr.modern_params(
             msg.params, client=session.client, capabilities=session.capabilities, log_level=self._log_level
@@ -283,6 +284,7 @@ class LegacyMirror:
         else:
             try:
                 delivered = await self._peers.deliver(ask.owner, MIRROR_ANSWER_PATH, body) == 202
+                log.info("mirror.answer_forwarded", owner=ask.owner, delivered=delivered)
             except PeerUnreachable as exc:
                 log.warning("mirror.owner_unreachable", owner=ask.owner, error=str(exc))
                 delivered = False

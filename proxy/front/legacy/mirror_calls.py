@@ -141,7 +141,7 @@ class MirrorCalls:
             result = answer.result
             if result.get("resultType") != mcp.RESULT_INPUT_REQUIRED:
                 return jsonrpc.Result(msg.id, legacy_result(result))
-            plan = plan_round(result.get("inputRequests"), session.capabilities)
+            plan = plan_round(result.get("inputRequests"), session.capabilities, f"mrtr-{call.token}-")
             if plan.stop is not None:
                 raise Ended(_cannot_go_on(msg.id, plan.stop))
             responses: dict[str, Any] = dict(plan.answered or {})

@@ -456,3 +456,24 @@ async def test_three_replicas_behind_nginx_answers_land_on_other_replicas(fastmc
     assert len(forwarded) >= 3 and all(line["delivered"] for line in forwarded)
     served = {line.get("request_id") for line in lines if line.get("event") == "mirror.round"}
     assert served  # rounds were driven
+
+
+async def test_a_cancel_that_lands_on_another_replica_reaches_the_call(kinds_url: str) -> None:
+    """The client's notifications/cancelled names only its own request id: the replica it lands on asks
+    its peers (`replica.peers`), and the one holding the call ends it; the upstream saw one round."""
+    plan = [
+        {"id": "before", "name": "calls"},
+        {"id": "cancel", "name": "guard_counted", "cancel": True},
+        {"id": "after", "name": "calls"},
+    ]
+    async with cluster(kinds_url, 3, peer_ports=True) as group, round_robin(group.replicas) as lb:
+        out = await python_client("mcp", lb, plan)
+        lines = [line for replica in group.replicas for line in log_lines(replica)]
+    got = texts(out)
+    assert "Timed out" in got["cancel"]
+    assert int(got["after"]) == int(got["before"]) + 1
+    assert [line["event"] for line in lines if line.get("event") == "mirror.cancelled"] == [
+        "mirror.cancelled"
+    ]
+    sent_on = [line for line in lines if line.get("event") == "mirror.cancel_sent_on"]
+    assert all(line["found"] == 1 for line in sent_on)  # where it landed elsewhere, one peer held it

@@ -18,7 +18,7 @@ upstream (upstream/modern.py):
   stream. Progress and log notifications of each round reach the client as they come.
 - **The client's answers** (POSTed JSON-RPC responses) may land on any replica: their ids are sealed ask ids
   naming the replica holding the call, so they are delivered there (signed, over the peer route
-  `MIRROR_ANSWER_PATH`), 202. An answer for no waiting call (ended, timed out, another session's) is 404.
+  `MIRROR_PEER_PATH`), 202. An answer for no waiting call (ended, timed out, another session's) is 404.
 - **Everything else** (lists, completion, ...) is relayed upstream with the per-request `_meta`, its
   result stripped of what a legacy client does not know (`resultType`, caching hints). `ping` is answered
   `{}` by the proxy (2026-07-28 has no ping: a modern server answers it "Method not found").
@@ -35,9 +35,12 @@ gets 404, so the client initializes again, and the era probed again sends it to 
 
 from __future__ import annotations
 
+import asyncio
+import json
 import secrets
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Protocol
 
 import aiohttp
 import structlog
@@ -59,9 +62,19 @@ from proxy.wire import jsonrpc, mcp
 
 log = structlog.get_logger("proxy.front.mirror")
 
-MIRROR_ANSWER_PATH = "/_mrtr/peer/mirror-answer"
+MIRROR_PEER_PATH = "/_mrtr/peer/mirror"  # a client's answer or cancel, sent on to the replica of its call
 NO_CALL = "No call waits for this answer (it ended, was cancelled, or its time ran out)"
 Challenge = Callable[[str | None], str | None]
+SESSION_PARAM = "mrtr-proxy/session"  # in a cancel sent on to the peers: the session's token
+
+
+class PeerBook(Protocol):
+    """The other replicas (cluster/agreement.py's PeerKeyCheck): how to reach them, and who they are."""
+
+    peers: Peers
+    addresses: tuple[str, ...]
+
+    async def resolve(self) -> list[str]: ...
 
 
 class LegacyMirror:
@@ -76,7 +89,9 @@ class LegacyMirror:
         settings: MirrorSettings,
         call_timeout: float = 300.0,
         log_level: str = "debug",
+        replicas: Callable[[], Awaitable[list[str]]] | None = None,  # the others, for a cancel
     ) -> None:
+        self._replicas = replicas
         self._upstreams, self._clients, self._eras = upstreams, clients, eras
         self._codec, self._peers, self._settings = codec, peers, settings
         self._call_timeout, self._log_level = call_timeout, log_level
@@ -89,7 +104,7 @@ class LegacyMirror:
         clients: Mapping[str, aiohttp.ClientSession],
         eras: EraBook,
         codec: HandleCodec,
-        peers: Peers | None,
+        book: PeerBook,
     ) -> LegacyMirror:
         settings = MirrorSettings(config.calls.parked_ttl_s, config.front.keepalive_s, config.replica_address)
         upstreams = {u.name: u for u in config.upstreams}
@@ -98,9 +113,10 @@ class LegacyMirror:
             clients=clients,
             eras=eras,
             codec=codec,
-            peers=peers,
+            peers=book.peers,
             settings=settings,
             call_timeout=config.calls.call_timeout_s,
+            replicas=book.resolve if book.addresses else None,
         )
 
     async def takes(
@@ -156,10 +172,8 @@ class LegacyMirror:
         if isinstance(msg, jsonrpc.Result | jsonrpc.Error):
             return await self._answer(session, msg, body or b"")
         if isinstance(msg, jsonrpc.Notification):
-            if msg.method == mcp.CANCELLED and not self.calls.cancel(
-                session.token, msg.params.get("requestId")
-            ):
-                log.info("mirror.cancel_not_here", upstream=upstream)
+            if msg.method == mcp.CANCELLED:
+                await self._cancel(session, msg)
             return web.Response(status=202)
         assert isinstance(msg, jsonrpc.Request)
         try:
@@ -168,8 +182,8 @@ class LegacyMirror:
             self._eras.suspect(upstream, f"a mirrored request was answered the legacy way: {exc}")
             return error_response(404, "Session not found")
 
-    async def peer_answer(self, request: web.Request) -> web.Response:
-        """The peer route: a client's answer forwarded by the replica it landed on (signed)."""
+    async def peer_route(self, request: web.Request) -> web.Response:
+        """The peer route: a client's answer, or its cancel, sent on by the replica it landed on (signed)."""
         body = await request.read()
         if self._peers is None:
             return web.Response(status=404)
@@ -180,6 +194,10 @@ class LegacyMirror:
             return web.Response(status=401)
         try:
             msg = jsonrpc.decode(body)
+            if isinstance(msg, jsonrpc.Notification) and msg.method == mcp.CANCELLED:
+                token = msg.params.get(SESSION_PARAM)
+                found = isinstance(token, str) and self.calls.cancel(token, msg.params.get("requestId"))
+                return web.Response(status=202 if found else 404)
             if not isinstance(msg, jsonrpc.Result | jsonrpc.Error):
                 return web.Response(status=400)
             ask = open_ask(self._codec, msg.id, time.time())
@@ -283,12 +301,27 @@ class LegacyMirror:
             delivered = self.calls.deliver(ask, msg)
         else:
             try:
-                delivered = await self._peers.deliver(ask.owner, MIRROR_ANSWER_PATH, body) == 202
+                delivered = await self._peers.deliver(ask.owner, MIRROR_PEER_PATH, body) == 202
                 log.info("mirror.answer_forwarded", owner=ask.owner, delivered=delivered)
             except PeerUnreachable as exc:
                 log.warning("mirror.owner_unreachable", owner=ask.owner, error=str(exc))
                 delivered = False
         return web.Response(status=202) if delivered else error_response(404, NO_CALL)
+
+    async def _cancel(self, session: MirrorSession, note: jsonrpc.Notification) -> None:
+        """End the call the client's cancel names: here, or (with `replica.peers`) on whichever replica
+        holds it; the cancel says nothing of where its call runs, so every peer is asked."""
+        rid = note.params.get("requestId")
+        if self.calls.cancel(session.token, rid) or self._replicas is None or self._peers is None:
+            return
+        peers = self._peers
+        params = {"requestId": rid, SESSION_PARAM: session.token}
+        body = json.dumps({"jsonrpc": "2.0", "method": mcp.CANCELLED, "params": params}).encode()
+        addresses = await self._replicas()
+        found = await asyncio.gather(
+            *(peers.deliver(a, MIRROR_PEER_PATH, body) for a in addresses), return_exceptions=True
+        )
+        log.info("mirror.cancel_sent_on", peers=len(addresses), found=sum(1 for f in found if f == 202))
 
     async def _post(
         self, upstream: str, target: ModernTarget, req: jsonrpc.Request, note: Notify | None = None
@@ -312,4 +345,4 @@ def _challenged(exc: UpstreamAuthChallenge, challenge: Challenge | None) -> web.
     return response
 
 
-__all__ = ["MIRROR_ANSWER_PATH", "LegacyMirror", "MirrorSettings"]
+__all__ = ["MIRROR_PEER_PATH", "LegacyMirror", "MirrorSettings"]

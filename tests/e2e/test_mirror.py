@@ -176,9 +176,12 @@ TS_PLAN = [
 ]
 
 
-async def test_ts_client_in_legacy_mode(fastmcp4_url: str, kinds_url: str) -> None:
-    async with running_proxy(fastmcp4_url, extra=(_upstream("kinds", kinds_url),)) as proxy:
+async def test_ts_client_in_legacy_mode(fastmcp4_url: str, kinds_url: str, mcp2_url: str) -> None:
+    extra = (_upstream("kinds", kinds_url), _upstream("mcp2", mcp2_url))
+    async with running_proxy(fastmcp4_url, extra=extra) as proxy:
         out = await ts_client(proxy.url, TS_PLAN)
+        mcp2_plan = [TS_PLAN[0], TS_PLAN[1], TS_PLAN[4], TS_PLAN[5], TS_PLAN[6]]
+        modern_only = await ts_client(proxy.url.replace("/mcp", "/servers/mcp2/mcp"), mcp2_plan)
         kinds_plan = [
             {"id": "form", "kind": "tool", "name": "form_kinds"},
             {"id": "url", "kind": "tool", "name": "open_url"},
@@ -193,14 +196,24 @@ async def test_ts_client_in_legacy_mode(fastmcp4_url: str, kinds_url: str) -> No
     assert [p[0] for p in out["steps"]["progress"]["progress"]] == [1, 2]
     assert (got["declined"], got["cancelled"]) == ("declined", "cancelled")
     assert "guard_name" in got["tools"].split(",")
+    m = texts(modern_only)
+    assert (m["one"], m["two"], m["progress"], m["declined"], m["cancelled"]) == (
+        "hello:Alice",
+        "two:Alice+Alice",
+        "progress:Alice",
+        "declined",
+        "cancelled",
+    )
     k = texts(kinds)
     assert k["form"].startswith('form:accept:{"born": ') and '"color": "red"' in k["form"]
     assert k["url"] == "url:accept" and kinds["steps"]["url"]["seen"] == ["elicit:url"]
     assert k["roots"] == "roots:file:///work/project"
 
 
-async def test_fastmcp_4_client_in_legacy_mode(fastmcp4_url: str, kinds_url: str) -> None:
-    async with running_proxy(fastmcp4_url, extra=(_upstream("kinds", kinds_url),)) as proxy:
+async def test_fastmcp_4_client_in_legacy_mode(fastmcp4_url: str, kinds_url: str, mcp2_url: str) -> None:
+    extra = (_upstream("kinds", kinds_url), _upstream("mcp2", mcp2_url))
+    async with running_proxy(fastmcp4_url, extra=extra) as proxy:
+        modern_only = await python_client("fastmcp", proxy.url.replace("/mcp", "/servers/mcp2/mcp"), NATIVE)
         out = await python_client("fastmcp", proxy.url, [*NATIVE, FASTMCP4_ONLY[0], FASTMCP4_ONLY[1]])
         kinds = await python_client(
             "fastmcp",
@@ -223,6 +236,15 @@ async def test_fastmcp_4_client_in_legacy_mode(fastmcp4_url: str, kinds_url: str
     assert (got["declined"], got["cancelled"]) == ("declined", "cancelled")
     k = texts(kinds)
     assert k["form"] == FORM_TEXT and k["url"] == "url:accept" and k["roots"] == "roots:file:///work/project"
+    m = texts(modern_only)
+    assert (m["one"], m["two"], m["progress"], m["declined"], m["cancelled"], m["echo"]) == (
+        "hello:Ada",
+        "two:Ada+Ada",
+        "progress:Ada",
+        "declined",
+        "cancelled",
+        "plain",
+    )
 
 
 def _upstream(name: str, url: str) -> Any:
@@ -364,6 +386,9 @@ async def test_session_ids_are_sealed_bound_and_stateless(fastmcp4_url: str) -> 
             assert not {"resultType", "ttlMs", "cacheScope"} & result.keys()  # a legacy client's list
         async with http.post(proxy.url, json={**listed, "method": "ping"}, headers=alice.headers) as resp:
             assert (await resp.json())["result"] == {}
+        changed = {"jsonrpc": "2.0", "method": "notifications/roots/list_changed"}
+        async with http.post(proxy.url, json=changed, headers=alice.headers) as resp:
+            assert resp.status == 202  # honoured: roots are never cached, each roots/list asks afresh
         async with http.get(proxy.url, headers=alice.headers) as resp:
             assert resp.status == 405  # no standalone stream
         async with http.delete(proxy.url, headers=alice.headers) as resp:
@@ -477,3 +502,28 @@ async def test_a_cancel_that_lands_on_another_replica_reaches_the_call(kinds_url
     ]
     sent_on = [line for line in lines if line.get("event") == "mirror.cancel_sent_on"]
     assert all(line["found"] == 1 for line in sent_on)  # where it landed elsewhere, one peer held it
+
+
+async def test_a_client_that_goes_away_mid_round_leaves_nothing(kinds_url: str) -> None:
+    async with running_proxy(kinds_url) as proxy, aiohttp.ClientSession() as http:
+        client = RawLegacy(proxy.url, http)
+        await client.initialize(ELICIT)
+        before = await client.call("calls")
+        body = {"jsonrpc": "2.0", "id": 99, "method": "tools/call", "params": {"name": "guard_counted"}}
+        async with http.post(proxy.url, json=body, headers=client.headers) as resp:
+            decoder = SSEDecoder()
+            asked = False
+            async for chunk in resp.content.iter_any():
+                if any("elicitation/create" in e.data for e in decoder.feed(chunk)):
+                    asked = True
+                    break
+            assert asked
+            resp.close()  # gone, with the inline request unanswered
+        for _ in range(100):  # bounded: the call looks at its client once a second
+            if len(proxy.app[MIRROR].calls) == 0:
+                break
+            await asyncio.sleep(0.1)
+        assert len(proxy.app[MIRROR].calls) == 0
+        after = await client.call("calls")
+    count = [int(json.loads(m[1][-1]["result"]["content"][0]["text"])) for m in (before, after)]
+    assert count[1] == count[0] + 1  # one round ran upstream; nothing was retried

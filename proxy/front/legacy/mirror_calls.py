@@ -220,6 +220,9 @@ class MirrorCalls:
             if call.cancelled.is_set():
                 log.info("mirror.cancelled", call=call.token)
                 raise Ended(None)
+            if reply.gone:  # nothing could deliver the result: the call ends here, nothing is retried
+                log.info("mirror.client_gone", call=call.token)
+                raise ConnectionResetError("the client went away")
             if reply.sse and 0 < self._settings.keepalive <= now - written:
                 await reply.keepalive()
                 written = now

@@ -527,3 +527,34 @@ async def test_a_client_that_goes_away_mid_round_leaves_nothing(kinds_url: str) 
         after = await client.call("calls")
     count = [int(json.loads(m[1][-1]["result"]["content"][0]["text"])) for m in (before, after)]
     assert count[1] == count[0] + 1  # one round ran upstream; nothing was retried
+
+
+async def test_the_peer_route_refuses_what_no_replica_signed(fastmcp4_url: str) -> None:
+    """Someone who is not a replica posts an answer, or a cancel, to the peer route: 401, nothing is
+    delivered, and the call goes on to its end."""
+    async with running_proxy(fastmcp4_url, parked_ttl_s=5) as proxy, aiohttp.ClientSession() as http:
+        peer_url = proxy.url.replace("/mcp", "/_mrtr/peer/mirror")
+        client = RawLegacy(proxy.url, http)
+        await client.initialize(ELICIT)
+        asked: list[dict[str, Any]] = []
+        seen = asyncio.Event()
+
+        def hold(msg: dict[str, Any]) -> None:
+            asked.append(msg)
+            seen.set()
+
+        task = asyncio.ensure_future(client.call("guard_name", answerer=hold))
+        async with asyncio.timeout(5):
+            await seen.wait()
+        forged = {
+            "jsonrpc": "2.0",
+            "id": asked[0]["id"],
+            "result": {"action": "accept", "content": {"name": "M"}},
+        }
+        cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}}
+        for body in (forged, cancel):
+            async with http.post(peer_url, json=body, headers={"X-Mrtr-Forwarded-By": "x:1"}) as resp:
+                assert resp.status == 401
+        assert await client.answer(asked[0]["id"], accept_ada(asked[0])) == 202
+        _, messages = await task
+        assert messages[-1]["result"]["content"][0]["text"] == "hello:Ada"

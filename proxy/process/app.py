@@ -29,7 +29,7 @@ from proxy.front.cors import middleware as cors_middleware
 from proxy.front.endpoint import Endpoint
 from proxy.front.fallback import json_answers
 from proxy.front.legacy.bridge import BridgeSettings, LegacyBridge
-from proxy.front.legacy.mirror import MIRROR_PEER_PATH, LegacyMirror
+from proxy.front.legacy.mirror import MIRROR_PEER_PATH, LegacyMirror, peer_route
 from proxy.front.legacy.quota import SessionQuota
 from proxy.front.legacy.relay import LegacyRelay
 from proxy.front.modern.front import ModernFront
@@ -196,7 +196,7 @@ def create_app(
     app.router.add_get(WELL_KNOWN, metadata_endpoint)
     app.router.add_get(WELL_KNOWN + "/{tail:.*}", metadata_endpoint)
     app.router.add_get(KEYS_PATH, readiness.peer_keys)
-    app.router.add_post(MIRROR_PEER_PATH, _mirror_peer)  # a legacy client's answer or cancel, to its call
+    app.router.add_post(MIRROR_PEER_PATH, peer_route)  # a legacy client's answer or cancel, to its call
     app.router.add_get("/healthz", readiness.healthz)
     app.router.add_get("/readyz", readiness.readyz)
     if config.metrics.public:  # else only on the admin listener (proxy/process/admin.py)
@@ -285,7 +285,9 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
         clients=clients,
     )
     upstreams = {u.name: u for u in config.upstreams}
-    app[MIRROR] = mirror = LegacyMirror.from_config(config, clients, eras, app[CODEC], app[KEY_CHECK])
+    app[MIRROR] = mirror = LegacyMirror.from_config(
+        config, clients, eras, app[CODEC], app[KEY_CHECK], state=app[STATE]
+    )
     principal = resolver(config.principal)
     app[OAUTH] = OAuthFront.from_config(config, app[PREPARED], http, clients)
     app[FRONT] = Endpoint(
@@ -333,10 +335,6 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
 
 async def _mcp(request: web.Request) -> web.StreamResponse:
     return await request.app[FRONT].handle(request)
-
-
-async def _mirror_peer(request: web.Request) -> web.StreamResponse:
-    return await request.app[MIRROR].peer_route(request)
 
 
 async def _stop_tracing(app: web.Application) -> None:
@@ -392,6 +390,7 @@ async def drain(app: web.Application) -> None:
     grace = app[CONFIG].calls.drain_grace_s
     deadline = loop.time() + grace
     await app[CALLS].drain(grace)
+    app[MIRROR].calls.shut_down()  # legacy clients of modern upstreams still waiting are told (-31011)
     # Retries relayed to their owner are not calls of this replica: wait for their answers too (each is
     # bounded: its owner answers, is found gone, or the forward times out).
     while app[STATE].forwarding and loop.time() < deadline + 5:  # noqa: ASYNC110

@@ -14,7 +14,7 @@ from proxy.calls.service import CallService
 from proxy.cluster.agreement import PeerKeyCheck
 from proxy.config import Config
 from proxy.front.endpoint import Endpoint
-from proxy.front.legacy.mirror import LegacyMirror
+from proxy.front.legacy.mirror import MIRROR
 from proxy.front.peers import Peers
 from proxy.handle import HandleCodec
 from proxy.handle.rotation import Rotation
@@ -53,7 +53,6 @@ TRACING = web.AppKey("tracing", Tracing)
 HTTP = web.AppKey("http", aiohttp.ClientSession)
 PREPARED = web.AppKey("prepared", Prepared)
 ERAS = web.AppKey("eras", EraBook)  # each upstream's protocol era (proxy/upstream/era.py)
-MIRROR = web.AppKey("mirror", LegacyMirror)  # legacy clients of modern upstreams (front/legacy/mirror.py)
 
 
 @dataclass(slots=True)

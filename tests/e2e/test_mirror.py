@@ -24,6 +24,7 @@ import pytest_asyncio
 
 from e2e.harness import running_proxy
 from e2e.replicas import cluster, log_lines, round_robin
+from proxy.process.app import drain
 from proxy.process.appstate import ERAS, MIRROR
 from proxy.wire.sse import SSEDecoder
 
@@ -558,3 +559,23 @@ async def test_the_peer_route_refuses_what_no_replica_signed(fastmcp4_url: str) 
         assert await client.answer(asked[0]["id"], accept_ada(asked[0])) == 202
         _, messages = await task
         assert messages[-1]["result"]["content"][0]["text"] == "hello:Ada"
+
+
+async def test_a_draining_replica_tells_waiting_clients_and_turns_new_calls_away(fastmcp4_url: str) -> None:
+    """SIGTERM's drain: a legacy client still being asked when the grace ends is told the replica shut down
+    (-31011, not retried upstream); a new call is turned away with 503 'not processed' (a balancer sends
+    it on to another replica)."""
+    async with running_proxy(fastmcp4_url, drain_grace_s=0.5) as proxy, aiohttp.ClientSession() as http:
+        client = RawLegacy(proxy.url, http)
+        await client.initialize(ELICIT)
+        seen = asyncio.Event()
+        task = asyncio.ensure_future(client.call("guard_name", answerer=lambda _: seen.set()))
+        async with asyncio.timeout(5):
+            await seen.wait()
+        await drain(proxy.app)
+        _, messages = await task
+        assert messages[-1]["error"]["code"] == -31011
+        assert "it was not retried upstream" in messages[-1]["error"]["message"]
+        status, messages = await client.call("guard_name")
+        assert status == 503 and "shutting down" in messages[0]["error"]["message"]
+        assert len(proxy.app[MIRROR].calls) == 0

@@ -48,9 +48,10 @@ from aiohttp import web
 
 from proxy.calls.wording import unavailable, unavailable_message
 from proxy.config import Config, UpstreamConfig
+from proxy.front.legacy.bridge_session import RuntimeStateView
 from proxy.front.legacy.bridge_streams import BridgeReply, error_response
 from proxy.front.legacy.mirror_calls import MirrorCalls, MirrorSettings
-from proxy.front.peers import Peers, PeerUnreachable
+from proxy.front.peers import NOT_PROCESSED, Peers, PeerUnreachable
 from proxy.handle import HandleCodec, HandleError
 from proxy.handle.mirror_ids import MirrorSession, open_ask, open_mirror_session, seal_mirror_session
 from proxy.handle.peer_auth import PeerAuthError
@@ -90,8 +91,9 @@ class LegacyMirror:
         call_timeout: float = 300.0,
         log_level: str = "debug",
         replicas: Callable[[], Awaitable[list[str]]] | None = None,  # the others, for a cancel
+        state: RuntimeStateView | None = None,  # draining: no new calls
     ) -> None:
-        self._replicas = replicas
+        self._replicas, self._state = replicas, state
         self._upstreams, self._clients, self._eras = upstreams, clients, eras
         self._codec, self._peers, self._settings = codec, peers, settings
         self._call_timeout, self._log_level = call_timeout, log_level
@@ -105,6 +107,8 @@ class LegacyMirror:
         eras: EraBook,
         codec: HandleCodec,
         book: PeerBook,
+        *,
+        state: RuntimeStateView | None = None,
     ) -> LegacyMirror:
         settings = MirrorSettings(config.calls.parked_ttl_s, config.front.keepalive_s, config.replica_address)
         upstreams = {u.name: u for u in config.upstreams}
@@ -117,6 +121,7 @@ class LegacyMirror:
             settings=settings,
             call_timeout=config.calls.call_timeout_s,
             replicas=book.resolve if book.addresses else None,
+            state=state,
         )
 
     async def takes(
@@ -262,6 +267,10 @@ class LegacyMirror:
             return await self._post(upstream, target, req, note)
 
         answer: jsonrpc.Response | None
+        if msg.method in mcp.MRTR_METHODS and self._state is not None and self._state.draining:
+            response = error_response(503, "This proxy replica is shutting down; send the request again")
+            response.headers.update({NOT_PROCESSED: "1", "Retry-After": "0"})
+            return response
         try:
             if msg.method in mcp.MRTR_METHODS:
                 answer = await self.calls.run(reply, session, msg, params, send)
@@ -345,4 +354,12 @@ def _challenged(exc: UpstreamAuthChallenge, challenge: Challenge | None) -> web.
     return response
 
 
-__all__ = ["MIRROR_PEER_PATH", "LegacyMirror", "MirrorSettings"]
+MIRROR = web.AppKey("mirror", LegacyMirror)
+
+
+async def peer_route(request: web.Request) -> web.StreamResponse:
+    """The app's handler of MIRROR_PEER_PATH (the mirror is made once the app starts)."""
+    return await request.app[MIRROR].peer_route(request)
+
+
+__all__ = ["MIRROR", "MIRROR_PEER_PATH", "LegacyMirror", "MirrorSettings", "peer_route"]

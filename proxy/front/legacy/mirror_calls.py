@@ -28,6 +28,7 @@ from typing import Any
 
 import structlog
 
+from proxy.calls.outcomes import shut_down
 from proxy.front.legacy.bridge_streams import BridgeReply
 from proxy.handle import HandleCodec
 from proxy.handle.mirror_ids import MirrorAsk, MirrorSession, seal_ask
@@ -64,6 +65,7 @@ class MirrorCall:
     client_id: jsonrpc.RequestId
     waiting: dict[str, asyncio.Future[jsonrpc.Response]] = field(default_factory=dict)
     cancelled: asyncio.Event = field(default_factory=asyncio.Event)
+    shut_down: bool = False  # the replica is shutting down: the call ends with -31011
 
 
 class MirrorCalls:
@@ -88,6 +90,13 @@ class MirrorCalls:
             return False
         waiter.set_result(answer)
         return True
+
+    def shut_down(self) -> int:
+        """End every call (the replica stops): each client is told; nothing is retried upstream."""
+        for call in self._calls.values():
+            call.shut_down = True
+            call.cancelled.set()
+        return len(self._calls)
 
     def cancel(self, session: str, client_id: object) -> bool:
         """The client's `notifications/cancelled` for its call `client_id`. False: no such call here."""
@@ -217,6 +226,9 @@ class MirrorCalls:
             now = loop.time()
             if deadline is not None and now >= deadline:
                 return
+            if call.cancelled.is_set() and call.shut_down:
+                why = "the call waited for its client or its upstream; it was not retried upstream"
+                raise Ended(jsonrpc.Error(call.client_id, shut_down(why)))
             if call.cancelled.is_set():
                 log.info("mirror.cancelled", call=call.token)
                 raise Ended(None)

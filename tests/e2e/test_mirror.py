@@ -39,13 +39,13 @@ FORM_TEXT = "form:accept:" + json.dumps(FORM, sort_keys=True)
 
 
 @contextlib.asynccontextmanager
-async def start_mirror_fixture() -> AsyncIterator[str]:
+async def start_mirror_fixture(port: int | None = None) -> AsyncIterator[str]:
     peers.require_peers({"fastmcp 4.x": peers.fastmcp4_python()})
 
     def argv(port: int) -> list[str]:
         return [str(peers.fastmcp4_python()), str(MIRROR_FIXTURE), str(port)]
 
-    async with peers.run_peer("mirror-fixture", argv, env={"PYTHONUNBUFFERED": "1"}) as peer:
+    async with peers.run_peer("mirror-fixture", argv, env={"PYTHONUNBUFFERED": "1"}, port=port) as peer:
         yield f"http://127.0.0.1:{peer.port}/mcp"
 
 
@@ -579,3 +579,24 @@ async def test_a_draining_replica_tells_waiting_clients_and_turns_new_calls_away
         status, messages = await client.call("guard_name")
         assert status == 503 and "shutting down" in messages[0]["error"]["message"]
         assert len(proxy.app[MIRROR].calls) == 0
+
+
+async def test_an_upstream_replaced_by_a_legacy_server_sends_the_client_back_to_the_relay() -> None:
+    """The modern server on a port is replaced by a legacy one (FastMCP 1.30) while the proxy runs: the
+    mirror session's next request is answered the legacy way, so it gets 404 (a legacy client initializes
+    again), the era is probed again, and the new session is relayed to the legacy server."""
+    port = peers.free_port()
+    async with running_proxy(f"http://127.0.0.1:{port}/mcp") as proxy, aiohttp.ClientSession() as http:
+        client = RawLegacy(proxy.url, http)
+        async with start_mirror_fixture(port=port):
+            await client.initialize(ELICIT)
+            _, messages = await client.call("guard_counted", answerer=accept_ada)
+            assert messages[-1]["result"]["content"][0]["text"] == "counted:Ada"
+        async with peers.start_fastmcp(port=port):
+            status, messages = await client.call("ask_name", answerer=accept_ada)
+            assert status == 404 and messages[0]["error"]["message"] == "Session not found"
+            del client.headers["Mcp-Session-Id"]
+            await client.initialize(ELICIT)
+            _, messages = await client.call("ask_name", answerer=accept_ada)
+            assert messages[-1]["result"]["content"][0]["text"] == "accept:Ada"  # relayed, inline
+        assert proxy.app[ERAS].describe() == {"default": "legacy"}

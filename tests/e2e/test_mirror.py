@@ -600,3 +600,28 @@ async def test_an_upstream_replaced_by_a_legacy_server_sends_the_client_back_to_
             _, messages = await client.call("ask_name", answerer=accept_ada)
             assert messages[-1]["result"]["content"][0]["text"] == "accept:Ada"  # relayed, inline
         assert proxy.app[ERAS].describe() == {"default": "legacy"}
+
+
+async def test_prompts_resources_and_lists_relay_to_the_modern_upstream(kinds_url: str) -> None:
+    async with running_proxy(kinds_url) as proxy, aiohttp.ClientSession() as http:
+        client = RawLegacy(proxy.url, http)
+        client.headers["Accept"] = "application/json"
+        await client.initialize({})
+
+        async def rpc(method: str, params: dict[str, Any]) -> dict[str, Any]:
+            body = {"jsonrpc": "2.0", "id": 7, "method": method, "params": params}
+            async with http.post(proxy.url, json=body, headers=client.headers) as resp:
+                answer: dict[str, Any] = await resp.json()
+            assert "resultType" not in answer.get("result", {}), answer
+            return answer
+
+        prompts = await rpc("prompts/list", {})
+        assert [p["name"] for p in prompts["result"]["prompts"]] == ["greeting"]
+        got = await rpc("prompts/get", {"name": "greeting", "arguments": {"name": "Ada"}})
+        assert got["result"]["messages"][0]["content"]["text"] == "Hello, Ada!"
+        resources = await rpc("resources/list", {})
+        assert [r["uri"] for r in resources["result"]["resources"]] == ["mirror://info"]
+        read = await rpc("resources/read", {"uri": "mirror://info"})
+        assert read["result"]["contents"][0]["text"] == "mirror fixture"
+        missing = await rpc("tools/call", {"name": "no_such_tool", "arguments": {}})
+        assert "no_such_tool" in json.dumps(missing)  # the upstream's own answer, as it gave it

@@ -36,7 +36,7 @@ from proxy.observe.metrics import record_request
 from proxy.observe.spans import RequestSpan
 from proxy.observe.tracing import Tracing
 from proxy.routes.policy import Grant
-from proxy.routes.table import Route, RouteTable
+from proxy.routes.table import Route
 from proxy.upstream.propagation import propagating
 from proxy.wire import jsonrpc, mcp
 from proxy.wire.jsonrpc import ErrorObject
@@ -68,12 +68,11 @@ class Endpoint:
         legacy: LegacyRelay,
         tracing: Tracing | None = None,  # None: no tracing (proxy/observe/tracing.py)
         oauth: OAuthFront | None = None,  # OAuth (front/oauth.py); None: no validation, no challenges
-        routes: RouteTable | None = None,  # aggregated routes (proxy/routes/); None: none
     ) -> None:
         self._oauth = oauth
         self._front = front
         self._upstreams = upstreams
-        self._routes = routes or RouteTable({})
+        self._routes = modern.routes  # aggregated routes (proxy/routes/), served by the modern front
         self._by_host = {h.lower(): name for name, up in upstreams.items() for h in up.hosts} | {
             h.lower(): route.name for route in self._routes for h in route.hosts
         }

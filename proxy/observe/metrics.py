@@ -62,12 +62,10 @@ class Metrics:
         self,
         upstreams: Iterable[str],
         tools: Iterable[str] = (),
-        routes: Mapping[str, tuple[str, ...]] | None = None,  # aggregated routes: name -> its upstreams
     ) -> None:
         self.registry = CollectorRegistry()
-        routes = routes or {}
         names = tuple(upstreams)
-        self._upstreams = (*names, *routes)  # a route's own answers (its lists) are counted under its name
+        self._upstreams = names
         self._tools = frozenset(tools)  # metrics.tools: the only tool names that become label values
         known = [(name,) for name in names]  # known series start at 0: rate() and absence alerts
         self.requests = self._add(
@@ -143,7 +141,6 @@ class Metrics:
             "mrtr_proxy_route_left_out",
             "Upstreams left out of an aggregated route's list or discover (down, slow, an error), by reason",
             ("route", "upstream", "reason"),
-            start=[(r, up, "unavailable") for r, ups in routes.items() for up in ups],
         )
         self._state = StateCollector(names)
         self.registry.register(self._state)
@@ -212,6 +209,14 @@ class Metrics:
         if "owner" in line:  # the retry was for a call parked on another replica
             result = next((result for key, result in _FORWARD_RESULTS if key in line), "ok")
             self.peer_forwards.labels(result).inc()
+
+    def route_members(self, routes: Mapping[str, tuple[str, ...]]) -> None:
+        """The aggregated routes (name -> its upstreams): a route's own answers (its lists) are counted
+        under its name as `upstream`, and its left-out series start at 0."""
+        self._upstreams = (*self._upstreams, *routes)
+        for route, ups in routes.items():
+            for up in ups:
+                self.route_left_out.labels(route, up, "unavailable")
 
     def left_out(self, route: str, upstream: str, why: str) -> None:
         """An aggregated route's list went on without `upstream` (proxy/front/modern/aggregate_lists.py)."""

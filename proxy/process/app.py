@@ -33,8 +33,6 @@ from proxy.front.legacy.bridge import BridgeSettings, LegacyBridge
 from proxy.front.legacy.mirror import MIRROR_PEER_PATH, LegacyMirror, peer_route
 from proxy.front.legacy.quota import SessionQuota
 from proxy.front.legacy.relay import LegacyRelay
-from proxy.front.modern.aggregate import AggregateFront
-from proxy.front.modern.aggregate_lists import RouteLists
 from proxy.front.modern.front import ModernFront
 from proxy.front.modern.listen import ListenFront
 from proxy.front.modern.relay import NativeRelay
@@ -61,7 +59,6 @@ from proxy.process.appstate import (
     POOLS,
     PREPARED,
     ROTATION,
-    ROUTES,
     STATE,
     TASKS,
     TRACING,
@@ -69,8 +66,7 @@ from proxy.process.appstate import (
     RuntimeState,
 )
 from proxy.process.periodic import every
-from proxy.routes.health import RouteHealth
-from proxy.routes.table import RouteTable, members
+from proxy.process.routing import aggregated
 from proxy.tasks.front import TaskFront
 from proxy.tasks.manager import TaskManager, TaskSettings
 from proxy.tasks.policy import TaskPolicy
@@ -180,8 +176,7 @@ def create_app(
         config.replica_address, lambda: codec.ring, answer_timeout=config.calls.call_timeout_s + 30
     )
     app[KEY_CHECK] = PeerKeyCheck(app[PEERS], config.replica_address, config.replica.peers)
-    app[METRICS] = Metrics((u.name for u in config.upstreams), config.metrics.tools, routes=members(config))
-    app[ROUTES] = RouteHealth()
+    app[METRICS] = Metrics((u.name for u in config.upstreams), config.metrics.tools)
     app[METRICS].limits(
         max_calls=config.calls.max_parked,
         max_sessions={u.name: u.pool.max_sessions for u in config.upstreams},
@@ -303,13 +298,10 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
     )
     principal = resolver(config.principal)
     app[OAUTH] = OAuthFront.from_config(config, app[PREPARED], http, clients)
-    judges, ring = app[OAUTH].upstream_judges, lambda: app[CODEC].ring
-    relay = NativeRelay.from_config(config, clients, eras, app[CODEC])
-    lists = RouteLists(pools, ring, app[ROUTES], tasks, observer=app[METRICS], judges=judges, relay=relay)
+    aggregate = aggregated(app, pools, tasks, clients, eras)
     app[FRONT] = Endpoint(
         front=config.front,
         upstreams=upstreams,
-        routes=RouteTable.of(config),
         principal=principal,
         legacy=LegacyRelay(
             http,
@@ -332,8 +324,8 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
             tasks=tasks,
             listen=ListenFront(front=config.front, pools=pools, state=app[STATE], tasks=tasks),
             oauth=app[OAUTH],
-            relay=relay,
-            aggregate=AggregateFront(lists, tasks) if config.routes else None,
+            relay=NativeRelay.from_config(config, clients, eras, app[CODEC]),
+            aggregate=aggregate,
         ),
         tracing=app[TRACING],
         oauth=app[OAUTH],

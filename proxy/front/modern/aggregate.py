@@ -20,7 +20,7 @@ import structlog
 from proxy.front.modern.aggregate_lists import KeyFor, RouteLists
 from proxy.routes.names import LISTS, RENAMED, Entry
 from proxy.routes.policy import Grant, judge
-from proxy.routes.table import Member, Route
+from proxy.routes.table import Member, Route, RouteTable
 from proxy.tasks.front import TaskFront
 from proxy.translate.request import ModernRequest
 from proxy.upstream.pool import PoolKey
@@ -40,9 +40,10 @@ class Routed:
 
 
 class AggregateFront:
-    def __init__(self, lists: RouteLists, tasks: TaskFront | None) -> None:
+    def __init__(self, lists: RouteLists, tasks: TaskFront | None, table: RouteTable) -> None:
         self.lists = lists
         self._tasks = tasks
+        self.table = table  # every aggregated route, by name
 
     async def route(
         self,

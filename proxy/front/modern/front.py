@@ -42,6 +42,7 @@ from proxy.front.principal import Resolver
 from proxy.front.reply import Replier
 from proxy.routes.policy import Grant
 from proxy.routes.table import Route as AggregatedRoute
+from proxy.routes.table import RouteTable
 from proxy.tasks.front import TaskFront
 from proxy.translate.request import ModernRequest
 from proxy.upstream.base import UpstreamAuthChallenge
@@ -89,6 +90,7 @@ class ModernFront:
         self._relay = relay
         self._oauth = oauth
         self._aggregate = aggregate
+        self.routes = aggregate.table if aggregate is not None else RouteTable({})  # the endpoint's to tell
         self._state = state
         self._tasks = tasks
         self._listen = listen

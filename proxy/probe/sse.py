@@ -10,7 +10,7 @@ from urllib.parse import urljoin, urlsplit
 import aiohttp
 
 from proxy.probe.channel import ProbeError, Recorder, StreamChannel, decode
-from proxy.probe.http import HttpConversation, describe, refuse_unauthorized, sse_events
+from proxy.probe.http import HttpConversation, describe, refuse_unauthorized, sse_events, start_of
 from proxy.wire import jsonrpc
 
 
@@ -38,7 +38,7 @@ class SseConversation(HttpConversation):
             async with self._http.get(self.url, headers=headers) as response:
                 refuse_unauthorized(response)
                 if response.status != 200 or response.content_type != "text/event-stream":
-                    raise ProbeError(f"GET answered {describe(response, await response.read())}")
+                    raise ProbeError(f"GET answered {describe(response, await start_of(response))}")
                 async for event in sse_events(response):
                     if event.event == "endpoint" and not endpoint.done():
                         target = urljoin(self.url, event.data.strip())
@@ -62,7 +62,7 @@ class SseConversation(HttpConversation):
         headers = {**self._headers, "Content-Type": "application/json"}
         async with self._http.post(self.endpoint, data=body, headers=headers) as response:
             if response.status not in (200, 202):
-                raise ProbeError(f"POST {self.endpoint}: {describe(response, await response.read())}")
+                raise ProbeError(f"POST {self.endpoint}: {describe(response, await start_of(response))}")
 
     async def request(self, method: str, params: jsonrpc.JSONObject, timeout: float) -> jsonrpc.Response:
         return await self.channel.request(method, params, timeout)

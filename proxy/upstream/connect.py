@@ -36,6 +36,7 @@ def stdio_settings(
         capabilities=capabilities,
         initialize_timeout=timeouts.initialize_s if initialize_timeout is None else initialize_timeout,
         connect_timeout=timeouts.connect_s,
+        max_line_bytes=upstream.max_message_bytes,
     )
 
 
@@ -127,4 +128,5 @@ def _http_settings(
         headers={**upstream.headers, **headers},
         initialize_timeout=upstream.timeouts.initialize_s,
         connect_timeout=upstream.timeouts.connect_s,
+        max_message_bytes=upstream.max_message_bytes,
     )

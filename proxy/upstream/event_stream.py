@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 import structlog
 
 from proxy.wire.http1 import HttpError, ResponseHead, ResponseReader, request_head
-from proxy.wire.sse import SSEDecoder, SSEError, SSEEvent
+from proxy.wire.sse import DEFAULT_MAX_EVENT_BYTES, SSEDecoder, SSEError, SSEEvent
 
 log = structlog.get_logger(__name__)
 
@@ -38,11 +38,17 @@ class EventStream(asyncio.Protocol):
 
     __slots__ = ("_decoder", "_on_event", "_reader", "_request", "_transport", "ended", "head")
 
-    def __init__(self, request: bytes, on_event: EventHandler, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self,
+        request: bytes,
+        on_event: EventHandler,
+        loop: asyncio.AbstractEventLoop,
+        max_message_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+    ) -> None:
         self._request = request
         self._on_event = on_event
         self._reader = ResponseReader()
-        self._decoder = SSEDecoder()
+        self._decoder = SSEDecoder(max_event_bytes=max_message_bytes)
         self._transport: asyncio.Transport | None = None
         self.head: asyncio.Future[ResponseHead | None] = loop.create_future()
         self.ended: asyncio.Future[str] = loop.create_future()
@@ -98,9 +104,11 @@ async def open_event_stream(
     tls: ssl.SSLContext | None,
     connect_timeout: float,
     head_timeout: float,
+    max_message_bytes: int = DEFAULT_MAX_EVENT_BYTES,
 ) -> tuple[EventStream, ResponseHead]:
     """GET `url` with `headers` and wait for the response head. The caller closes the stream (`close()`),
-    whatever its status. `tls`: the upstream's own context for https (None: the default, verifying).
+    whatever its status. `tls`: the upstream's own context for https (None: the default, verifying). A line
+    or event over `max_message_bytes` ends the stream (its connection closed, what was read of it dropped).
     Raises OSError or TimeoutError (no connection, or no head in time), StreamEnded (no head at all)."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -115,7 +123,7 @@ async def open_event_stream(
     except HttpError as exc:
         raise StreamEnded(str(exc)) from None
     loop = asyncio.get_running_loop()
-    stream = EventStream(request, on_event, loop)
+    stream = EventStream(request, on_event, loop, max_message_bytes)
     async with asyncio.timeout(connect_timeout):
         await loop.create_connection(
             lambda: stream,

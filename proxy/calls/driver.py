@@ -30,12 +30,14 @@ from proxy.calls.outcomes import (
     Running,
     shut_down,
     too_many_calls,
+    too_many_inputs,
     upstream_failed,
 )
 from proxy.calls.registry import CallRegistry, LimitExceeded, LiveCall
 from proxy.calls.roots import RootsBook, SessionRoots, deliver_input, settle_unasked
 from proxy.calls.scope import SessionLevels
-from proxy.handle import Claims, HandleCodec
+from proxy.handle import Claims, HandleCodec, carried_ids
+from proxy.handle.claims import MAX_PENDING, MAX_STR
 from proxy.upstream.base import TransportLost, UpstreamError
 from proxy.upstream.pool import SessionPool
 from proxy.wire import jsonrpc, mcp
@@ -102,8 +104,11 @@ class CallDriver:
         return None
 
     def _check_current(self, call: LiveCall, claims: Claims) -> None:
-        pending_ids = {k: p.legacy_id for k, p in call.exchange.pending.items()}
-        if claims.round != call.exchange.round or dict(claims.pending) != pending_ids:
+        pending_ids, hashed = carried_ids({k: p.legacy_id for k, p in call.exchange.pending.items()})
+        if claims.round != call.exchange.round or (dict(claims.pending), claims.hashed) != (
+            pending_ids,
+            hashed,
+        ):
             raise InvalidRequestState("stale_round")
         if claims.session != (call.session.session_id or "") or claims.principal != call.principal:
             raise InvalidRequestState("call_mismatch")
@@ -165,6 +170,9 @@ class CallDriver:
                         reply = call.exchange.on_server_request(item)
                         if reply is not None:
                             await call.session.send(reply.message())
+                        elif len(call.exchange.pending) > MAX_PENDING:  # more than a round can carry
+                            await self._abandon(call, f"the upstream asked more than {MAX_PENDING} at once")
+                            return Failed(too_many_inputs(MAX_PENDING))
                         elif window.deadline is not None:  # one more arrived: the window stays open
                             window.more(loop.time())
                     case jsonrpc.Notification():
@@ -200,21 +208,25 @@ class CallDriver:
             return Failed(too_many_calls(exc))
         ttl = self._registry.park(call, self._settings.parked_ttl if ttl is None else ttl)
         rnd = call.exchange.open_round()
+        pending, hashed = carried_ids(rnd.pending_ids)  # an id too long to carry: its digest (claims.py)
+        last_event = call.session.last_event_id
         now = int(self._clock())
         claims = Claims(
             upstream=call.upstream,
             session=call.session.session_id or "",
             call=call.id,
             round=rnd.round,
-            pending=rnd.pending_ids,
+            pending=pending,
             owner=self._settings.owner,
             principal=call.principal,
             target=call.target,
             issued_at=now,
             expires_at=now + int(ttl),
-            last_event=call.session.last_event_id,
+            # An event id too long to carry: the call cannot be taken over (its stream not resumed).
+            last_event=last_event if last_event is None or len(last_event) <= MAX_STR else None,
             request=None if call.unsent is not None else call.upstream_id,
             trace=call.first_span,
+            hashed=hashed,
         )
         return NeedsInput(rnd.input_requests, self._codec.seal(claims), rnd.round, call.id)
 

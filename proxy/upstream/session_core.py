@@ -21,12 +21,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+from collections import deque
 from collections.abc import Awaitable, Mapping
 from typing import Any
 
+import structlog
+
 from proxy.upstream.base import Inbox, ServerInfo, UpstreamError
-from proxy.upstream.router import SESSION_WIDE_NOTIFICATIONS, NoCallAnswer, Router, SessionListener
+from proxy.upstream.router import (
+    MAX_QUEUED,
+    SESSION_WIDE_NOTIFICATIONS,
+    NoCallAnswer,
+    Router,
+    SessionListener,
+)
 from proxy.wire import jsonrpc
+
+log = structlog.get_logger(__name__)
 
 
 class SessionCore:
@@ -40,6 +51,12 @@ class SessionCore:
         self._alive = False
         self._lost: str | None = None  # why the session can no longer carry messages, once it cannot
         self._tasks: set[asyncio.Task[None]] = set()
+        # Answers the session gives by itself (no call to ask, or a request refused), sent one at a time by
+        # one task: a server that sends thousands of requests gets its answers in turn, never thousands of
+        # POSTs at once. Past MAX_QUEUED unsent, more are dropped (logged once).
+        self._answers: deque[jsonrpc.Response] = deque()
+        self._answering: asyncio.Task[None] | None = None
+        self._answers_dropped = False
 
     # -- properties ---------------------------------------------------------------------------------------
 
@@ -122,7 +139,7 @@ class SessionCore:
         session-wide (list changes, resource updates), never part of a call's reply."""
         reply = self._router.dispatch(msg, standalone=standalone)
         if reply is not None:
-            self._spawn(self._answer_quietly(reply))
+            self._answer(reply)
 
     def _dispatch_one_stream(self, msg: jsonrpc.Message) -> None:
         """`_dispatch` for a transport with one stream for everything: session-wide notifications are known
@@ -130,9 +147,23 @@ class SessionCore:
         session_wide = isinstance(msg, jsonrpc.Notification) and msg.method in SESSION_WIDE_NOTIFICATIONS
         self._dispatch(msg, standalone=session_wide)
 
-    async def _answer_quietly(self, reply: jsonrpc.Response) -> None:
-        with contextlib.suppress(UpstreamError):
-            await self.send(reply)
+    def _answer(self, reply: jsonrpc.Response) -> None:
+        if len(self._answers) >= MAX_QUEUED:
+            if not self._answers_dropped:
+                self._answers_dropped = True
+                log.warning("upstream.answers_dropped", session=self._session_id, limit=MAX_QUEUED)
+            return
+        self._answers.append(reply)
+        if self._answering is None:
+            self._answering = self._spawn(self._send_answers())
+
+    async def _send_answers(self) -> None:
+        try:
+            while self._answers:
+                with contextlib.suppress(UpstreamError):
+                    await self.send(self._answers.popleft())
+        finally:
+            self._answering = None
 
     def _lose(self, reason: str) -> bool:
         """The transport can no longer carry the session's messages: the first time, every waiter fails and

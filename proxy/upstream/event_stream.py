@@ -36,7 +36,7 @@ class EventStream(asyncio.Protocol):
     None if the stream ended first); `ended` to why the stream ended ("" when `close()` ended it). Neither
     future ever holds an exception, so nothing is left unretrieved whoever stops waiting."""
 
-    __slots__ = ("_decoder", "_on_event", "_reader", "_request", "_transport", "ended", "head")
+    __slots__ = ("_decoder", "_on_event", "_reader", "_request", "_transport", "ended", "head", "paused")
 
     def __init__(
         self,
@@ -50,6 +50,7 @@ class EventStream(asyncio.Protocol):
         self._reader = ResponseReader()
         self._decoder = SSEDecoder(max_event_bytes=max_message_bytes)
         self._transport: asyncio.Transport | None = None
+        self.paused = False  # reading paused (`pause`): the session owes the server too many answers
         self.head: asyncio.Future[ResponseHead | None] = loop.create_future()
         self.ended: asyncio.Future[str] = loop.create_future()
 
@@ -81,6 +82,17 @@ class EventStream(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._end(f"connection lost: {exc}" if exc else "the server closed the connection")
+
+    def pause(self) -> None:
+        """Read nothing more until `resume` (the events of the bytes already read are still handled)."""
+        if self._transport is not None and not self.paused:
+            self.paused = True
+            self._transport.pause_reading()
+
+    def resume(self) -> None:
+        if self._transport is not None and self.paused:
+            self._transport.resume_reading()
+        self.paused = False
 
     def close(self) -> None:
         """End the stream from our side."""

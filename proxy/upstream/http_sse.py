@@ -244,6 +244,7 @@ class HttpSseSession(SessionCore):
         try:
             async for event in stream:
                 self._on_event(event.type, event.data)
+                await self._until_answered()  # a server flooding us with requests waits for their answers
         except _StreamEnded:
             pass
         except (MessageTooLarge, LineTooLong):

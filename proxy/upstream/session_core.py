@@ -19,25 +19,14 @@ waiter fails, the receiving call gets `TransportLost`); it returns False for any
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
-from collections import deque
 from collections.abc import Awaitable, Mapping
 from typing import Any
 
-import structlog
-
+from proxy.upstream.answers import AnswerQueue
 from proxy.upstream.base import Inbox, ServerInfo, UpstreamError
-from proxy.upstream.router import (
-    MAX_QUEUED,
-    SESSION_WIDE_NOTIFICATIONS,
-    NoCallAnswer,
-    Router,
-    SessionListener,
-)
+from proxy.upstream.router import SESSION_WIDE_NOTIFICATIONS, NoCallAnswer, Router, SessionListener
 from proxy.wire import jsonrpc
-
-log = structlog.get_logger(__name__)
 
 
 class SessionCore:
@@ -51,12 +40,9 @@ class SessionCore:
         self._alive = False
         self._lost: str | None = None  # why the session can no longer carry messages, once it cannot
         self._tasks: set[asyncio.Task[None]] = set()
-        # Answers the session gives by itself (no call to ask, or a request refused), sent one at a time by
-        # one task: a server that sends thousands of requests gets its answers in turn, never thousands of
-        # POSTs at once. Past MAX_QUEUED unsent, more are dropped (logged once).
-        self._answers: deque[jsonrpc.Response] = deque()
-        self._answering: asyncio.Task[None] | None = None
-        self._answers_dropped = False
+        # Answers the session gives by itself (no call to ask, or a request refused): a few sent at a time;
+        # while many are owed, the transport reads nothing more (`_until_answered`).
+        self._answers = AnswerQueue(self.send, self._spawn, lambda: self._session_id)
 
     # -- properties ---------------------------------------------------------------------------------------
 
@@ -139,7 +125,7 @@ class SessionCore:
         session-wide (list changes, resource updates), never part of a call's reply."""
         reply = self._router.dispatch(msg, standalone=standalone)
         if reply is not None:
-            self._answer(reply)
+            self._answers.put(reply)
 
     def _dispatch_one_stream(self, msg: jsonrpc.Message) -> None:
         """`_dispatch` for a transport with one stream for everything: session-wide notifications are known
@@ -147,23 +133,15 @@ class SessionCore:
         session_wide = isinstance(msg, jsonrpc.Notification) and msg.method in SESSION_WIDE_NOTIFICATIONS
         self._dispatch(msg, standalone=session_wide)
 
-    def _answer(self, reply: jsonrpc.Response) -> None:
-        if len(self._answers) >= MAX_QUEUED:
-            if not self._answers_dropped:
-                self._answers_dropped = True
-                log.warning("upstream.answers_dropped", session=self._session_id, limit=MAX_QUEUED)
-            return
-        self._answers.append(reply)
-        if self._answering is None:
-            self._answering = self._spawn(self._send_answers())
+    @property
+    def _backlogged(self) -> bool:
+        """Does the session owe the upstream so many answers that its transport should stop reading?"""
+        return self._answers.backlogged
 
-    async def _send_answers(self) -> None:
-        try:
-            while self._answers:
-                with contextlib.suppress(UpstreamError):
-                    await self.send(self._answers.popleft())
-        finally:
-            self._answering = None
+    async def _until_answered(self) -> None:
+        """A transport's reader calls this before reading more: it waits while the session is backlogged."""
+        if self._answers.backlogged:
+            await self._answers.room()
 
     def _lose(self, reason: str) -> bool:
         """The transport can no longer carry the session's messages: the first time, every waiter fails and

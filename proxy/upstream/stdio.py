@@ -193,6 +193,7 @@ class StdioSession(SessionCore):
         """Dispatch every line the child writes; returns why reading stopped early, or None at EOF."""
         assert proc.stdout is not None
         while True:
+            await self._until_answered()  # a child flooding us with requests waits for their answers
             try:
                 line = await proc.stdout.readline()
             except ValueError:  # asyncio's LimitOverrunError, as readline reports it

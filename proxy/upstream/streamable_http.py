@@ -22,7 +22,7 @@ import structlog
 from proxy.config import MAX_MESSAGE_BYTES
 from proxy.upstream.base import Inbox, ServerInfo, TransportLost, UpstreamError
 from proxy.upstream.bounded import MessageTooLarge, read_body
-from proxy.upstream.event_stream import StreamEnded, open_event_stream
+from proxy.upstream.event_stream import EventStream, StreamEnded, open_event_stream
 from proxy.upstream.http_errors import SESSION_GONE, refused, rejected_status, session_gone, unreachable
 from proxy.upstream.keepalive import finish_body
 from proxy.upstream.propagation import detach_from_request, with_propagated
@@ -208,6 +208,7 @@ class StreamableHttpSession(SessionCore):
         limit = self._settings.max_message_bytes
         decoder, content = SSEDecoder(max_event_bytes=limit), resp.content
         while True:
+            await self._until_answered()  # a server flooding us with requests waits for their answers
             try:
                 seen = self._feed(decoder, await content.readany(), until, on_event_id)
             except SSEError:
@@ -261,9 +262,13 @@ class StreamableHttpSession(SessionCore):
         detach_from_request()  # the stream is the session's, not the request's that opened it
         failures = 0
         position = _StreamPosition()  # this stream's own last event id, for Last-Event-ID on reconnect
+        stream: EventStream | None = None
 
         def on_event(event: SSEEvent) -> None:
             self._on_event(event, standalone=True, on_event_id=position.saw)
+            if self._backlogged and stream is not None and not stream.paused:
+                stream.pause()  # a server flooding us with requests waits for their answers
+                self._spawn(self._resume_when_answered(stream))
 
         while self._alive:
             headers = self._headers()
@@ -306,6 +311,10 @@ class StreamableHttpSession(SessionCore):
                 log.warning("upstream.get_stream_gave_up", session=self._session_id)
                 return
             await asyncio.sleep(GET_RETRY_DELAYS[min(failures, len(GET_RETRY_DELAYS) - 1)])
+
+    async def _resume_when_answered(self, stream: EventStream) -> None:
+        await self._until_answered()
+        stream.resume()
 
     async def _resume_stream(self, rid: jsonrpc.RequestId, inbox: Inbox) -> None:
         """Resume the call's stream with `GET` + `Last-Event-ID` until its response arrives; re-open it with

@@ -106,10 +106,12 @@ async def under_attack(
             healthy = await RawClient(f"{proxy.base}/servers/healthy/mcp", http).call("echo", {"text": "w"})
             assert healthy.result["content"][0]["text"] == "w"
         attack = Attack(proxy, server, client, proxy.rss_mb())
-        async with healthy_traffic(proxy, http):
-            yield attack
+        try:
+            async with healthy_traffic(proxy, http):
+                yield attack
+        finally:
+            print(f"proxy RSS {attack.baseline_mb:.0f} MB before, peak {proxy.peak_mb():.0f} MB")
         grown = proxy.peak_mb() - attack.baseline_mb
-        print(f"proxy RSS {attack.baseline_mb:.0f} MB before, peak {proxy.peak_mb():.0f} MB")
         assert grown < MEMORY_BOUND_MB, f"the proxy grew by {grown:.0f} MB at its peak"
         assert not [e for e in proxy.log_events() if e.get("event") == "request.unhandled"]
 
@@ -119,7 +121,8 @@ async def bounded(reply: Awaitable[Reply]) -> Reply:
     async with asyncio.timeout(BOUND_S):
         got = await reply
     print(f"answered in {time.monotonic() - started:.2f}s: {got.status} {str(got.body)[:120]}")
-    assert got.status != 500, got
+    assert got.status != 500, str(got.body)[:200]
+    assert "error" in got.body or "result" in got.body, str(got.body)[:200]
     return got
 
 
@@ -142,6 +145,7 @@ async def test_a_huge_json_answer_fails_the_call_without_reading_it(
     async with under_attack(on_call, fastmcp_url, tmp_path) as attack:
         reply = await bounded(attack.client.call("attack"))
         assert reply.status == 200
+        assert "error" in reply.body, str(reply.body)[:200]  # not the 200 MB answer
         assert reply.error["code"] == -31001
         assert LIMIT in reply.error["message"]
         # The upstream's other sessions and the next call are unaffected.

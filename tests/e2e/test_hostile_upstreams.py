@@ -36,6 +36,7 @@ from e2e.hostile import (
     result,
     write_flood,
 )
+from e2e.replicas import log_lines, replica_set, url_of
 
 pytestmark = [pytest.mark.peers, pytest.mark.asyncio(loop_scope="session")]
 
@@ -339,3 +340,36 @@ async def test_a_slow_drip_is_cut_at_the_call_timeout(fastmcp_url: peers.PeerUrl
         reply = await bounded(attack.client.call("attack"))
         assert reply.error["code"] == -31004
         assert "cancelled upstream" in reply.error["message"]
+
+
+async def test_a_long_id_round_trips_when_the_retry_lands_on_another_replica() -> None:
+    """The handle carries the long id's digest; the replica the retry lands on forwards it to the owner,
+    which holds the id itself."""
+    long_id = "id-" + "y" * 5000
+
+    async def on_call(call: Call, server: HostileServer) -> web.StreamResponse:
+        resp = await open_sse(call.request)
+        await resp.write(event(elicit(long_id)))
+        await server.wait_for(lambda: any(a.get("id") == long_id for a in server.answers), "the answer")
+        answer = next(a for a in server.answers if a.get("id") == long_id)
+        await resp.write(event(result(call.id, "hello " + answer["result"]["content"]["name"])))
+        return resp
+
+    async with (
+        hostile_server(on_call) as server,
+        replica_set(server.url, 2) as replicas,
+        aiohttp.ClientSession() as http,
+    ):
+        first = await bounded(RawClient(url_of(replicas[0]), http).call("attack"))
+        assert first.result["resultType"] == "input_required"
+        (key,) = first.result["inputRequests"]
+        other = RawClient(url_of(replicas[1]), http)
+        final = await bounded(other.retry(first, {key: accept_name("Bo")}, "attack"))
+        assert final.result["content"][0]["text"] == "hello Bo"
+        # The owner served it for its peer (its request line is written just after the answer: bounded wait).
+        for _ in range(50):
+            served = [line for line in log_lines(replicas[0]) if line.get("forwarded_by")]
+            if served:
+                break
+            await asyncio.sleep(0.1)
+        assert len(served) == 1 and served[0]["outcome"] == "complete"

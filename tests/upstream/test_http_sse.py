@@ -335,7 +335,8 @@ async def test_a_message_over_max_message_bytes_fails_the_call_and_ends_the_sess
             fake.server.push("event: message\n" + "data: xxxxxxxx\n" * 20_000 + "\n")
         lost = await _next(inbox)
         assert isinstance(lost, TransportLost)
-        assert lost.reason == "upstream sent a message larger than 65536 bytes (upstreams[].max_message_bytes)"
+        limit = "upstream sent a message larger than 65536 bytes (upstreams[].max_message_bytes)"
+        assert lost.reason == limit
         assert not session.alive
     finally:
         await session.close()

@@ -51,6 +51,7 @@ class Healthy:
     """Calls to the healthy upstream (and the proxy's own ping) made while an attack runs."""
 
     replies: list[Reply] = field(default_factory=list)
+    slowest_s: float = 0.0  # the longest any of them took (printed for the record, never asserted)
 
 
 @contextlib.asynccontextmanager
@@ -65,8 +66,10 @@ async def healthy_traffic(proxy: ProxyProcess, http: aiohttp.ClientSession) -> A
         n = 0
         while not stop.is_set():
             n += 1
+            started = time.monotonic()
             healthy.replies.append(await client.call("echo", {"text": f"still here {n}"}))
             healthy.replies.append(await own.request("ping"))
+            healthy.slowest_s = max(healthy.slowest_s, time.monotonic() - started)
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(0.05):
                     await stop.wait()
@@ -78,6 +81,7 @@ async def healthy_traffic(proxy: ProxyProcess, http: aiohttp.ClientSession) -> A
         stop.set()
         async with asyncio.timeout(BOUND_S):
             await task
+        print(f"healthy calls: {len(healthy.replies) // 2}, slowest call + ping {healthy.slowest_s:.2f}s")
     assert len(healthy.replies) >= 2
     for reply in healthy.replies:
         assert reply.status == 200, reply

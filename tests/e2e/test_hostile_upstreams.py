@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
 import time
 from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass, field
@@ -377,3 +378,29 @@ async def test_a_long_id_round_trips_when_the_retry_lands_on_another_replica() -
                 break
             await asyncio.sleep(0.1)
         assert len(served) == 1 and served[0]["outcome"] == "complete"
+
+
+async def test_a_long_id_call_whose_owner_died_is_reported_lost_not_taken_over() -> None:
+    """The handle has only the long id's digest: a replica that takes the call over could not answer the
+    upstream's request, so it reports the call lost (never re-run) instead of adopting the session."""
+    long_id = "id-" + "z" * 5000
+
+    async def on_call(call: Call, server: HostileServer) -> web.StreamResponse:
+        resp = await open_sse(call.request)
+        await resp.write(b"id: ev-1\n" + event(elicit(long_id)))  # an event id: resumable, as far as it says
+        return await hold(resp)
+
+    async with (
+        hostile_server(on_call) as server,
+        replica_set(server.url, 2) as (owner, other),
+        aiohttp.ClientSession() as http,
+    ):
+        first = await bounded(RawClient(url_of(owner), http).call("attack"))
+        (key,) = first.result["inputRequests"]
+        owner.process.send_signal(signal.SIGKILL)
+        await asyncio.wait_for(owner.process.wait(), 10)
+        lost = await bounded(RawClient(url_of(other), http).retry(first, {key: accept_name("Cy")}, "attack"))
+        assert lost.error["code"] == -31002
+        assert "the upstream's request ids are too long to carry in the handle" in lost.error["message"]
+        assert "not re-run" in lost.error["message"]
+        assert not [a for a in server.answers if a.get("id") == long_id]  # nobody answered in its name

@@ -54,8 +54,9 @@ SESSION_WIDE_NOTIFICATIONS: Final = frozenset(
 
 
 # What one session may hold for its call, unread: messages in the call's inbox (a parked call reads none until
-# its client's retry). A server request past it is refused at once (an error back upstream); a notification
-# past it is dropped. The call's own response, and the news of its transport's end, are always taken.
+# its client's retry). A server request past it is refused at once (an error back upstream). Notifications
+# (progress, logging) may fill only half of it, the rest dropped, so a burst of them never costs the call a
+# request. The call's own response, and the news of its transport's end, are always taken.
 MAX_QUEUED: Final = 256
 
 
@@ -158,23 +159,23 @@ class Router:
             if standalone:
                 if self._listener is not None:
                     self._listener(msg)
-            elif self._receiver is not None and not self._full(self._receiver, msg):
+            elif self._receiver is not None and not self._full(self._receiver, msg, MAX_QUEUED // 2):
                 self._receiver.put_nowait(msg)
             return None
         if self._receiver is not None:
-            if self._full(self._receiver, msg):
+            if self._full(self._receiver, msg, MAX_QUEUED):
                 return refusal(msg, f"the call already has {MAX_QUEUED} messages waiting in the proxy")
             self._receiver.put_nowait(msg)
             return None
         return self._no_call(msg)
 
-    def _full(self, inbox: Inbox, msg: jsonrpc.Request | jsonrpc.Notification) -> bool:
-        """Is the call's inbox at MAX_QUEUED? The first time a session finds it so, it is logged."""
-        if inbox.qsize() < MAX_QUEUED:
+    def _full(self, inbox: Inbox, msg: jsonrpc.Request | jsonrpc.Notification, limit: int) -> bool:
+        """Does the call's inbox hold `limit` messages? The first time a session finds it so, it is logged."""
+        if inbox.qsize() < limit:
             return False
         if not self._flooded:
             self._flooded = True
-            log.warning("upstream.flood_refused", limit=MAX_QUEUED, method=msg.method, call=self._receiver_id)
+            log.warning("upstream.flood_refused", limit=limit, method=msg.method, call=self._receiver_id)
         return True
 
     def fail_all(self, reason: str) -> None:

@@ -363,6 +363,26 @@ async def test_a_flood_of_server_requests_is_answered_in_turn_and_bounded(fake: 
         await session.close()
 
 
+async def test_a_burst_of_notifications_never_costs_the_call_a_request(fake: Running) -> None:
+    session = fake.session()
+    try:
+        await session.open()
+        inbox: Inbox = Inbox()
+        await session.call("tools/call", {"name": "slow", "arguments": {}}, inbox)
+        for i in range(1000):  # nobody reads them: half the inbox, then dropped
+            fake.server.push(
+                {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progress": i}}
+            )
+        fake.server.push({"jsonrpc": "2.0", "id": "q", "method": "ping"})
+        await until(lambda: inbox.qsize() == 129)
+        items = [inbox.get_nowait() for _ in range(129)]
+        assert [n.params["progress"] for n in items[:128]] == list(range(128))
+        assert isinstance(items[128], jsonrpc.Request) and items[128].id == "q"
+        assert not [b for b, _ in fake.server.posts if "error" in b]
+    finally:
+        await session.close()
+
+
 async def test_endpoint_on_another_origin_fails_open(fake: Running) -> None:
     fake.server.endpoint = "http://127.0.0.2:9/messages/?session_id=s1"
     session = fake.session()

@@ -36,7 +36,7 @@ from proxy.calls.outcomes import (
 from proxy.calls.registry import CallRegistry, LimitExceeded, LiveCall
 from proxy.calls.roots import RootsBook, SessionRoots, deliver_input, settle_unasked
 from proxy.calls.scope import SessionLevels
-from proxy.handle import Claims, HandleCodec, carried_ids
+from proxy.handle import Claims, HandleCodec, carried_ids, carried_session
 from proxy.handle.claims import MAX_PENDING, MAX_STR
 from proxy.upstream.base import TransportLost, UpstreamError
 from proxy.upstream.pool import SessionPool
@@ -44,6 +44,15 @@ from proxy.wire import jsonrpc, mcp
 from proxy.wire.jsonrpc import ErrorObject
 
 log = structlog.get_logger("proxy.calls.service")
+
+
+def _carried_position(session_id: str | None, last_event: str | None) -> tuple[str, str | None]:
+    """The session and last event id a handle carries. An id too long for it is digested (the session) or
+    left out (the event id); either way the call cannot be taken over: there is no event id to resume from."""
+    session = carried_session(session_id or "")
+    if session != (session_id or "") or (last_event is not None and len(last_event) > MAX_STR):
+        return session, None
+    return session, last_event
 
 
 def _asks_input(item: object) -> bool:
@@ -110,7 +119,10 @@ class CallDriver:
             hashed,
         ):
             raise InvalidRequestState("stale_round")
-        if claims.session != (call.session.session_id or "") or claims.principal != call.principal:
+        if (
+            claims.session != carried_session(call.session.session_id or "")
+            or claims.principal != call.principal
+        ):
             raise InvalidRequestState("call_mismatch")
 
     async def _drive(
@@ -209,11 +221,11 @@ class CallDriver:
         ttl = self._registry.park(call, self._settings.parked_ttl if ttl is None else ttl)
         rnd = call.exchange.open_round()
         pending, hashed = carried_ids(rnd.pending_ids)  # an id too long to carry: its digest (claims.py)
-        last_event = call.session.last_event_id
+        session, last_event = _carried_position(call.session.session_id, call.session.last_event_id)
         now = int(self._clock())
         claims = Claims(
             upstream=call.upstream,
-            session=call.session.session_id or "",
+            session=session,
             call=call.id,
             round=rnd.round,
             pending=pending,
@@ -222,8 +234,7 @@ class CallDriver:
             target=call.target,
             issued_at=now,
             expires_at=now + int(ttl),
-            # An event id too long to carry: the call cannot be taken over (its stream not resumed).
-            last_event=last_event if last_event is None or len(last_event) <= MAX_STR else None,
+            last_event=last_event,
             request=None if call.unsent is not None else call.upstream_id,
             trace=call.first_span,
             hashed=hashed,

@@ -1,6 +1,15 @@
 """Encrypted, authenticated session handles (the ``requestState`` a client echoes back)."""
 
-from .claims import FORMAT_VERSION, Claims, FrozenMap, carried_ids, decode_claims, encode_claims, id_digest
+from .claims import (
+    FORMAT_VERSION,
+    Claims,
+    FrozenMap,
+    carried_ids,
+    carried_session,
+    decode_claims,
+    encode_claims,
+    id_digest,
+)
 from .codec import ANONYMOUS, MAX_CLOCK_SKEW, HandleCodec, principal_digest, target_digest
 from .keyring import (
     MAX_TOKEN_CHARS,
@@ -29,6 +38,7 @@ __all__ = [
     "KeyLoadError",
     "KeyRing",
     "carried_ids",
+    "carried_session",
     "decode_claims",
     "derive_kid",
     "encode_claims",

@@ -34,6 +34,7 @@ __all__ = [
     "Claims",
     "FrozenMap",
     "carried_ids",
+    "carried_session",
     "decode_claims",
     "encode_claims",
     "id_digest",
@@ -53,6 +54,12 @@ def id_digest(rid: str) -> str:
     ``h`` says which of its ids are digests."""
     raw = hashlib.sha256(b"mrtr-proxy request id\0" + rid.encode("utf-8", "surrogatepass")).digest()
     return "#" + base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
+def carried_session(session_id: str) -> str:
+    """The upstream's session id as a handle carries it: itself, or its digest when longer than MAX_STR
+    (then only the replica holding the call can tell it, and the call cannot be taken over)."""
+    return session_id if len(session_id) <= MAX_STR else id_digest(session_id)
 
 
 def carried_ids(pending: Mapping[str, JsonRpcId]) -> tuple[dict[str, JsonRpcId], tuple[str, ...]]:

@@ -43,6 +43,7 @@ OnCall = Callable[[Call, "HostileServer"], Awaitable[web.StreamResponse]]
 @dataclass
 class HostileServer:
     on_call: OnCall
+    session_id: str = SESSION  # the Mcp-Session-Id `initialize` answers with
     url: str = ""
     answers: list[dict[str, Any]] = field(default_factory=list)  # the proxy's answers to our requests
     notifications: list[dict[str, Any]] = field(default_factory=list)  # what the proxy notified
@@ -70,7 +71,8 @@ class HostileServer:
                 "serverInfo": {"name": "hostile", "version": "1"},
             }
             return web.json_response(
-                {"jsonrpc": "2.0", "id": msg["id"], "result": result}, headers={"Mcp-Session-Id": SESSION}
+                {"jsonrpc": "2.0", "id": msg["id"], "result": result},
+                headers={"Mcp-Session-Id": self.session_id},
             )
         if msg["method"] == "tools/list":
             return web.json_response({"jsonrpc": "2.0", "id": msg["id"], "result": {"tools": [TOOL]}})
@@ -152,8 +154,8 @@ async def hold(resp: web.StreamResponse, limit_s: float = 60) -> web.StreamRespo
 
 
 @contextlib.asynccontextmanager
-async def hostile_server(on_call: OnCall) -> AsyncIterator[HostileServer]:
-    server = HostileServer(on_call)
+async def hostile_server(on_call: OnCall, session_id: str = SESSION) -> AsyncIterator[HostileServer]:
+    server = HostileServer(on_call, session_id)
     app = web.Application()
     app.router.add_route("*", "/mcp", server.handle)
     test_server = TestServer(app, host="127.0.0.1")

@@ -219,6 +219,28 @@ async def test_a_server_request_with_a_long_id_round_trips(
         assert final.result["content"][0]["text"] == "hello Ann"
 
 
+async def test_a_long_session_id_and_event_id_round_trip(fastmcp_url: peers.PeerUrl, tmp_path: Path) -> None:
+    """Both go into the handle too: the session as its digest, the event id not at all (no takeover)."""
+
+    async def on_call(call: Call, server: HostileServer) -> web.StreamResponse:
+        resp = await open_sse(call.request)
+        await resp.write(b"id: " + b"e" * 1000 + b"\n" + event(elicit(7)))
+        await server.wait_for(lambda: any(a.get("id") == 7 for a in server.answers), "the answer")
+        await resp.write(event(result(call.id, "fine")))
+        return resp
+
+    async with (
+        hostile_server(on_call, session_id="s" * 1000) as server,
+        proxy_in_front(server.url, fastmcp_url, tmp_path) as proxy,
+        aiohttp.ClientSession() as http,
+    ):
+        client = RawClient(f"{proxy.base}/mcp", http)
+        first = await bounded(client.call("attack"))
+        assert first.result["resultType"] == "input_required"
+        final = await bounded(client.retry(first, {"elicit-1": accept_name()}, "attack"))
+        assert final.result["content"][0]["text"] == "fine"
+
+
 async def test_more_requests_in_one_round_than_a_handle_carries_fail_the_call_cleanly(
     fastmcp_url: peers.PeerUrl, tmp_path: Path
 ) -> None:

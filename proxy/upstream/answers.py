@@ -38,7 +38,7 @@ class AnswerQueue:
         self._send = send
         self._spawn = spawn
         self._name = name  # the session's id, for the log
-        self._owed: deque[jsonrpc.Response] = deque()
+        self._owed: deque[jsonrpc.Response] | None = None  # made at the first answer (a deque is ~600 bytes)
         self._senders = 0
         self._room: asyncio.Event | None = None  # set once fewer than MAX_QUEUED are owed again
         self._dropped = False
@@ -46,7 +46,7 @@ class AnswerQueue:
     @property
     def backlogged(self) -> bool:
         """Are MAX_QUEUED answers owed? Then the transport reads nothing more until `room()`."""
-        return len(self._owed) >= MAX_QUEUED
+        return self._owed is not None and len(self._owed) >= MAX_QUEUED
 
     async def room(self) -> None:
         """Wait while the session is backlogged (each answer is sent within SEND_WITHIN, so this ends)."""
@@ -56,6 +56,8 @@ class AnswerQueue:
             await self._room.wait()
 
     def put(self, reply: jsonrpc.Response) -> None:
+        if self._owed is None:
+            self._owed = deque()
         if len(self._owed) >= 2 * MAX_QUEUED:
             if not self._dropped:
                 self._dropped = True
@@ -64,12 +66,12 @@ class AnswerQueue:
         self._owed.append(reply)
         if self._senders < MAX_SENDING:
             self._senders += 1
-            self._spawn(self._send_owed())
+            self._spawn(self._send_owed(self._owed))
 
-    async def _send_owed(self) -> None:
+    async def _send_owed(self, owed: deque[jsonrpc.Response]) -> None:
         try:
-            while self._owed:
-                reply = self._owed.popleft()
+            while owed:
+                reply = owed.popleft()
                 if self._room is not None and not self.backlogged:
                     self._room.set()
                     self._room = None

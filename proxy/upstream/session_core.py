@@ -41,8 +41,9 @@ class SessionCore:
         self._lost: str | None = None  # why the session can no longer carry messages, once it cannot
         self._tasks: set[asyncio.Task[None]] = set()
         # Answers the session gives by itself (no call to ask, or a request refused): a few sent at a time;
-        # while many are owed, the transport reads nothing more (`_until_answered`).
-        self._answers = AnswerQueue(self.send, self._spawn, lambda: self._session_id)
+        # while many are owed, the transport reads nothing more (`_until_answered`). Made at the first
+        # answer: most sessions, a parked call's included, never answer anything by themselves.
+        self._answers: AnswerQueue | None = None
 
     # -- properties ---------------------------------------------------------------------------------------
 
@@ -125,6 +126,8 @@ class SessionCore:
         session-wide (list changes, resource updates), never part of a call's reply."""
         reply = self._router.dispatch(msg, standalone=standalone)
         if reply is not None:
+            if self._answers is None:
+                self._answers = AnswerQueue(self.send, self._spawn, lambda: self._session_id)
             self._answers.put(reply)
 
     def _dispatch_one_stream(self, msg: jsonrpc.Message) -> None:
@@ -136,11 +139,11 @@ class SessionCore:
     @property
     def _backlogged(self) -> bool:
         """Does the session owe the upstream so many answers that its transport should stop reading?"""
-        return self._answers.backlogged
+        return self._answers is not None and self._answers.backlogged
 
     async def _until_answered(self) -> None:
         """A transport's reader calls this before reading more: it waits while the session is backlogged."""
-        if self._answers.backlogged:
+        if self._answers is not None and self._answers.backlogged:
             await self._answers.room()
 
     def _lose(self, reason: str) -> bool:

@@ -179,13 +179,10 @@ class CallDriver:
                         self._finish(call, reusable=True)
                         return Completed(item)
                     case jsonrpc.Request():
-                        reply = call.exchange.on_server_request(item)
-                        if reply is not None:
-                            await call.session.send(reply.message())
-                        elif len(call.exchange.pending) > MAX_PENDING:  # more than a round can carry
-                            await self._abandon(call, f"the upstream asked more than {MAX_PENDING} at once")
-                            return Failed(too_many_inputs(MAX_PENDING))
-                        elif window.deadline is not None:  # one more arrived: the window stays open
+                        queued = await self._on_server_request(call, item)
+                        if isinstance(queued, Failed):
+                            return queued
+                        if queued and window.deadline is not None:  # one more arrived: the window stays open
                             window.more(loop.time())
                     case jsonrpc.Notification():
                         if notify is not None:
@@ -204,6 +201,18 @@ class CallDriver:
         except BaseException:
             await asyncio.shield(self._abandon(call, "the client went away"))
             raise
+
+    async def _on_server_request(self, call: LiveCall, req: jsonrpc.Request) -> bool | Failed:
+        """True: `req` waits for the client's input; False: it was answered at once. Failed: the upstream
+        asked more than one round carries (MAX_PENDING), and the call was cancelled upstream."""
+        reply = call.exchange.on_server_request(req)
+        if reply is not None:
+            await call.session.send(reply.message())
+            return False
+        if len(call.exchange.pending) > MAX_PENDING:
+            await self._abandon(call, f"the upstream asked more than {MAX_PENDING} at once")
+            return Failed(too_many_inputs(MAX_PENDING))
+        return True
 
     def park_cap(self, upstream: str) -> int:
         """How many calls may wait for input on `upstream` at once (calls.parked_share of its pool)."""

@@ -70,7 +70,8 @@ from proxy.tasks.front import TaskFront
 from proxy.tasks.manager import TaskManager, TaskSettings
 from proxy.tasks.policy import TaskPolicy
 from proxy.upstream.era import EraBook
-from proxy.upstream.pool import SessionPool, no_call_answer, session_adopter, session_factory
+from proxy.upstream.pool import SessionPool
+from proxy.upstream.pool_sessions import no_call_answer, session_adopter, session_factory
 from proxy.upstream.tls import tls_sessions
 
 log = structlog.get_logger(__name__)

@@ -16,7 +16,7 @@ from proxy.routes.policy import judge
 from proxy.routes.table import RouteTable
 from proxy.upstream.base import UpstreamError, UpstreamSession
 from proxy.upstream.connect import open_upstream_session
-from proxy.upstream.pool import no_call_answer
+from proxy.upstream.pool_sessions import no_call_answer
 from proxy.wire import jsonrpc
 
 PROBE_TIMEOUT = 30.0

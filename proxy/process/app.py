@@ -71,7 +71,8 @@ from proxy.tasks.front import TaskFront
 from proxy.tasks.manager import TaskManager, TaskSettings
 from proxy.tasks.policy import TaskPolicy
 from proxy.upstream.era import EraBook
-from proxy.upstream.pool import SessionPool, no_call_answer, session_adopter, session_factory
+from proxy.upstream.pool import SessionPool
+from proxy.upstream.pool_sessions import no_call_answer, session_adopter, session_factory
 from proxy.upstream.tls import tls_sessions
 
 log = structlog.get_logger(__name__)
@@ -298,7 +299,6 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
     )
     principal = resolver(config.principal)
     app[OAUTH] = OAuthFront.from_config(config, app[PREPARED], http, clients)
-    aggregate = aggregated(app, pools, tasks, clients, eras)
     app[FRONT] = Endpoint(
         front=config.front,
         upstreams=upstreams,
@@ -325,7 +325,7 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
             listen=ListenFront(front=config.front, pools=pools, state=app[STATE], tasks=tasks),
             oauth=app[OAUTH],
             relay=NativeRelay.from_config(config, clients, eras, app[CODEC]),
-            aggregate=aggregate,
+            aggregate=aggregated(app, pools, tasks, clients, eras),  # routes of several upstreams
         ),
         tracing=app[TRACING],
         oauth=app[OAUTH],

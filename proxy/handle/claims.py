@@ -25,6 +25,8 @@ from typing import Any
 
 import orjson
 
+from proxy.handle import formats
+
 from .keyring import HandleError
 
 __all__ = [
@@ -40,7 +42,7 @@ __all__ = [
     "id_digest",
 ]
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = formats.CALL_HANDLE
 MAX_PENDING = 64
 MAX_STR = 256
 _MAX_INT = 2**63 - 1

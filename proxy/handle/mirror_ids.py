@@ -25,11 +25,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from proxy.handle import formats
 from proxy.handle.codec import HandleCodec
 from proxy.handle.keyring import HandleError
 
-MIRROR_SESSION_VERSION = 5
-MIRROR_ASK_VERSION = 6
+MIRROR_SESSION_VERSION = formats.MIRROR_SESSION
+MIRROR_ASK_VERSION = formats.MIRROR_ASK
 _MAX_FIELD = 512
 
 

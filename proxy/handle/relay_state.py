@@ -14,10 +14,11 @@ import hmac
 import json
 from dataclasses import dataclass
 
+from proxy.handle import formats
 from proxy.handle.codec import HandleCodec, target_digest
 from proxy.handle.keyring import MAX_TOKEN_CHARS, HandleError
 
-RELAY_STATE_VERSION = 4
+RELAY_STATE_VERSION = formats.RELAY_STATE
 # What the upstream's state may weigh for its handle to stay within MAX_TOKEN_CHARS (base64 of the JSON
 # claims around it, nonce and tag).
 MAX_INNER_CHARS = (MAX_TOKEN_CHARS * 3) // 4 - 256

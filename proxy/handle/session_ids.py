@@ -9,10 +9,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from proxy.handle import formats
 from proxy.handle.codec import HandleCodec
 from proxy.handle.keyring import HandleError
 
-SESSION_ID_VERSION = 2
+SESSION_ID_VERSION = formats.LEGACY_SESSION_ID
 _MAX = 512
 
 

@@ -52,7 +52,7 @@ REJECTION_REASONS: Final = frozenset(
         "too_short", "too_long", "malformed", "unknown_version", "unknown_key", "auth_failed",
         "bad_claims", "expired", "not_yet_valid", "wrong_upstream", "wrong_principal", "wrong_target",
         "call_ended", "round_in_progress", "bad_pending_keys", "stale_round", "call_mismatch",
-        "not_owner",
+        "not_owner", "not_an_ask",
     }
 )  # fmt: skip
 UPSTREAM_ERROR_KINDS: Final = ("error_response", "failed", "timeout")  # what upstream_error_kind answers

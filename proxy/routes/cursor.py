@@ -14,9 +14,9 @@ import json
 from dataclasses import dataclass
 from typing import Final
 
-from proxy.handle import HandleError, KeyRing
+from proxy.handle import HandleError, KeyRing, formats
 
-CURSOR_VERSION: Final = 5  # handles are 1, legacy session ids 2, task ids 3, relay handles 4
+CURSOR_VERSION: Final = formats.LIST_CURSOR  # every kind's byte: handle/formats.py
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,10 +11,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from proxy.handle import formats
 from proxy.handle.codec import HandleCodec
 from proxy.handle.keyring import HandleError
 
-TASK_ID_VERSION = 3
+TASK_ID_VERSION = formats.TASK_ID
 _MAX = 256
 _KEYS = frozenset({"u", "t", "o", "w", "iat", "exp"})
 

@@ -28,6 +28,7 @@ from typing import Any
 from proxy.handle import formats
 from proxy.handle.codec import HandleCodec
 from proxy.handle.keyring import HandleError
+from proxy.handle.records import open_record, seal_record
 
 MIRROR_SESSION_VERSION = formats.MIRROR_SESSION
 MIRROR_ASK_VERSION = formats.MIRROR_ASK
@@ -83,8 +84,8 @@ def open_mirror_session(codec: HandleCodec, token: str) -> MirrorSession:
 
 
 def seal_ask(codec: HandleCodec, ask: MirrorAsk) -> str:
-    claims = {"o": ask.owner, "c": ask.call, "k": ask.key, "s": ask.session, "e": ask.expires_at}
-    return codec.ring.seal(json.dumps(claims, separators=(",", ":")).encode(), version=MIRROR_ASK_VERSION)
+    claims = {"o": ask.owner, "c": ask.call, "k": ask.key, "s": ask.session}
+    return seal_record(codec.ring, MIRROR_ASK_VERSION, claims, ask.expires_at)
 
 
 def open_ask(codec: HandleCodec, token: object, now: float) -> MirrorAsk:
@@ -92,18 +93,9 @@ def open_ask(codec: HandleCodec, token: object, now: float) -> MirrorAsk:
     a string the client made up, included)."""
     if not isinstance(token, str):
         raise HandleError("not_an_ask")
-    _, plaintext = codec.ring.unseal(token, versions=(MIRROR_ASK_VERSION,))
-    try:
-        obj = json.loads(plaintext)
-        fields = (obj["o"], obj["c"], obj["k"], obj["s"])
-        expires_at = obj["e"]
-    except (ValueError, KeyError, TypeError):
-        raise HandleError("bad_claims") from None
-    if not all(isinstance(f, str) for f in fields) or not isinstance(expires_at, int):
-        raise HandleError("bad_claims")
-    if now >= expires_at:
-        raise HandleError("expired")
-    return MirrorAsk(*fields, expires_at=expires_at)
+    fields, expires_at = open_record(codec.ring, token, MIRROR_ASK_VERSION, ("o", "c", "k", "s"), now)
+    owner, call, key, session = fields
+    return MirrorAsk(owner, call, key, session, expires_at=expires_at)
 
 
 __all__ = [

@@ -4,19 +4,19 @@ The native relay (front/modern/relay.py) passes a 2026-07-28 upstream's `request
 the upstream cannot tell users apart (the proxy calls it with a service credential, or none), that state
 would be a bearer token: another user presenting it would resume the call as the first. So the relay wraps
 it in this handle: the upstream's state, the upstream, the principal, the request's method and name, and an
-expiry, sealed with the key ring at format version 4 (request-state handles are 1, legacy session ids 2,
-task ids 3: none can be presented as another). Stateless: any replica holding the key ring unwraps it.
+expiry, sealed with the key ring under its own version byte (formats.py: no other kind can be presented as
+it). Stateless: any replica holding the key ring unwraps it.
 """
 
 from __future__ import annotations
 
 import hmac
-import json
 from dataclasses import dataclass
 
 from proxy.handle import formats
 from proxy.handle.codec import HandleCodec, target_digest
 from proxy.handle.keyring import MAX_TOKEN_CHARS, HandleError
+from proxy.handle.records import open_record, seal_record
 
 RELAY_STATE_VERSION = formats.RELAY_STATE
 # What the upstream's state may weigh for its handle to stay within MAX_TOKEN_CHARS (base64 of the JSON
@@ -48,24 +48,14 @@ def seal_relay_state(codec: HandleCodec, state: RelayState) -> str:
     if len(state.state) > MAX_INNER_CHARS:
         raise StateTooLarge(f"requestState of {len(state.state)} characters; at most {MAX_INNER_CHARS}")
     claims = {"u": state.upstream, "w": state.principal, "t": state.target, "s": state.state}
-    plaintext = json.dumps({**claims, "e": state.expires_at}, separators=(",", ":")).encode()
-    return codec.ring.seal(plaintext, version=RELAY_STATE_VERSION)
+    return seal_record(codec.ring, RELAY_STATE_VERSION, claims, state.expires_at)
 
 
 def open_relay_state(codec: HandleCodec, token: str, now: float) -> RelayState:
     """Raises HandleError for anything that is not an unexpired relayed state this deployment sealed."""
-    _, plaintext = codec.ring.unseal(token, versions=(RELAY_STATE_VERSION,))
-    try:
-        obj = json.loads(plaintext)
-        fields = (obj["u"], obj["w"], obj["t"], obj["s"])
-        expires_at = obj["e"]
-    except (ValueError, KeyError, TypeError):
-        raise HandleError("bad_claims") from None
-    if not all(isinstance(f, str) for f in fields) or not isinstance(expires_at, int):
-        raise HandleError("bad_claims")
-    if now >= expires_at:
-        raise HandleError("expired")
-    return RelayState(*fields, expires_at=expires_at)
+    fields, expires_at = open_record(codec.ring, token, RELAY_STATE_VERSION, ("u", "w", "t", "s"), now)
+    upstream, principal, target, state = fields
+    return RelayState(upstream, principal, target, state, expires_at=expires_at)
 
 
 def check_relay_state(state: RelayState, *, upstream: str, principal: str, target: str) -> None:

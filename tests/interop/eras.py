@@ -25,7 +25,7 @@ import json
 import sys
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -104,7 +104,7 @@ UPSTREAMS: tuple[EraUpstream, ...] = (
     EraUpstream(
         "fastmcp130",
         "legacy",
-        lambda: peers.start_fastmcp(),
+        peers.start_fastmcp,
         (
             EraStep("form", "ask_name", "accept:{name}"),
             EraStep("two", "two_questions", "accept:{name}|accept:", prefix=True),
@@ -113,13 +113,13 @@ UPSTREAMS: tuple[EraUpstream, ...] = (
     EraUpstream(
         "everything",
         "legacy",
-        lambda: peers.start_server_everything(),
+        peers.start_server_everything,
         (EraStep("form", "trigger-elicitation-request", "Name: {name}"),),
     ),
     EraUpstream(
         "fastmcp4",
         "two eras",
-        lambda: peers.start_fastmcp4(),
+        peers.start_fastmcp4,
         (
             EraStep("form", "guard_name", "hello:{name}"),
             EraStep("two", "guard_two", "two:{name}+{name}"),
@@ -131,7 +131,7 @@ UPSTREAMS: tuple[EraUpstream, ...] = (
     EraUpstream(
         "mcp2",
         "modern",
-        lambda: peers.start_mcp2_server(),
+        peers.start_mcp2_server,
         (
             EraStep("form", "guard_name", "hello:{name}"),
             EraStep("two", "guard_two", "two:{name}+{name}"),
@@ -285,7 +285,8 @@ def main() -> None:
 
     logs.configure("warning", "json", stream=sys.stderr)  # the in-process proxy: warnings only, off stdout
     print(f"{'client':<16} {'upstream':<11} {'res':<5} {'time':>7}")
-    cells_run = asyncio.run(run_eras(cells, jobs=args.jobs, report=lambda cell: print(cell.line(), flush=True)))
+    report: Callable[[Cell], None] = lambda cell: print(cell.line(), flush=True)  # noqa: E731
+    cells_run = asyncio.run(run_eras(cells, jobs=args.jobs, report=report))
     passed = sum(c.status in ("pass", "xfail") for c in cells_run)
     print(f"{passed}/{len(cells_run)} cells green (pass or documented xfail)")
     if args.markdown:

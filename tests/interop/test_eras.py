@@ -26,7 +26,7 @@ async def eras() -> AsyncIterator[dict[tuple[str, str], Cell]]:
     yield {(c.client, c.upstream): c for c in await run_eras(CELLS, jobs=2)}
 
 
-def test_the_slice_covers_every_client_era_against_every_server_era() -> None:
+async def test_the_slice_covers_every_client_era_against_every_server_era() -> None:
     era_of = {c.id: c.era for c in CLIENTS}
     server_era = {u.id: u.era for u in UPSTREAMS}
     pairs = {(era_of[c], server_era[u]) for c, u in CELLS}

@@ -42,3 +42,17 @@ interop-docs: interop-peers
 interop-peers:
 	scripts/setup-venv.sh
 	scripts/setup-peers.sh legacy client fastmcp2 servers node
+
+# The era matrix (tests/interop/eras.py, docs/interop.md "Client era x server era"): every client era (mcp 2.3.0
+# pinned/auto, TS SDK v2 pinned/auto/legacy, FastMCP 4 2026-07-28/legacy, mcp 1.30) x every server era
+# (FastMCP 1.30 and server-everything: legacy; FastMCP 4.2.3: two eras; mcp 2.3.0 server: 2026-07-28 only),
+# one line per cell; exit 1 unless green. CI runs its slice through tests/interop/test_eras.py.
+# Extra arguments: ERAS_ARGS='--client ts-* --upstream mcp2 --markdown'.
+ERAS_ARGS ?=
+
+.PHONY: interop-eras
+
+interop-eras:
+	scripts/setup-venv.sh
+	scripts/setup-peers.sh legacy client fastmcp4 node
+	.venv/bin/python tests/interop/eras.py $(ERAS_ARGS)

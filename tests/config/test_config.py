@@ -625,9 +625,16 @@ def test_example_files_validate(name: str) -> None:
     Draft202012Validator(load_schema()).validate(yaml.safe_load((ROOT / "config" / name).read_text()))
 
 
-def test_gateway_example_has_an_http_and_a_stdio_upstream() -> None:
+def test_gateway_example_is_a_mixed_fleet() -> None:
+    """Legacy upstreams (HTTP and stdio) beside a two-era one with its legacy_tools and a modern-only one."""
     cfg = load_config(ROOT / "config" / "example.yaml", env={})
-    assert [u.transport for u in cfg.upstreams] == ["streamable-http", "stdio"]
+    assert [(u.name, u.transport, u.era) for u in cfg.upstreams] == [
+        ("search", "streamable-http", "auto"),
+        ("files", "stdio", "auto"),
+        ("forms", "streamable-http", "auto"),
+        ("agents", "streamable-http", "modern"),
+    ]
+    assert cfg.upstreams[2].legacy_tools == ("ask_name",)
 
 
 def test_gateway_example_shows_every_key() -> None:

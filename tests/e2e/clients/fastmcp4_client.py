@@ -2,8 +2,9 @@
 
 Runs under the peers' fastmcp4 venv (`.peers/fastmcp4/bin/python`), never the project's. The client handles
 `input_required` itself (2026-07-28) or answers the server's inline requests (legacy), calling the handlers
-below: every form is answered with ``{"name": "Alice"}`` (or declined / cancelled, as the step says), every
-sampling request with "Paris", roots/list with file:///work/project.
+below: every string field of a form is answered with "Alice" (a field of another type: a valid value; or the
+form is declined / cancelled, as the step says), every sampling request with "Paris", roots/list with
+file:///work/project.
 
     python fastmcp4_client.py URL PLAN_JSON [MODE]     MODE: "2026-07-28" (default), "auto", "legacy"
 
@@ -34,7 +35,30 @@ async def on_elicit(message: str, response_type: Any, params: Any, context: Any)
     if action != "accept":
         return ElicitResult(action=action)
     properties = (getattr(params, "requested_schema", None) or {}).get("properties", {})
-    return ElicitResult(action="accept", content={name: "Alice" for name in properties})
+    return ElicitResult(action="accept", content={name: _value(spec) for name, spec in properties.items()})
+
+
+def _value(spec: dict[str, Any]) -> Any:
+    """A valid answer for one form field: "Alice" for a plain string (server-everything's form has more)."""
+    kind = spec.get("type")
+    if spec.get("enum"):
+        return spec["enum"][0]
+    if spec.get("oneOf"):
+        return spec["oneOf"][0]["const"]
+    if kind == "boolean":
+        return True
+    if kind in ("integer", "number"):
+        return spec.get("minimum", 1)
+    if kind == "array":
+        items = (spec.get("items") or {}).get("enum") or (spec.get("items") or {}).get("anyOf") or []
+        return [items[0]["const"] if isinstance(items[0], dict) else items[0]] if items else []
+    if spec.get("format") == "email":
+        return "alice@example.com"
+    if spec.get("format") == "date":
+        return "2024-01-01"
+    if spec.get("format") == "uri":
+        return "https://example.com"
+    return "Alice"
 
 
 async def on_sample(messages: Any, params: Any, context: Any) -> Any:

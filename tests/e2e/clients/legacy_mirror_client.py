@@ -112,7 +112,8 @@ async def _mcp_call(session: Any, item: dict[str, Any], on_progress: Any) -> dic
     result = await session.call_tool(
         item["name"], item.get("args") or {}, read_timeout_seconds=timeout, progress_callback=on_progress
     )
-    return {"text": result.content[0].text if result.content else "", "is_error": bool(result.isError)}
+    text = "\n".join(getattr(item, "text", "") for item in result.content)  # every text item (everything's)
+    return {"text": text, "is_error": bool(result.isError)}
 
 
 async def run_fastmcp(url: str, plan: list[dict[str, Any]]) -> dict[str, Any]:

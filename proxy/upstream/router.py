@@ -10,6 +10,8 @@ request function the transport provides.
 from __future__ import annotations
 
 import asyncio
+import json
+import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
@@ -109,9 +111,12 @@ class Router:
 
     @staticmethod
     async def deliver_call(req: jsonrpc.Request, inbox: Inbox, deliver: Deliver) -> None:
-        """Deliver the receiving call's request (as a task); a failure reaches `inbox` as TransportLost."""
+        """Deliver the receiving call's request (as a task); a failure reaches `inbox` as TransportLost.
+        Only `deliver`'s frame holds the request, so that it can let it go once sent."""
         try:
-            await deliver(req)
+            sending = deliver(req)
+            del req
+            await sending
         except UpstreamAuthChallenge as exc:
             inbox.put_nowait(TransportLost(str(exc), challenge=exc))
         except NotDelivered as exc:
@@ -190,13 +195,30 @@ async def negotiate(
         if negotiated not in versions:
             problems.append(f"{version}: upstream answered with unsupported version {negotiated!r}")
             continue
-        return ServerInfo(
-            protocol_version=str(negotiated),
-            capabilities=_mapping(reply.result.get("capabilities")),
-            server_info=_mapping(reply.result.get("serverInfo")),
-            instructions=_str_or_none(reply.result.get("instructions")),
+        return _shared(
+            ServerInfo(
+                protocol_version=str(negotiated),
+                capabilities=_mapping(reply.result.get("capabilities")),
+                server_info=_mapping(reply.result.get("serverInfo")),
+                instructions=_str_or_none(reply.result.get("instructions")),
+            )
         )
     raise UpstreamError("initialize failed: " + "; ".join(problems))
+
+
+# Equal initialize results, one object: every session of a pool (a parked call's too) holds the same one
+# instead of its own ~0.6 KB copy. Weak: an entry goes with the last session that holds it.
+_INFOS: weakref.WeakValueDictionary[str, ServerInfo] = weakref.WeakValueDictionary()
+
+
+def _shared(info: ServerInfo) -> ServerInfo:
+    try:
+        key = json.dumps(
+            [info.protocol_version, info.capabilities, info.server_info, info.instructions], sort_keys=True
+        )
+    except (TypeError, ValueError):  # not plain JSON after all: keep this session's own
+        return info
+    return _INFOS.setdefault(key, info)
 
 
 def _mapping(value: object) -> Mapping[str, Any]:

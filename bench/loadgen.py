@@ -111,7 +111,7 @@ async def _timed(clients: list[Legacy | Modern], spec: dict[str, Any]) -> dict[s
     # the warm-up of that concurrency, not what the window measures. Against FastMCP 1.30 the growth from 16
     # to 64 sessions outlasted a fixed 0.5 s and put dozens of new upstream connections in the first
     # 64-client window (issue 31).
-    warm_limit = float(spec.get("warm_limit", 30.0))
+    warm_limit = float(spec.get("warm_limit", 10.0))
     loop = asyncio.get_running_loop()
     start = loop.time()
     window_start = float("inf")  # once warm (marks)

@@ -7,6 +7,7 @@ belongs to that one call; plain requests (lists, completion) share any live sess
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -311,13 +312,18 @@ def session_factory(
     sends before any call, for the first call to ask its client (calls/roots.py)."""
     answer = no_call_answer(upstream)
 
+    @functools.lru_cache(maxsize=64)
+    def legacy(capabilities: ClientCapabilities) -> Mapping[str, Any]:
+        """One `initialize` capabilities object per capability set, shared by its sessions (read only)."""
+        return capabilities.legacy(upstream.protocol_versions[0])
+
     async def open_for(key: PoolKey) -> UpstreamSession:
         state = SessionRoots(answer, hold=key.capabilities.roots and not upstream.static_roots)
         session = await open_upstream_session(
             http,
             upstream,
             versions=upstream.protocol_versions,
-            capabilities=key.capabilities.legacy(upstream.protocol_versions[0]),
+            capabilities=legacy(key.capabilities),
             headers=dict(key.forwarded),
             no_call=state.answer if roots is not None else answer,
         )

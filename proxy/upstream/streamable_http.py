@@ -170,7 +170,7 @@ class StreamableHttpSession(SessionCore):
         try:
             resp = await self._http.post(self._settings.url, data=body, headers=self._headers(post=True))
             del body
-            if rid == self._router.receiver_id:  # its own task (Router.deliver_call), which sends no more
+            if rid == self._router.receiver_id:  # its own task (SessionCore.call), which sends no more
                 forget_propagated()
             async with resp:
                 if initialize and "mcp-session-id" in resp.headers:
@@ -182,7 +182,11 @@ class StreamableHttpSession(SessionCore):
                 ctype = resp.headers.get("Content-Type", "")
                 if ctype.startswith("text/event-stream"):
                     track = self._track_call_event if rid == self._router.receiver_id else None
-                    if not await self._read_sse(resp, until=rid, on_event_id=track):
+                    # `_read_sse` inline: a parked call's task holds one coroutine frame fewer.
+                    decoder, content = SSEDecoder(), resp.content
+                    while (seen := self._feed(decoder, await content.readany(), rid, track)) is None:
+                        pass
+                    if not seen:
                         raise UpstreamError("upstream ended the stream before answering")
                     # The server closes the stream after the response (its last chunk is usually on the
                     # wire already): read to that end, so the connection goes back to the pool.

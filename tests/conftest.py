@@ -5,6 +5,9 @@ import the harness as ``import peers`` (see tests/peers.py).
 
 Tests marked ``peers`` FAIL (they are not skipped) when the peers are not installed: run
 ``scripts/setup-peers.sh``.
+
+Any error-level ``request.unhandled`` a proxy logs during the run fails the run and names the test
+(tests/unhandled.py).
 """
 
 from __future__ import annotations
@@ -14,6 +17,12 @@ from collections.abc import AsyncIterator
 import peers
 import pytest
 import pytest_asyncio
+from unhandled import (  # noqa: F401 - hooks: the session-wide request.unhandled check
+    pytest_configure,
+    pytest_runtest_protocol,
+    pytest_sessionfinish,
+    pytest_terminal_summary,
+)
 
 
 @pytest.hookimpl(tryfirst=True)

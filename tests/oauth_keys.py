@@ -35,7 +35,9 @@ class SigningKey:
         return {**doc, "kid": self.kid, "alg": self.alg, "use": "sig"}
 
     def mint(self, claims: dict[str, Any], **header: Any) -> str:
-        return jwt.encode(claims, self.private, algorithm=self.alg, headers={"kid": self.kid, **header})
+        # RFC 9068 access tokens say typ at+jwt (validate mode checks it; PyJWT would write JWT)
+        headers = {"kid": self.kid, "typ": "at+jwt", **header}
+        return jwt.encode(claims, self.private, algorithm=self.alg, headers=headers)
 
 
 def jwks(*keys: SigningKey) -> dict[str, Any]:

@@ -34,6 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from unhandled import BOOK as UNHANDLED
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FIXTURES_DIR = Path(__file__).resolve().parent / "fixtures"
 LOOPBACK = "127.0.0.1"
@@ -96,6 +98,19 @@ def fastmcp2_python() -> Path:
 
 def fastmcp2_script() -> Path:
     return FIXTURES_DIR / "fastmcp2_server.py"
+
+
+def fastmcp4_python() -> Path:
+    """Python of the venv with ``fastmcp==4.2.3`` (on ``mcp==2.3.0``; serves both eras)."""
+    return peers_dir() / "fastmcp4" / "bin" / "python"
+
+
+def fastmcp4_script() -> Path:
+    return FIXTURES_DIR / "fastmcp4_server.py"
+
+
+def mcp2_server_script() -> Path:
+    return FIXTURES_DIR / "mcp2_server.py"
 
 
 def servers_python(sdk: Literal[1, 2]) -> Path:
@@ -261,6 +276,7 @@ async def _spawn(
             cwd=cwd,
             start_new_session=True,
         )
+    UNHANDLED.watch(log_path)  # its request.unhandled lines fail the run (tests/unhandled.py)
     return PeerProcess(name=name, argv=list(argv), port=port, process=process, log_path=log_path)
 
 
@@ -305,6 +321,8 @@ async def run_peer(
         finally:
             if peer is not None:
                 await peer.stop(stop_timeout)
+            for log in Path(tmp).glob("*.log"):  # noqa: ASYNC240 - a few small files, once per peer
+                UNHANDLED.scan(log, forget=True)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -383,6 +401,45 @@ async def start_fastmcp2(
         stop_timeout=stop_timeout,
     ) as peer:
         yield PeerUrl(f"http://{LOOPBACK}:{peer.port}{path}", peer)
+
+
+@contextlib.asynccontextmanager
+async def start_fastmcp4(
+    *, name: str = "fastmcp4-fixture", port: int | None = None, ready_timeout: float = DEFAULT_READY_TIMEOUT
+) -> AsyncIterator[PeerUrl]:
+    """Run ``tests/fixtures/fastmcp4_server.py`` (FastMCP 4.2.3, two eras) on 127.0.0.1 (on ``port`` if
+    given: a server replaced in place). Yields ``http://127.0.0.1:PORT/mcp``."""
+    require_peers({"fastmcp 4.x": fastmcp4_python()})
+
+    def argv(port: int) -> list[str]:
+        return [str(fastmcp4_python()), str(fastmcp4_script()), str(port), "--name", name]
+
+    async with run_peer(
+        "fastmcp4", argv, env={"PYTHONUNBUFFERED": "1"}, ready_timeout=ready_timeout, port=port
+    ) as peer:
+        yield PeerUrl(f"http://{LOOPBACK}:{peer.port}/mcp", peer)
+
+
+@contextlib.asynccontextmanager
+async def start_mcp2_server(
+    *, two_era: bool = False, port: int | None = None, ready_timeout: float = DEFAULT_READY_TIMEOUT
+) -> AsyncIterator[PeerUrl]:
+    """Run ``tests/fixtures/mcp2_server.py`` (the mcp 2.3.0 SDK's own server; modern-only unless
+    ``two_era``) on 127.0.0.1. Yields ``http://127.0.0.1:PORT/mcp``."""
+    require_peers({"client python (mcp 2.3)": client_python()})
+
+    def argv(port: int) -> list[str]:
+        return [
+            str(client_python()),
+            str(mcp2_server_script()),
+            str(port),
+            *(["--two-era"] if two_era else []),
+        ]
+
+    async with run_peer(
+        "mcp2-server", argv, env={"PYTHONUNBUFFERED": "1"}, ready_timeout=ready_timeout, port=port
+    ) as peer:
+        yield PeerUrl(f"http://{LOOPBACK}:{peer.port}/mcp", peer)
 
 
 @contextlib.asynccontextmanager
@@ -470,6 +527,7 @@ async def run_once(
                 os.killpg(process.pid, signal.SIGKILL)
     code = process.returncode
     assert code is not None
+    UNHANDLED.scan_text(err.decode(errors="replace") + "\n" + out.decode(errors="replace"))
     return CompletedRun(
         argv=list(argv),
         returncode=code,

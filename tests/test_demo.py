@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+
 import peers
 import pytest
 
@@ -17,3 +19,26 @@ async def test_demo_script_shows_a_round_trip() -> None:
     assert '"elicit-1"' in out
     assert "Booked a table for 4 on Friday, under the name Ada." in out
     assert '"resultType": "complete"' in out
+
+
+@pytest.mark.parametrize("variable", ["DEMO_PROXY_PORT", "DEMO_UPSTREAM_PORT"])
+async def test_a_taken_port_is_named_with_the_variable_that_moves_it(variable: str) -> None:
+    """With 8080 or 8000 taken the demo once printed a 20-line traceback about a text/html 501 (its client
+    had talked to whatever held the port) and nothing about the port."""
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen()
+    taken = holder.getsockname()[1]
+    env = {"DEMO_UPSTREAM_PORT": str(peers.free_port()), "DEMO_PROXY_PORT": str(peers.free_port())}
+    env[variable] = str(taken)
+    try:
+        run = await peers.run_once(
+            ["bash", str(peers.REPO_ROOT / "scripts" / "demo.sh")], limit_s=60, env=env
+        )
+    finally:
+        holder.close()
+    assert run.returncode == 1
+    assert f"port {taken} on 127.0.0.1" in run.stderr and "is taken by another process" in run.stderr
+    assert f"set {variable} to another port" in run.stderr
+    assert "Traceback" not in run.stdout + run.stderr
+    assert "setting up" not in run.stderr  # checked before the set-up, not a minute later

@@ -11,7 +11,16 @@ from typing import Protocol
 import jwt
 
 from proxy.auth import challenge, metadata
-from proxy.auth.tokens import JoseHeader, Rejected, TokenPolicy, Verified, bearer_token, jose_header, verify
+from proxy.auth.tokens import (
+    JoseHeader,
+    Rejected,
+    TokenPolicy,
+    Verified,
+    bearer_token,
+    check_type,
+    jose_header,
+    verify,
+)
 from proxy.config import UpstreamConfig
 from proxy.handle import principal_digest
 
@@ -41,7 +50,7 @@ class AuthGate:
         self.upstream = upstream
         self.auth = upstream.auth
         self._listen_public_url = listen_public_url
-        self._keys = keys
+        self.keys = keys
         self._credential = service_credential
         self._policies: dict[str, TokenPolicy] = {}
 
@@ -55,13 +64,14 @@ class AuthGate:
     async def admit(self, headers: Mapping[str, str], resource: str) -> Admitted:
         """validate mode: the request's token, verified for `resource`. Raises Rejected (and JwksUnavailable
         when no signing keys can be had)."""
-        assert self._keys is not None, "validate mode has a key source"
+        assert self.keys is not None, "validate mode has a key source"
         policy = self._policies.get(resource)
         if policy is None:
             policy = self._policies.setdefault(resource, TokenPolicy.of(self.auth, resource))
         token = bearer_token(headers.get("Authorization"))
         header = jose_header(token, policy.algorithms)
-        verified = verify(token, header, await self._keys.key(header), policy)
+        check_type(header, policy)  # before any key is looked up: a wrong kind of JWT costs no fetch
+        verified = verify(token, header, await self.keys.key(header), policy)
         principal = principal_digest(f"oauth\0{verified.issuer}\0{verified.principal}")
         return Admitted(principal, self._forwarded(verified, headers), verified)
 

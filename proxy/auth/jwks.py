@@ -1,5 +1,6 @@
 """Signing keys for validate mode: a JWKS document from a URL (cached; fetched again when it is older than
-its TTL or, at most once per `min_refresh`, when a token names a kid it lacks) or static keys from a file.
+its TTL or, at most once per `min_refresh`, when a token names a kid it lacks; one fetch at a time, and a
+request whose key is known never waits for one) or static keys from a file.
 
 A flood of tokens with made-up kids costs one fetch per `min_refresh`, never one per request; a failed
 fetch keeps the keys already known; a document is read up to MAX_BYTES and MAX_KEYS keys."""
@@ -7,6 +8,7 @@ fetch keeps the keys already known; a document is read up to MAX_BYTES and MAX_K
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -84,6 +86,12 @@ class StaticKeys:
 
 
 class JwksCache:
+    """The keys of one `jwks_url`, with at most one fetch in flight whatever `min_refresh_s` is.
+
+    A request whose key is known never waits for a fetch: past the TTL the known keys answer while one
+    fetch runs in the background. Only a request with no usable key waits — for the fetch in flight, or
+    one it starts (at most once per `min_refresh_s`), bounded by FETCH_TIMEOUT_S."""
+
     def __init__(
         self,
         fetch: Fetch,
@@ -99,7 +107,8 @@ class JwksCache:
         self._fetched_at = float("-inf")  # the last successful fetch
         self._tried_at = float("-inf")  # the last attempt, successful or not
         self._fetches = 0
-        self._lock = asyncio.Lock()
+        self._inflight: asyncio.Task[None] | None = None
+        self._failure = ""  # why the last fetch failed
 
     @property
     def fetches(self) -> int:
@@ -107,37 +116,61 @@ class JwksCache:
 
     async def key(self, header: JoseHeader) -> jwt.PyJWK:
         """The signing key for `header`. Raises Rejected (unknown key) or JwksUnavailable."""
-        now = self._clock()
-        may_fetch = now - self._tried_at >= self._min_refresh
-        if self._keys is None and not may_fetch:
-            raise JwksUnavailable(f"the {self._source} fetch failed moments ago")
-        if self._keys is None or (now - self._fetched_at >= self._ttl and may_fetch):
-            await self._refresh(self._tried_at)
         found = self._keys.find(header) if self._keys is not None else None
-        if found is None and self._clock() - self._tried_at >= self._min_refresh:
-            await self._refresh(self._tried_at)  # keys may have rotated: once per min_refresh at most
-            found = self._keys.find(header) if self._keys is not None else None
-        if found is None:
-            raise Rejected(401, "invalid_token", *UNKNOWN_KEY)
-        return found
-
-    async def _refresh(self, seen_attempt: float) -> None:
-        async with self._lock:
-            if self._tried_at != seen_attempt:
-                return  # another request fetched while this one waited
-            self._tried_at = self._clock()
-            self._fetches += 1
+        if found is not None:
+            if self._clock() - self._fetched_at >= self._ttl:
+                self._start()  # stale: refreshed in the background, the known key answers now
+            return found
+        fetch = self._inflight or self._start()  # keys may have rotated: once per min_refresh at most
+        if fetch is None and self._keys is None:
+            raise JwksUnavailable(f"the {self._source} fetch failed moments ago")
+        if fetch is not None:
             try:
-                keys = KeySet(await self._fetch())
-            except JwksUnavailable as exc:
-                log.warning(
-                    "auth.jwks_fetch_failed", source=self._source, error=str(exc), kept=bool(self._keys)
-                )
-                if self._keys is None:
-                    raise
-                return
-            self._keys, self._fetched_at = keys, self._clock()
-            log.info("auth.jwks_fetched", source=self._source, keys=len(keys.kids))
+                async with asyncio.timeout(FETCH_TIMEOUT_S + 1):
+                    await asyncio.shield(fetch)
+            except TimeoutError:
+                pass  # the fetch's own timeout is FETCH_TIMEOUT_S: this bounds a fetch that ignores it
+            found = self._keys.find(header) if self._keys is not None else None
+        if found is not None:
+            return found
+        if self._keys is None:
+            raise JwksUnavailable(self._failure or f"no keys from {self._source} yet")
+        raise Rejected(401, "invalid_token", *UNKNOWN_KEY)
+
+    def _start(self) -> asyncio.Task[None] | None:
+        """The fetch in flight, else a new one unless the last attempt is under `min_refresh_s` old."""
+        if self._inflight is not None:
+            return self._inflight
+        now = self._clock()
+        if now - self._tried_at < self._min_refresh:
+            return None
+        self._tried_at = now
+        self._fetches += 1
+        self._inflight = asyncio.ensure_future(self._refresh())
+        return self._inflight
+
+    async def _refresh(self) -> None:
+        try:
+            keys = KeySet(await self._fetch())
+        except JwksUnavailable as exc:
+            self._failure = str(exc)
+            log.warning("auth.jwks_fetch_failed", source=self._source, error=str(exc), kept=bool(self._keys))
+            return
+        except Exception as exc:  # a bug must not leave an exception nobody retrieves
+            self._failure = f"the {self._source} fetch failed: {type(exc).__name__}"
+            log.exception("auth.jwks_fetch_crashed", source=self._source)
+            return
+        finally:
+            self._inflight = None
+        self._keys, self._fetched_at = keys, self._clock()
+        log.info("auth.jwks_fetched", source=self._source, keys=len(keys.kids))
+
+    async def close(self) -> None:
+        """Stop a fetch still in flight (at shutdown)."""
+        if self._inflight is not None:
+            self._inflight.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._inflight
 
 
 def http_fetcher(http: aiohttp.ClientSession, url: str) -> Fetch:

@@ -44,6 +44,7 @@ class Verified:
 class JoseHeader:
     alg: str
     kid: str | None
+    typ: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +52,7 @@ class TokenPolicy:
     issuers: tuple[str, ...]
     audiences: tuple[str, ...]
     algorithms: frozenset[str]
+    token_types: frozenset[str]
     leeway_s: float
     required_scopes: tuple[str, ...]
     principal_claim: str
@@ -62,6 +64,7 @@ class TokenPolicy:
             issuers=auth.issuers,
             audiences=auth.audience or (resource,),
             algorithms=frozenset(auth.algorithms) - NEVER,
+            token_types=frozenset(media_type(t) for t in auth.token_types),
             leeway_s=auth.leeway_s,
             required_scopes=auth.required_scopes,
             principal_claim=auth.principal_claim,
@@ -97,7 +100,28 @@ def jose_header(token: str, algorithms: frozenset[str]) -> JoseHeader:
         )
     if header.get("crit") is not None:
         raise Rejected(401, "invalid_token", "crit_header", "critical JOSE header extensions not supported")
-    return JoseHeader(alg, kid if isinstance(kid, str) else None)
+    typ = header.get("typ")
+    return JoseHeader(alg, kid if isinstance(kid, str) else None, typ if isinstance(typ, str) else None)
+
+
+def media_type(typ: str) -> str:
+    """A JOSE `typ` as compared (RFC 7515 §4.1.9): without case, `application/` left out."""
+    lowered = typ.strip().lower()
+    return lowered.removeprefix("application/")
+
+
+def check_type(header: JoseHeader, policy: TokenPolicy) -> None:
+    """RFC 9068 §4: the access token's `typ` is `at+jwt` (or what `auth.token_types` adds; no `typ` means
+    JWT, RFC 7519 §5.1), so an ID token or another JWT from the same issuer is not taken for one."""
+    typ = media_type(header.typ) if header.typ is not None else "jwt"
+    if typ not in policy.token_types:
+        raise Rejected(
+            401,
+            "invalid_token",
+            "wrong_type",
+            f"the token is not an access token (JOSE typ {_safe_typ(header.typ)}; expected "
+            f"{' or '.join(sorted(policy.token_types))})",
+        )
 
 
 def verify(token: str, header: JoseHeader, key: jwt.PyJWK, policy: TokenPolicy) -> Verified:
@@ -137,6 +161,10 @@ def verify(token: str, header: JoseHeader, key: jwt.PyJWK, policy: TokenPolicy) 
         ) from None
     except (jwt.PyJWTError, TypeError, ValueError):
         raise Rejected(401, "invalid_token", "invalid", "the access token is invalid") from None
+    for name in ("exp", "nbf", "iat"):  # NumericDate (RFC 7519 §2): PyJWT lets "9999999999" through
+        value = claims.get(name)
+        if name in claims and (isinstance(value, bool) or not isinstance(value, int | float)):
+            raise Rejected(401, "invalid_token", "bad_claim", f"the access token's {name} is not a number")
     principal = claims.get(policy.principal_claim)
     if not isinstance(principal, str) or not principal:
         raise Rejected(
@@ -158,9 +186,15 @@ def scopes_of(claims: Mapping[str, Any]) -> frozenset[str]:
 def _b64json(part: str) -> Any:
     try:
         return json.loads(base64.urlsafe_b64decode(part + "=" * (-len(part) % 4)))
-    except (ValueError, binascii.Error):
+    except (ValueError, binascii.Error, RecursionError):  # RecursionError: '[' nested thousands deep
         return None
 
 
 def _safe(value: str) -> str:
     return value if re.fullmatch(r"[A-Za-z0-9]{1,16}", value) else "(unrecognised)"
+
+
+def _safe_typ(value: str | None) -> str:
+    if value is None:
+        return "absent"
+    return value if re.fullmatch(r"[A-Za-z0-9+/.\-]{1,32}", value) else "(unrecognised)"

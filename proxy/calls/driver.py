@@ -157,6 +157,8 @@ class CallDriver:
                 match item:
                     case jsonrpc.Result() | jsonrpc.Error():
                         await settle_unasked(call, self._session_roots(call))
+                        if call.exchange.round > 0:  # its client answered every round it was asked
+                            self._registry.prove(call.principal)
                         self._finish(call, reusable=True)
                         return Completed(item)
                     case jsonrpc.Request():

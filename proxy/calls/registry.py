@@ -8,9 +8,12 @@ no single source may take the capacity others need. A new call is refused (`Limi
 `reason` for the metrics) when the replica holds `max_calls`, when its principal holds `max_per_principal`,
 or when its client address holds `max_per_address` (running and parked calls alike). Parking is refused
 once an upstream holds its `park_cap` parked calls (the service computes it from `calls.parked_share` of
-`pool.max_sessions`), so calls that never ask for input always find a session. A principal that never
-completed a round (answered an input request) gets at most `first_round_ttl` seconds per park, tasks
-included: a flood of minted principals ties sessions up for that long, not for `calls.parked_ttl_s`.
+`pool.max_sessions`), so calls that never ask for input always find a session; and, with the per-address
+share on, when the call's client — its address, or its /24 or /64 (calls/fairness.py) — already holds as
+many of that upstream's parked calls as are still free: a few addresses cannot take the whole room. A
+principal that never completed a call it was asked input for gets at most `first_round_ttl` seconds per
+park, every round and tasks included: a flood of minted principals ties sessions up for that long, not for
+`calls.parked_ttl_s`, whatever rounds it answers.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from proxy.calls.fairness import client_keys, over_fair_share
 from proxy.translate.exchange import Exchange
 from proxy.upstream.base import Inbox, UpstreamSession
 from proxy.upstream.pool import PoolKey
@@ -37,9 +41,16 @@ class LimitExceeded(Exception):
         self.reason = reason
 
 
-# calls_total / principal_share / address_share: admission of a new call; parked_share: parking it;
-# pool_full (pool.py): no session within pool.acquire_timeout_s.
-REFUSAL_REASONS = ("calls_total", "principal_share", "address_share", "parked_share", "pool_full")
+# calls_total / principal_share / address_share: admission of a new call; parked_share / fair_share:
+# parking it; pool_full (pool.py): no session within pool.acquire_timeout_s.
+REFUSAL_REASONS = (
+    "calls_total",
+    "principal_share",
+    "address_share",
+    "parked_share",
+    "fair_share",
+    "pool_full",
+)
 
 
 class CallBusy(Exception):
@@ -102,6 +113,7 @@ class CallRegistry:
         self._per_principal: Counter[str] = Counter()
         self._per_address: Counter[str] = Counter()
         self._parked: Counter[str] = Counter()  # parked calls by upstream
+        self._held: Counter[tuple[str, str]] = Counter()  # parked calls by (upstream, client key)
         # Principals that answered an input request here (most recent last), bounded like the calls.
         self._proven: OrderedDict[str, None] = OrderedDict()
         self.refusals: Counter[str] = Counter()  # by reason, since start
@@ -165,16 +177,32 @@ class CallRegistry:
             self._per_address[call.address] += 1
 
     def may_park(self, call: LiveCall, cap: int) -> None:
-        """Refuse to park `call` when its upstream already holds `cap` parked calls."""
-        if not call.parked and self._parked[call.upstream] >= cap:
+        """Refuse to park `call` when its upstream already holds `cap` parked calls, or (per-address share
+        on) when its client or its client's network holds as many of them as are still free."""
+        if call.parked:
+            return
+        parked = self._parked[call.upstream]
+        if parked >= cap:
             self._refuse(
                 f"{cap} calls wait for input on upstream {call.upstream!r} (calls.parked_share of "
                 "pool.max_sessions, kept free for calls that do not ask for input)",
                 "parked_share",
             )
+        if self._max_per_address <= 0:
+            return
+        for n, key in enumerate(client_keys(call.address)):
+            if over_fair_share(self._held[call.upstream, key], parked, cap):
+                who = "this client address" if n == 0 else "this client's network"
+                self._refuse(
+                    f"{who} holds {self._held[call.upstream, key]} of the {parked} calls waiting for input "
+                    f"on upstream {call.upstream!r}; while room is short no client may hold more than is "
+                    "still free (calls.parked_share)",
+                    "fair_share",
+                )
 
     def prove(self, principal: str) -> None:
-        """`principal` answered an input request: its calls park for the full TTL from now on."""
+        """`principal` completed a call it was asked input for: its calls park for the full TTL from now
+        on. (Answering a round is not enough: a minted principal answers anything to keep its calls.)"""
         self._proven[principal] = None
         self._proven.move_to_end(principal)
         while len(self._proven) > self._max:
@@ -193,6 +221,8 @@ class CallRegistry:
             ttl = min(ttl, self._first_round_ttl)
         if not call.parked:
             self._parked[call.upstream] += 1
+            for key in client_keys(call.address):
+                self._held[call.upstream, key] += 1
         call.parked_at = self._clock()
         call.parked_until = call.parked_at + ttl
         return ttl
@@ -206,12 +236,12 @@ class CallRegistry:
         if not call.parked:
             raise CallBusy(call.id)
         call.parked_until = None
-        self._unpark(call.upstream)
+        self._unpark(call)
 
-    def _unpark(self, upstream: str) -> None:
-        self._parked[upstream] -= 1
-        if self._parked[upstream] <= 0:
-            del self._parked[upstream]
+    def _unpark(self, call: LiveCall) -> None:
+        _decrement(self._parked, call.upstream)
+        for key in client_keys(call.address):
+            _decrement(self._held, (call.upstream, key))
 
     def remove(self, call: LiveCall, *, handle_ttl: float = 0.0, by_operator: bool = False) -> None:
         """Forget a call; its handles (valid for `handle_ttl` more seconds) count as replays from now on,
@@ -224,7 +254,7 @@ class CallRegistry:
                 self._forget_ended(next(iter(self._ended)))
         if self._calls.pop(call.id, None) is not None:
             if call.parked:
-                self._unpark(call.upstream)
+                self._unpark(call)
             _decrement(self._per_principal, call.principal)
             if call.address:
                 _decrement(self._per_address, call.address)
@@ -253,7 +283,7 @@ class CallRegistry:
         return [c for c in self._calls.values() if c.parked_until is not None and c.parked_until <= now]
 
 
-def _decrement(counter: Counter[str], key: str) -> None:
+def _decrement(counter: Counter[Any], key: Any) -> None:
     counter[key] -= 1
     if counter[key] <= 0:
         del counter[key]

@@ -7,6 +7,11 @@ A 2026-07-28 client can only be asked inside one of its own requests, so the ses
 the session asks its client, in that call's first `input_required` round, before the call itself is sent
 upstream — the server then serves that call with the client's own roots.
 
+A server's start-up request is told apart from a tool's own question by time (upstream/session_roots.py): a
+new session's first call waits for the upstream's learnt start-up window before it is sent, so the start-up
+request arrives with no call in flight and is held; a roots/list that arrives once a call is under way is
+that call's, asked in its round, and costs later calls nothing.
+
 Sessions are pooled per principal and declared capabilities (pool.py), so several clients of one principal
 (two windows of one user) may use one session in turn, each with its roots. On a session whose server asked
 for roots unprompted, every later call is asked for its client's roots too (one extra round, answered by the

@@ -1,6 +1,6 @@
-"""Is this replica full? Read by `/readyz` (503 `saturated`, so a load balancer steers new calls
-elsewhere) and by the `mrtr_proxy_saturated` gauge. One answer for both, computed from the call registry
-and the pools at the moment it is asked."""
+"""Is this replica full? Shown by `/readyz` (its `saturated` detail: the replica stays ready, since it still
+serves plain calls and retries) and by the `mrtr_proxy_saturated` gauges. One answer for both, computed
+from the call registry and the pools at the moment it is asked."""
 
 from __future__ import annotations
 

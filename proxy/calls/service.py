@@ -106,12 +106,15 @@ class CallService(Takeover, Draining):
             return Failed(too_many_calls(exc), refused=True)
         req.link.joined(call.id, 1, call.first_span)
         call.unsent = (req.method, with_progress_token(req.params, call_progress_token(call.id)))
+        roots = self._session_roots(call)
         try:
             await self._levels.ensure(session, req.log_level)
+            if roots is not None:
+                await roots.settle()  # a new session: its server's start-up roots/list comes first
         except BaseException:  # the client went away before the call was sent: end it, tell nobody
             await asyncio.shield(self._abandon(call, "the client went away"))
             raise
-        if ask_first(call, self._session_roots(call)):
+        if ask_first(call, roots):
             return await self._park(call)  # sent by the retry that answers (roots.deliver_input)
         (method, params), call.unsent = call.unsent, None
         call.upstream_id = await session.call(method, params, call.inbox)
@@ -183,7 +186,6 @@ class CallService(Takeover, Draining):
             raise
         if failed is not None:
             return failed
-        self._registry.prove(call.principal)
         sink = scoped_sink(notify, req.params, req.log_level, call.id)
         return await self._drive(call, sink, yield_after=yield_after)
 
@@ -207,10 +209,7 @@ class CallService(Takeover, Draining):
         problem = invalid_responses(call.exchange, responses)
         if problem is not None:
             return Failed(problem)
-        failed = await asyncio.shield(self._deliver(call, responses))
-        if failed is None:
-            self._registry.prove(call.principal)
-        return failed
+        return await asyncio.shield(self._deliver(call, responses))
 
     async def cancel(self, call: LiveCall, reason: str) -> None:
         """End a call for its client: pending requests answered, the upstream told, the session dropped."""

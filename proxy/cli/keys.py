@@ -21,8 +21,10 @@ import yaml
 from proxy.cluster.keys import configured_staged_keys
 from proxy.config import Config
 from proxy.config.load import ENV_PREFIX, SHORTCUTS
+from proxy.config.schema import wildcard_host
 from proxy.handle import KeyLoadError, generate_key_b64
 from proxy.observe import logs
+from proxy.upstream.era import fixed_verdict
 
 log = structlog.get_logger("proxy.cli")
 
@@ -138,9 +140,11 @@ def effective_yaml(config: Config) -> str:
     """The merged configuration as YAML. Header values and anything named like a secret are redacted
     (the file holds no key material: keys are only named)."""
     plain = _plain(config)
-    for up in plain.get("upstreams", []):
+    for up, configured in zip(plain.get("upstreams", []), config.upstreams, strict=True):
         up["headers"] = {k: REDACTED for k in up.get("headers") or {}}
         up["env"] = {k: REDACTED for k in up.get("env") or {}}
+        fixed = fixed_verdict(configured)  # the era the transport decides (sse, stdio legacy); auto: probed
+        up["era"] = fixed.era if fixed is not None else configured.era
     text: str = yaml.safe_dump(plain, sort_keys=False, default_flow_style=False)
     return text
 
@@ -162,12 +166,28 @@ def keygen(out: Path | None, force: bool) -> int:
     return 0
 
 
-def check_keys(config: Config, command: str, environ: Mapping[str, str] | None = None) -> int | None:
+def check_keys(
+    config: Config, command: str, environ: Mapping[str, str] | None = None, *, yaml_out: bool = False
+) -> int | None:
     """Start-up checks of `serve` and `check-config`: exit code 2 on a key problem (None: go on); warnings
-    for key files others can read and unknown `MRTR_PROXY_*` variables. Never prints key material."""
+    for key files others can read and unknown `MRTR_PROXY_*` variables. Never prints key material. With
+    `yaml_out` (`check-config --effective`) stdout is YAML only, so the keys note goes to stderr too."""
     env = os.environ if environ is None else environ
     for name in unknown_env(env, config):
         _warn(command, "config.unknown_env", f"{name} is not a setting (known: {', '.join(KNOWN_ENV)})")
+    if config.replica.address is None and wildcard_host(config.replica_address):
+        _warn(
+            command,
+            "config.replica_address_wildcard",
+            f"the replica address is {config.replica_address} (from listen.host), which no other replica can "
+            "reach: "
+            + (
+                "replica.peers is set, so retries forwarded here and key checks will fail"
+                if config.replica.peers
+                else "fine for a single replica"
+            )
+            + "; set replica.address (this replica's own IP or name) before running more than one",
+        )
     for path in loose_key_files(config):
         _warn(command, "keys.file_readable_by_others", f"key file {path} is readable by others: chmod 600 it")
     problems, count = key_problems(config, env)
@@ -180,7 +200,7 @@ def check_keys(config: Config, command: str, environ: Mapping[str, str] | None =
         return 2
     if command == "check-config":
         what = f"{count} key(s) loaded" if count else "no key configured: an ephemeral key at start"
-        print(f"keys: {what}")
+        print(f"keys: {what}", file=sys.stderr if yaml_out else sys.stdout)
     return None
 
 

@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"mrtr-proxy: invalid configuration in {args.file}:", file=sys.stderr)
                 print(str(exc), file=sys.stderr)
                 return 2
-            if (code := cli_keys.check_keys(checked, "check-config")) is not None:
+            if (code := cli_keys.check_keys(checked, "check-config", yaml_out=args.effective)) is not None:
                 return code
             print(cli_keys.effective_yaml(checked) if args.effective else _describe(checked))
             return 0

@@ -7,6 +7,7 @@ environment variables; the app reads the key material itself.
 
 from .load import load_config
 from .model import (
+    MODERN_PROTOCOL_VERSION,
     PROTOCOL_VERSIONS,
     AdminConfig,
     AuthConfig,
@@ -15,6 +16,7 @@ from .model import (
     Config,
     ConfigError,
     CredentialSource,
+    Era,
     FrontConfig,
     KeysConfig,
     ListenConfig,
@@ -39,6 +41,7 @@ from .model import (
 from .schema import load_schema
 
 __all__ = [
+    "MODERN_PROTOCOL_VERSION",
     "PROTOCOL_VERSIONS",
     "AdminConfig",
     "AuthConfig",
@@ -47,6 +50,7 @@ __all__ = [
     "Config",
     "ConfigError",
     "CredentialSource",
+    "Era",
     "FrontConfig",
     "KeysConfig",
     "ListenConfig",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 import yaml
 
 from .model import (
+    MODERN_PROTOCOL_VERSION,
     PROTOCOL_VERSIONS,
     AdminConfig,
     AuthConfig,
@@ -200,9 +202,13 @@ def _calls(raw: Any) -> CallsConfig:
 def _build_upstream(raw: dict[str, Any]) -> UpstreamConfig:
     up = {k: _freeze(v) for k, v in raw.items()}
     up.setdefault("transport", "stdio" if raw.get("command") is not None else "streamable-http")
-    up["protocol_versions"] = tuple(sorted(raw.get("protocol_versions", PROTOCOL_VERSIONS), reverse=True))
+    listed = raw.get("protocol_versions", PROTOCOL_VERSIONS)
+    legacy = tuple(sorted((v for v in listed if v != MODERN_PROTOCOL_VERSION), reverse=True))
+    up["protocol_versions"] = legacy or PROTOCOL_VERSIONS  # only 2026-07-28 listed: era modern (below)
+    if "era" not in raw and MODERN_PROTOCOL_VERSION in listed:
+        up["era"] = "auto" if legacy else "modern"
     up["static_roots"] = tuple(StaticRoot(**r) for r in raw.get("static_roots", ()))
-    up["pool"] = _section(PoolConfig, raw.get("pool"))
+    up["pool"] = replace(PoolConfig.defaults(up["transport"]), **_section(dict, raw.get("pool")))
     up["timeouts"] = _section(TimeoutsConfig, raw.get("timeouts"))
     up["cwd"] = None if raw.get("cwd") is None else Path(raw["cwd"])
     up["tls"] = TlsConfig(**{k: None if v is None else Path(v) for k, v in (raw.get("tls") or {}).items()})

@@ -12,6 +12,9 @@ Transport = Literal["streamable-http", "sse", "stdio"]
 LogLevel = Literal["debug", "info", "warning", "error"]
 LogFormat = Literal["auto", "json", "console"]
 PROTOCOL_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")  # legacy versions, newest first
+MODERN_PROTOCOL_VERSION = "2026-07-28"
+# The upstream's protocol era: probed with server/discover (auto), or fixed. proxy/upstream/era.py.
+Era = Literal["auto", "legacy", "modern"]
 
 
 class ConfigError(ValueError):
@@ -88,6 +91,7 @@ class FrontConfig:
     idle_timeout_s: float = 15
     max_connections: int = 1024
     client_address_header: str | None = None
+    trusted_hops: int = 1
     legacy_sessions_per_principal: int = 64
     legacy_sessions_per_address: int = 256
 
@@ -149,9 +153,22 @@ class StaticRoot:
 @dataclass(frozen=True, slots=True)
 class PoolConfig:
     max_sessions: int = 1024
+    max_sessions_per_principal: int = 0  # 0: no cap of its own (the calls' and legacy shares still apply)
     idle_ttl_s: float = 300
     reuse_sessions: bool = True
     acquire_timeout_s: float = 5
+
+    @classmethod
+    def defaults(cls, transport: str) -> PoolConfig:
+        """The defaults for `transport`. A stdio session is a child process (a FastMCP 1.30 one: ~55 MiB
+        resident), so stdio pools are sized to a machine, not to a network server's capacity."""
+        if transport == "stdio":
+            return cls(max_sessions=STDIO_MAX_SESSIONS, max_sessions_per_principal=STDIO_PER_PRINCIPAL)
+        return cls()
+
+
+STDIO_MAX_SESSIONS = 32  # children per stdio upstream: ~1.7 GiB of FastMCP 1.30 children
+STDIO_PER_PRINCIPAL = 4  # children one principal may hold
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,6 +207,7 @@ class AuthConfig:
     audience: tuple[str, ...] = ()
     required_scopes: tuple[str, ...] = ()
     algorithms: tuple[str, ...] = DEFAULT_ALGORITHMS
+    token_types: tuple[str, ...] = ("at+jwt",)  # the JOSE `typ` accepted (RFC 9068 §4)
     leeway_s: float = 30
     principal_claim: str = "sub"
     jwks_cache_ttl_s: float = 300
@@ -225,7 +243,11 @@ class UpstreamConfig:
     headers: Mapping[str, str] = field(default_factory=_empty)
     forward_headers: tuple[str, ...] = ("authorization",)
     hosts: tuple[str, ...] = ()
-    protocol_versions: tuple[str, ...] = PROTOCOL_VERSIONS
+    era: Era = "auto"
+    # Tools of a two-era upstream that ask with server-initiated requests (FastMCP's ctx.elicit): a
+    # 2026-07-28 client's call of one goes through the proxy's MRTR over a legacy session, not the relay.
+    legacy_tools: tuple[str, ...] = ()
+    protocol_versions: tuple[str, ...] = PROTOCOL_VERSIONS  # the legacy ones offered at initialize
     static_roots: tuple[StaticRoot, ...] = ()
     pool: PoolConfig = field(default_factory=PoolConfig)
     timeouts: TimeoutsConfig = field(default_factory=TimeoutsConfig)

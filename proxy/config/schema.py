@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import ipaddress
 import json
 import re
 from collections.abc import Iterator, Mapping
@@ -87,6 +88,7 @@ def semantic_problems(raw: Mapping[str, Any]) -> Iterator[str]:
         peer, main = replica.get("peer_port"), listen.get("port", 8080)
         if peer is not None and peer == main:
             yield f"replica.peer_port: {peer} is also listen.port; the peer port must differ (or be null)"
+    yield from _replica_problems(replica)
     yield from _admin_problems(raw)
     hosts_seen: dict[str, int] = {}
     ups_raw = raw.get("upstreams")
@@ -109,6 +111,31 @@ def semantic_problems(raw: Mapping[str, Any]) -> Iterator[str]:
             yield from _auth_problems(f"upstreams.{i}", up, listen_url)
             if isinstance(up.get("name"), str):
                 seen.setdefault(up["name"], i)
+
+
+def wildcard_host(address: str) -> str | None:
+    """The host of "host:port" (IPv6 in brackets) when it is an unspecified address (0.0.0.0, ::): every
+    local interface to listen on, but nowhere another replica can connect to. Else None."""
+    host = address.rsplit(":", 1)[0] if ":" in address else address
+    host = host.strip("[]")
+    try:
+        return host if ipaddress.ip_address(host).is_unspecified else None
+    except ValueError:
+        return None
+
+
+def _replica_problems(replica: object) -> Iterator[str]:
+    """Handles name the replica address as a parked call's owner, and peers forward retries to it: a
+    wildcard there sends them to whichever replica makes the connection. Refused when set; derived from a
+    wildcard listen.host (the chart's config, whose pods set MRTR_PROXY_REPLICA_ADDRESS), `serve` and
+    `check-config` warn (cli/keys.py)."""
+    replica = replica if isinstance(replica, dict) else {}
+    address = replica.get("address")
+    if isinstance(address, str) and (host := wildcard_host(address)) is not None:
+        yield (
+            f"replica.address: {address!r} is no address another replica can reach ({host} means every "
+            "local interface); set this replica's own IP or DNS name (the Helm chart uses the pod IP)"
+        )
 
 
 def _admin_problems(raw: Mapping[str, Any]) -> Iterator[str]:
@@ -149,6 +176,7 @@ def _upstream_problems(p: str, up: dict[str, Any], seen: dict[str, int]) -> Iter
                 yield f"{p}.{k}: only used with transport " + (
                     "stdio" if k != "headers" else "streamable-http or sse"
                 )
+    yield from _era_problems(p, up)
     headers, forward = up.get("headers"), up.get("forward_headers")
     for h in headers if isinstance(headers, dict) else ():
         if isinstance(h, str) and h.lower() in CREDENTIAL_HEADERS:
@@ -158,6 +186,20 @@ def _upstream_problems(p: str, up: dict[str, Any], seen: dict[str, int]) -> Iter
     for j, h in enumerate(forward if isinstance(forward, list) else ()):
         if h in MANAGED_HEADERS:
             yield f"{p}.forward_headers.{j}: {h!r} is set by the proxy and cannot be forwarded"
+
+
+def _era_problems(p: str, up: dict[str, Any]) -> Iterator[str]:
+    """era and protocol_versions: a 2026-07-28 upstream is a Streamable HTTP one, and they agree."""
+    era, listed = up.get("era", "auto"), up.get("protocol_versions")
+    modern_listed = isinstance(listed, list) and "2026-07-28" in listed
+    only_modern = modern_listed and len(listed) == 1  # type: ignore[arg-type]
+    transport = up.get("transport") or ("stdio" if up.get("command") is not None else "streamable-http")
+    if (era == "modern" or only_modern) and transport != "streamable-http":
+        why = "legacy by definition" if transport == "sse" else "not supported yet (use era: legacy or auto)"
+        what = "era: modern" if era == "modern" else "protocol_versions: [2026-07-28]"
+        yield f"{p}: {what} needs transport streamable-http (a 2026-07-28 {transport} upstream is {why})"
+    if era == "legacy" and modern_listed:
+        yield f"{p}.protocol_versions: 2026-07-28 is listed but era is legacy (drop one of them)"
 
 
 def _auth_problems(p: str, up: dict[str, Any], listen_url: object) -> Iterator[str]:

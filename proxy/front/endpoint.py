@@ -11,6 +11,7 @@ the upstream, checks the Origin, reads and parses the body, and hands the reques
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -22,6 +23,7 @@ from structlog.contextvars import bound_contextvars
 from proxy.calls.outcomes import CallLink
 from proxy.config import FrontConfig, UpstreamConfig
 from proxy.front.checks import Refusal, origin_allowed
+from proxy.front.fallback import CLIENT_GONE_STATUS, client_gone
 from proxy.front.legacy.relay import LegacyRelay, is_legacy
 from proxy.front.modern.front import ModernFront
 from proxy.front.oauth import AuthRefused, OAuthFront
@@ -31,6 +33,7 @@ from proxy.front.reply import json_response
 from proxy.front.request_ids import REQUEST_ID_HEADER, request_id
 from proxy.observe.logs import info_line
 from proxy.observe.metrics import record_request
+from proxy.observe.spans import RequestSpan
 from proxy.observe.tracing import Tracing
 from proxy.upstream.propagation import propagating
 from proxy.wire import jsonrpc, mcp
@@ -92,18 +95,39 @@ class Endpoint:
             exc.headers[REQUEST_ID_HEADER] = rid
             span.finish({**_joined(line, link), "status": exc.status}, first_round=link.first_span)
             raise
-        except BaseException as exc:  # the client went away, or a bug
+        except (asyncio.CancelledError, ConnectionError) as exc:
+            if not client_gone(request):  # cancelled by a shutdown, or a connection of ours: not the client
+                span.finish(_joined(line, link), first_round=link.first_span, error=exc)
+                raise
+            self._written(request, gone(line), link, started, span=span, status=CLIENT_GONE_STATUS)
+            if isinstance(exc, asyncio.CancelledError):
+                raise  # handler_cancellation: the task ends here
+            return web.Response(status=CLIENT_GONE_STATUS)  # never reaches anyone: aiohttp drops it
+        except BaseException as exc:  # a bug
             span.finish(_joined(line, link), first_round=link.first_span, error=exc)
             raise
+        self._written(request, line, link, started, span=span, status=response.status)
+        if not response.prepared:  # one prepared while handling got it from echo_request_id
+            response.headers[REQUEST_ID_HEADER] = rid
+        return response
+
+    def _written(
+        self,
+        request: web.Request,
+        line: dict[str, Any],
+        link: CallLink,
+        started: float,
+        *,
+        span: RequestSpan,
+        status: int,
+    ) -> None:
+        """The canonical line, its metrics and the span's end: once per request, whatever happened."""
         _joined(line, link)
-        line["status"] = response.status
+        line["status"] = status
         line["duration_ms"] = round((time.perf_counter() - started) * 1000, 2)
         info_line(log, "request", line)
         record_request(request.app, line)  # the metrics, from the same line
         span.finish(line, first_round=link.first_span)
-        if not response.prepared:  # one prepared while handling got it from echo_request_id
-            response.headers[REQUEST_ID_HEADER] = rid
-        return response
 
     async def _handle(self, request: web.Request, line: dict[str, Any], link: CallLink) -> web.StreamResponse:
         upstream = request.match_info.get("upstream") or self._by_host.get(
@@ -183,7 +207,8 @@ class Endpoint:
         response = await self._relay.relay(
             request, upstream, who[0], body, msg, forwarded=who[1], challenge=challenge
         )
-        line["outcome"] = f"relayed:{response.status}"
+        gone_get = request.method == "GET" and client_gone(request)  # a GET stream its client ended
+        line["outcome"] = "client_closed" if gone_get else f"relayed:{response.status}"
         return response
 
 
@@ -224,6 +249,21 @@ def _meta_version(msg: jsonrpc.Message) -> object:
         if isinstance(meta, dict):
             return meta.get(mcp.META_PROTOCOL_VERSION)
     return None
+
+
+def gone(line: dict[str, Any]) -> dict[str, Any]:
+    """The line of a request whose client hung up before its answer was written: outcome `client_gone`.
+    A stream the client ends is its ordinary end, `client_closed`: a listen stream, a legacy session's GET
+    stream. An outcome decided but never delivered is kept as `unsent` (the answer the client did not get:
+    a call's result, an input_required round)."""
+    outcome = line.get("outcome")
+    if outcome == "client_closed" or line.get("http_method") == "GET":
+        line["outcome"] = "client_closed"
+        return line
+    if outcome is not None:
+        line["unsent"] = outcome
+    line["outcome"] = "client_gone"
+    return line
 
 
 def _joined(line: dict[str, Any], link: CallLink) -> dict[str, Any]:

@@ -5,6 +5,10 @@ An unknown route (404), a method a route does not take (405), and any other HTTP
 get parses as JSON (a bug's 500 too: `-32603`, its traceback in the log). And every 429 and 503 the proxy
 sends carries `Retry-After` (1 s unless the answer set its own): a client or balancer always knows when to
 try again.
+
+A client that hangs up is not a bug: a write refused because its connection is gone is answered with a
+response nobody receives (aiohttp drops it quietly), never logged as `request.unhandled`; the endpoint writes
+such a request's canonical line itself (`outcome: client_gone`).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from proxy.wire import jsonrpc
 log = structlog.get_logger("proxy.request")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 RETRY_AFTER_S = "1"
+CLIENT_GONE_STATUS = 499  # a request whose client hung up first (nginx's "client closed request")
 _ROUTES = "MCP is served at /mcp and /servers/<name>/mcp"
 _DEFAULTS = {
     404: f"Not found ({_ROUTES})",
@@ -34,13 +39,24 @@ async def json_answers(request: web.Request, handler: Handler) -> web.StreamResp
         if exc.status < 400:
             raise
         response = _as_json_rpc(exc)
-    except Exception:  # a bug: still a JSON-RPC answer, and the traceback in the log
+    except Exception as exc:
+        if isinstance(exc, ConnectionError) and client_gone(request):  # a hang-up, not a bug
+            log.info("request.client_gone", path=request.path)
+            return web.Response(status=CLIENT_GONE_STATUS)
+        # a bug: still a JSON-RPC answer, and the traceback in the log
         log.exception("request.unhandled", path=request.path)
         body = jsonrpc.dumps(jsonrpc.error(None, jsonrpc.INTERNAL_ERROR, "Internal error"))
         response = web.Response(status=500, body=body, content_type="application/json")
     if response.status in (429, 503) and "Retry-After" not in response.headers and not response.prepared:
         response.headers["Retry-After"] = RETRY_AFTER_S
     return response
+
+
+def client_gone(request: web.Request) -> bool:
+    """Whether the client's connection is closed or closing: what a hang-up looks like from a handler (its
+    task cancelled by aiohttp's handler_cancellation, or a write to its connection refused)."""
+    transport = request.transport
+    return transport is None or transport.is_closing()
 
 
 def _as_json_rpc(exc: web.HTTPException) -> web.Response:

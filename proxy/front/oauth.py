@@ -53,6 +53,12 @@ class OAuthFront:
         self._docs = upstream_docs
         self._by_host = by_host
         self._default = default
+        self._caches = [gate.keys for gate in gates.values() if isinstance(gate.keys, JwksCache)]
+
+    async def close(self) -> None:
+        """Stop JWKS fetches still in flight."""
+        for cache in self._caches:
+            await cache.close()
 
     @classmethod
     def from_config(

@@ -10,6 +10,11 @@ What a failure means is kept apart, because it decides whether the retry may be 
   it did not process the request): taking the call over, or declaring it lost, is safe.
 - `PeerLost`: the owner took the request and then went away before answering (connection dropped, or the
   answer cut off): the input may have reached the upstream; the outcome is unknown.
+- `PeerRefused`: a replica answered at the owner's address and refused the forward's signature (its 401
+  says so in `X-Mrtr-Peer-Refused`): the owner restarted with other keys, or its key ring no longer shares
+  one with this replica's. Nothing was done with the retry there; whether that replica still holds the
+  call cannot be told (a restart lost it; a rotation that went wrong did not), so the call is not taken
+  over, which could drive it twice: it is reported lost, never re-run.
 Each forward opens its own connection, so a request is never written into a kept-alive connection the
 owner is already closing (which would make a refusal look like a loss).
 """
@@ -31,6 +36,7 @@ from proxy.wire.sse import encode_event
 FORWARD_PREFIX = "/_mrtr/forward"
 FORWARDED_BY = "X-Mrtr-Forwarded-By"
 NOT_PROCESSED = "X-Mrtr-Not-Processed"  # on a 503 from an owner that is stopping: nothing was done
+PEER_REFUSED = "X-Mrtr-Peer-Refused"  # on the peer route's 401: why the signature was refused
 # Not passed between replicas: connection-level, recomputed, or ours.
 _SKIP_REQUEST = frozenset(
     {"host", "content-length", "connection", "keep-alive", "proxy-connection", "te", "trailer",
@@ -50,6 +56,15 @@ class PeerLost(Exception):
     def __init__(self, reason: str, stream: web.StreamResponse | None = None) -> None:
         super().__init__(reason)
         self.stream = stream
+
+
+class PeerRefused(Exception):
+    """The replica at the owner's address refused the forward's signature (`reason`: the peer-auth reason,
+    e.g. `unknown_key`); nothing was done with the retry there."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 class Peers:
@@ -107,7 +122,8 @@ class Peers:
         self, owner: str, request: web.Request, body: bytes, request_id: jsonrpc.RequestId | None = None
     ) -> web.StreamResponse:
         """Send the retry to `owner` and stream its answer back. Raises PeerUnreachable (nothing reached
-        the owner) or PeerLost (it took the retry, then went away before any answer reached the client)."""
+        the owner), PeerRefused (a replica there refused the signature: other keys) or PeerLost (it took the
+        retry, then went away before any answer reached the client)."""
         path = f"{FORWARD_PREFIX}{request.path}"
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _SKIP_REQUEST}
         headers = with_propagated(headers)  # the owner logs (and traces) it under the same request id
@@ -123,6 +139,8 @@ class Peers:
         async with upstream:
             if upstream.status == 503 and upstream.headers.get(NOT_PROCESSED) == "1":
                 raise PeerUnreachable(f"{owner}: stopping, not processed")
+            if upstream.status == 401 and PEER_REFUSED in upstream.headers:
+                raise PeerRefused(upstream.headers[PEER_REFUSED][:64])
             out = web.StreamResponse(
                 status=upstream.status,
                 headers={k: upstream.headers[k] for k in _KEEP_RESPONSE if k in upstream.headers},

@@ -45,7 +45,7 @@ def jwt_claim(authorization: str | None, claim: str) -> str | None:
 def _b64json(segment: str) -> object:
     try:
         return json.loads(base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4)))
-    except (ValueError, binascii.Error):
+    except (ValueError, binascii.Error, RecursionError):  # RecursionError: '[' nested thousands deep
         return None
 
 

@@ -42,6 +42,13 @@ class RateLimiter:
             self._buckets.popitem(last=False)
         return allowed
 
+    def exhausted(self, principal: str) -> bool:
+        """Would `allow(principal)` refuse now? (Takes nothing from the bucket.)"""
+        if not self.enabled or principal not in self._buckets:
+            return False
+        tokens, at = self._buckets[principal]
+        return min(self._burst, tokens + (self._clock() - at) * self._rate) < 1.0
+
     def retry_after(self, principal: str) -> float:
         """Seconds until `principal` has a token again."""
         tokens, _ = self._buckets.get(principal, (self._burst, 0.0))

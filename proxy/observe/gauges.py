@@ -17,7 +17,15 @@ if TYPE_CHECKING:
 
 # The call registry's refusal reasons (proxy/calls/registry.py REFUSAL_REASONS; not imported: metrics sit
 # below the calls layer).
-REFUSAL_REASONS: Final = ("calls_total", "principal_share", "address_share", "parked_share", "pool_full")
+ERAS: Final = ("legacy", "modern", "unknown")
+REFUSAL_REASONS: Final = (
+    "calls_total",
+    "principal_share",
+    "address_share",
+    "parked_share",
+    "fair_share",
+    "pool_full",
+)
 
 
 class StateCollector(Collector):
@@ -32,6 +40,7 @@ class StateCollector(Collector):
         self.drain_grace_s: float | None = None
         self.draining_since: float | None = None
         self.saturation: Callable[[], Mapping[str, str]] | None = None
+        self.eras: Callable[[], Mapping[str, str]] | None = None  # upstream/era.py: legacy, modern, unknown
 
     def collect(self) -> Iterable[Metric]:
         parked = GaugeMetricFamily(
@@ -53,21 +62,41 @@ class StateCollector(Collector):
             running.add_metric([name], counts[name, False])
             pool = self.pools.get(name)
             sessions.add_metric([name], pool.size if pool is not None else 0)
-        return [parked, running, sessions, *self._admission(), *self._limits()]
+        return [parked, running, sessions, self._eras(), *self._admission(), *self._limits()]
+
+    def _eras(self) -> Metric:
+        era = GaugeMetricFamily(
+            "mrtr_proxy_upstream_era",
+            "1 for each upstream's protocol era (legacy, modern; unknown until probed), 0 for the others",
+            labels=["upstream", "era"],
+        )
+        known = self.eras() if self.eras is not None else {}
+        for name in self._upstreams:
+            for value in ERAS:
+                era.add_metric([name, value], 1 if known.get(name, "unknown") == value else 0)
+        return era
 
     def _admission(self) -> Iterable[Metric]:
         full = self.saturation() if self.saturation is not None else {}
         saturated = GaugeMetricFamily(
             "mrtr_proxy_saturated",
-            "1 while this replica is full (calls, parked share or sessions at their caps; /readyz says "
-            "saturated), else 0",
+            "1 while this replica is full (calls, parked share or sessions at their caps; /readyz lists "
+            "what under saturated, and stays ready), else 0",
         )
         saturated.add_metric([], 1 if full else 0)
         yield saturated
+        what = GaugeMetricFamily(
+            "mrtr_proxy_saturated_by",
+            "1 for each upstream (or replica) and what of it is full: calls, parked_calls, sessions",
+            labels=["scope", "reason"],
+        )
+        for scope, reason in sorted(full.items()):
+            what.add_metric([scope, reason], 1)
+        yield what
         refusals = CounterMetricFamily(
             "mrtr_proxy_admission_refusals",
             "Calls and requests refused by a limit: calls_total, principal_share, address_share, "
-            "parked_share, pool_full",
+            "parked_share, fair_share, pool_full",
             labels=["reason"],
         )
         counted = self.calls.refusals if self.calls is not None else Tally[str]()
@@ -109,5 +138,7 @@ class StateCollector(Collector):
         return [
             *(GaugeMetricFamily(name, "", labels=["upstream"]) for name in gauges),
             GaugeMetricFamily("mrtr_proxy_saturated", ""),
+            GaugeMetricFamily("mrtr_proxy_upstream_era", "", labels=["upstream", "era"]),
+            GaugeMetricFamily("mrtr_proxy_saturated_by", "", labels=["scope", "reason"]),
             CounterMetricFamily("mrtr_proxy_admission_refusals", "", labels=["reason"]),
         ]

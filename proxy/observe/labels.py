@@ -41,7 +41,8 @@ OUTCOME_CLASSES: Final[Mapping[str, str]] = {
     "relayed": "relayed",  # a legacy client's request, relayed as it is
     "task": "task",  # the call became a task (Tasks extension)
     "task_not_found": "task_not_found",
-    "client_closed": "client_closed",  # a listen stream the client ended
+    "client_closed": "client_closed",  # a stream the client ended (listen, a legacy GET stream)
+    "client_gone": "client_gone",  # the client hung up before its answer was written (status 499)
     "upstream_lost": "failed",  # a listen stream whose upstream session died
     "backlog_overflow": "failed",  # a listen stream whose client could not keep up
 }

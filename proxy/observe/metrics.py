@@ -44,6 +44,12 @@ DURATION_BUCKETS: Final = (
 )  # fmt: skip
 # Seconds a client took to come back to a parked call (calls.parked_ttl_s defaults to 600).
 PARKED_AGE_BUCKETS: Final = (0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
+# A forwarded retry's line says what became of the forward; else it was answered by the owner ("ok").
+_FORWARD_RESULTS: Final = (
+    ("owner_unreachable", "unreachable"),  # nothing reached the owner: taken over here, or lost
+    ("owner_lost", "lost"),  # the owner took it and went away: taken over, or the outcome is unknown
+    ("owner_refused", "refused"),  # a replica with other keys at the owner's address: the call is lost
+)
 
 
 class Metrics:
@@ -100,7 +106,7 @@ class Metrics:
             "mrtr_proxy_peer_forwards",
             "Retries sent on to the replica that owns their parked call, by result",
             ("result",),
-            start=[("ok",), ("unreachable",), ("lost",)],
+            start=[("ok",), ("unreachable",), ("lost",), ("refused",)],
         )
         self.takeovers = self._add(
             Counter,
@@ -146,10 +152,12 @@ class Metrics:
         calls: CallRegistry,
         pools: Mapping[str, SessionPool],
         saturation: Callable[[], Mapping[str, str]] | None = None,
+        eras: Callable[[], Mapping[str, str]] | None = None,
     ) -> None:
-        """Read the call and session gauges from these at scrape time (set once the app has started)."""
+        """Read the call and session gauges from these at scrape time (set once the app has started), and
+        each upstream's era (upstream/era.py)."""
         self._state.calls, self._state.pools = calls, pools
-        self._state.saturation = saturation
+        self._state.saturation, self._state.eras = saturation, eras
 
     def limits(self, *, max_calls: int, max_sessions: Mapping[str, int], drain_grace_s: float) -> None:
         """The configured limits, exported as gauges so alerts compare against them (calls.max_parked,
@@ -185,9 +193,7 @@ class Metrics:
         if (kind := upstream_error_kind(outcome)) is not None:
             self.upstream_errors.labels(upstream, kind).inc()
         if "owner" in line:  # the retry was for a call parked on another replica
-            result = (
-                "unreachable" if "owner_unreachable" in line else "lost" if "owner_lost" in line else "ok"
-            )
+            result = next((result for key, result in _FORWARD_RESULTS if key in line), "ok")
             self.peer_forwards.labels(result).inc()
 
     # -- the call service's observer ----------------------------------------------------------------------
@@ -204,9 +210,26 @@ class Metrics:
         self.takeovers.labels("ok" if ok else "lost").inc()
 
     def render(self, *, public: bool = False) -> bytes:
-        """`public` (the main and peer ports): the handle rejections without their reason label."""
-        view = SimpleNamespace(collect=lambda: map(_without_reasons, self.registry.collect()))
-        return generate_latest(view if public else self.registry)
+        """`public` (the main and peer ports): the handle rejections without their reason label. Neither
+        has prometheus_client's `<name>_created` series (see `_without_created`)."""
+        keep = _without_reasons if public else _same
+        view = SimpleNamespace(collect=lambda: (_without_created(keep(m)) for m in self.registry.collect()))
+        return generate_latest(view)
+
+
+def _same(metric: Metric) -> Metric:
+    return metric
+
+
+def _without_created(metric: Metric) -> Metric:
+    """Without the `<name>_created` sample prometheus_client adds to each counter and histogram series (the
+    Unix time the series was made): no alert, rule or dashboard reads it, it nearly doubled the
+    series, and only one port had it for the handle rejections. Left out on every port alike."""
+    if metric.type not in ("counter", "histogram", "summary"):
+        return metric
+    plain = Metric(metric.name, metric.documentation, metric.type, metric.unit)
+    plain.samples = [s for s in metric.samples if not s.name.endswith("_created")]
+    return plain
 
 
 def _without_reasons(metric: Metric) -> Metric:

@@ -79,6 +79,29 @@ class Session:
 
 
 @dataclass(frozen=True, slots=True)
+class ModernCall:
+    """What `--call NAME` saw at 2026-07-28: answered `input_required` natively (asking `asks`), or not."""
+
+    name: str
+    outcome: Literal["input_required", "result", "tool_error", "error", "timeout"]
+    asks: tuple[str, ...] = ()  # the methods of its inputRequests
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ModernSide:
+    """What the probe's first request, a 2026-07-28 `server/discover`, found (as upstream/era.py judges)."""
+
+    era: Literal["legacy", "modern"]
+    detail: str = ""  # a legacy server's answer, or a modern server's error
+    versions: tuple[str, ...] = ()  # supportedVersions
+    server_info: Mapping[str, Any] = field(default_factory=dict)
+    capabilities: Mapping[str, Any] = field(default_factory=dict)
+    tools: tuple[str, ...] = ()
+    call: ModernCall | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Findings:
     target: str  # the URL, or the command line
     transport: Transport | None  # the one the YAML block uses; None: nothing MCP answered
@@ -100,6 +123,11 @@ class Findings:
     env: Mapping[str, str] = field(default_factory=dict)  # stdio: the --env variables it ran with
     error: str | None = None  # why nothing could be probed (one line)
     notes: tuple[str, ...] = ()  # lesser problems met on the way (one line each)
+    modern: ModernSide | None = None  # HTTP: the server/discover probe (None: not tried, or undecided)
+
+    @property
+    def modern_era(self) -> bool:
+        return self.modern is not None and self.modern.era == "modern"
 
     @property
     def accepted_versions(self) -> tuple[str, ...]:

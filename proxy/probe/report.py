@@ -21,6 +21,7 @@ _TRANSPORT_NAMES = {
     "get_stream": "standalone GET stream",
     "http_sse": "HTTP+SSE (2024-11-05)",
     "stdio": "stdio",
+    "legacy_initialize": "legacy initialize",
 }
 
 
@@ -49,7 +50,7 @@ def to_json_text(f: Findings) -> str:
 
 def to_text(f: Findings) -> str:
     lines = [f"mrtr-proxy probe: {f.target}"]
-    for section in (_server, _authorization, _items, _session, _call):
+    for section in (_era, _server, _authorization, _items, _session, _call):
         part = section(f)
         if part:
             lines += ["", *part]
@@ -60,6 +61,24 @@ def to_text(f: Findings) -> str:
     if block is not None:
         lines += ["", "configuration (mrtr-proxy serve --config FILE)", block.rstrip()]
     return "\n".join(lines) + "\n"
+
+
+def _era(f: Findings) -> list[str]:
+    m = f.modern
+    if m is None:
+        return []
+    if m.era == "legacy":
+        return ["era", f"  legacy: server/discover is not answered the 2026-07-28 way ({m.detail})"]
+    lines = ["era", f"  modern: server/discover answered, supportedVersions {', '.join(m.versions) or '?'}"]
+    lines.append("  legacy initialize        " + ("answered too (two eras)" if f.negotiated else "refused"))
+    if m.tools:
+        lines.append(f"  tools ({len(m.tools)})                {', '.join(m.tools)}")
+    if m.call is not None:
+        asked = f"; asks {', '.join(m.call.asks)}" if m.call.asks else ""
+        lines.append(
+            f"  --call {m.call.name} at 2026-07-28: {m.call.outcome}{asked} {m.call.detail}".rstrip()
+        )
+    return lines
 
 
 def _server(f: Findings) -> list[str]:

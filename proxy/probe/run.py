@@ -15,6 +15,7 @@ import aiohttp
 
 from proxy.probe import oauth, steps
 from proxy.probe.channel import ProbeError, Recorder
+from proxy.probe.discover import probe_modern
 from proxy.probe.findings import Check, Findings, Resumability, Session, Transport
 from proxy.probe.http import Unauthorized
 from proxy.probe.sse import SseConversation
@@ -66,46 +67,79 @@ async def _http(options: Options) -> AsyncIterator[aiohttp.ClientSession]:
 
 
 async def _probe_url(options: Options, base: Findings) -> Findings:
+    """`server/discover` first (the era, as the proxy would judge it), then the legacy steps: a two-era
+    server is probed as both. `--call` is made once: at 2026-07-28 if the server is modern."""
     assert options.url is not None
     url = options.url
     if urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).hostname:
         return replace(base, error=f"not an http(s) URL: {url}")
     async with _http(options) as http:
-        streamable = StreamableConversation(http, url, options.headers, Recorder())
+        modern = await probe_modern(
+            http,
+            url,
+            options.headers,
+            step_s=options.step_s,
+            call=options.call,
+            call_arguments=options.call_arguments,
+            call_s=options.call_s,
+        )
+        if modern is None or modern.era == "legacy":
+            return replace(await _probe_legacy_url(options, base, http), modern=modern)
+        found = await _probe_legacy_url(replace(options, call=None), base, http)
+    if found.negotiated is None and found.authorization is None:  # modern only: no legacy side
+        detail = f"answers 2026-07-28 requests only (supportedVersions: {', '.join(modern.versions)})"
+        return replace(
+            base,
+            transport="streamable-http",
+            transports={
+                "streamable_http": Check("yes", detail),
+                "legacy_initialize": Check("no", found.error or ""),
+            },
+            server_info=modern.server_info,
+            capabilities=modern.capabilities,
+            modern=modern,
+        )
+    return replace(found, modern=modern)
+
+
+async def _probe_legacy_url(options: Options, base: Findings, http: aiohttp.ClientSession) -> Findings:
+    url = options.url
+    assert url is not None
+    streamable = StreamableConversation(http, url, options.headers, Recorder())
+    try:
         try:
-            try:
-                result = await steps.initialize(streamable, mcp.LEGACY_VERSIONS[0], options.step_s)
-            except Unauthorized as exc:
-                transport: Transport = "sse" if url.rstrip("/").endswith("/sse") else "streamable-http"
-                return replace(
-                    base,
-                    transport=transport,
-                    authorization=await oauth.describe(http, url, exc, options.step_s),
-                )
-            except aiohttp.ClientConnectorError as exc:
-                why = (
-                    "connection refused"
-                    if isinstance(exc.os_error, ConnectionRefusedError)
-                    else str(exc.os_error)
-                )
-                return replace(base, error=f"cannot connect to {url}: {why}")
-            except (ProbeError, aiohttp.ClientError) as exc:
-                post = Check("no", str(exc))
-            else:
-                post = Check("yes", ", ".join(sorted(streamable.content_types)))
-                return await _streamable(
-                    options,
-                    base=replace(
-                        base, authorization=await oauth.required(http, url, options.headers, options.step_s)
-                    ),
-                    http=http,
-                    conv=streamable,
-                    result=result,
-                    post=post,
-                )
-        finally:
-            await streamable.close()
-        return await _try_sse(options, base, http, post)
+            result = await steps.initialize(streamable, mcp.LEGACY_VERSIONS[0], options.step_s)
+        except Unauthorized as exc:
+            transport: Transport = "sse" if url.rstrip("/").endswith("/sse") else "streamable-http"
+            return replace(
+                base,
+                transport=transport,
+                authorization=await oauth.describe(http, url, exc, options.step_s),
+            )
+        except aiohttp.ClientConnectorError as exc:
+            why = (
+                "connection refused"
+                if isinstance(exc.os_error, ConnectionRefusedError)
+                else str(exc.os_error)
+            )
+            return replace(base, error=f"cannot connect to {url}: {why}")
+        except (ProbeError, aiohttp.ClientError) as exc:
+            post = Check("no", str(exc))
+        else:
+            post = Check("yes", ", ".join(sorted(streamable.content_types)))
+            return await _streamable(
+                options,
+                base=replace(
+                    base, authorization=await oauth.required(http, url, options.headers, options.step_s)
+                ),
+                http=http,
+                conv=streamable,
+                result=result,
+                post=post,
+            )
+    finally:
+        await streamable.close()
+    return await _try_sse(options, base, http, post)
 
 
 async def _streamable(

@@ -5,12 +5,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Mapping
-from urllib.parse import urljoin, urlsplit
 
 import aiohttp
 
 from proxy.probe.channel import ProbeError, Recorder, StreamChannel, decode
 from proxy.probe.http import HttpConversation, describe, refuse_unauthorized, sse_events
+from proxy.upstream.base import UpstreamError
+from proxy.upstream.http_sse import resolve_endpoint
 from proxy.wire import jsonrpc
 
 
@@ -41,10 +42,10 @@ class SseConversation(HttpConversation):
                     raise ProbeError(f"GET answered {describe(response, await response.read())}")
                 async for event in sse_events(response):
                     if event.event == "endpoint" and not endpoint.done():
-                        target = urljoin(self.url, event.data.strip())
-                        if urlsplit(target)[:2] != urlsplit(self.url)[:2]:
-                            raise ProbeError(f"the endpoint {target} is not on the stream's origin")
-                        endpoint.set_result(target)
+                        try:  # the rule the proxy's own HTTP+SSE sessions apply, so the verdicts agree
+                            endpoint.set_result(resolve_endpoint(self.url, event.data))
+                        except UpstreamError as exc:
+                            raise ProbeError(str(exc)) from None
                     elif event.event == "message" and (message := decode(event.data)) is not None:
                         await self.channel.deliver(message)
                 if not endpoint.done():

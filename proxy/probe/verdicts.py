@@ -9,7 +9,7 @@ from typing import Any, Final, Literal
 
 import yaml
 
-from proxy.probe.findings import Findings
+from proxy.probe.findings import Findings, ModernCall
 from proxy.wire import mcp
 
 Status = Literal["works", "works with limits", "will not work"]
@@ -28,6 +28,8 @@ class Verdict:
 def verdicts(f: Findings) -> tuple[Verdict, ...]:
     if f.transport is None:
         return (Verdict("fronting", NO, f.error or "no MCP server answered"),)
+    if f.modern_era:
+        return modern_verdicts(f)
     out = [_fronting(f)]
     if f.authorization is not None and f.negotiated is None:
         return tuple(out)  # behind OAuth and no token given: nothing else could be seen
@@ -178,6 +180,65 @@ def _call(f: Findings) -> Verdict:
     return Verdict(name, LIMITS, f"{call.outcome}: {call.detail}" + (f" (asked {asked})" if asked else ""))
 
 
+# -- a 2026-07-28 server ------------------------------------------------------------------------------------
+
+
+def modern_verdicts(f: Findings) -> tuple[Verdict, ...]:
+    """What the proxy does with a server that answers `server/discover` (upstream era: modern)."""
+    modern = f.modern
+    assert modern is not None
+    two_eras = f.negotiated is not None
+    speaks = f"2026-07-28 ({', '.join(modern.versions)})" + (
+        f" and legacy ({f.negotiated}: two eras)" if two_eras else " only"
+    )
+    out = [
+        Verdict("fronting", WORKS, f"a modern MCP server over streamable-http: speaks {speaks}; era: modern"),
+        Verdict(
+            "2026-07-28 clients",
+            WORKS,
+            "native relay: each request goes upstream as it came, the server's own input_required rounds "
+            "come back and retries go upstream from any replica (nothing parks in the proxy)",
+        ),
+        _modern_legacy_clients(f, two_eras),
+        Verdict("subscriptions/listen", WORKS, "relayed to the server's own subscriptions/listen"),
+    ]
+    if modern.call is not None:
+        out.append(_modern_call(modern.call))
+    return tuple(out)
+
+
+def _modern_legacy_clients(f: Findings, two_eras: bool) -> Verdict:
+    name = "legacy clients through the proxy"
+    if two_eras:
+        return Verdict(
+            name,
+            LIMITS,
+            "relayed to the server's legacy side (stateless relay), so they get what it serves legacy "
+            "clients: a tool written the native 2026 way (InputRequiredResult) fails for them until the "
+            "mirror (legacy client -> modern upstream) exists",
+        )
+    return Verdict(
+        name,
+        NO,
+        "not yet: the mirror (legacy client -> modern upstream) is not built; a legacy client's initialize "
+        "fails at this server, through the proxy or not",
+    )
+
+
+def _modern_call(call: ModernCall) -> Verdict:
+    name = f"tools/call {call.name}"
+    if call.outcome == "input_required":
+        return Verdict(
+            name,
+            WORKS,
+            f"answers input_required natively (asks {', '.join(call.asks) or 'nothing'}): its rounds pass "
+            "through the native relay",
+        )
+    if call.outcome == "result":
+        return Verdict(name, WORKS, "answered at 2026-07-28 in one round (asked for no input)")
+    return Verdict(name, LIMITS, f"{call.outcome} at 2026-07-28: {call.detail}")
+
+
 # -- the YAML block ---------------------------------------------------------------------------------------
 
 
@@ -204,6 +265,8 @@ def upstream_block(f: Findings) -> dict[str, Any] | None:
     else:
         entry["url"] = f.url
         entry["transport"] = f.transport
+    if f.modern_era and f.negotiated is None:
+        entry["era"] = "modern"  # modern only: nothing to probe for (auto would find it too)
     accepted = f.accepted_versions
     if accepted and accepted != mcp.LEGACY_VERSIONS:
         entry["protocol_versions"] = list(accepted)

@@ -1,7 +1,9 @@
 """The operator's admin listener (issue 20): a second aiohttp site, off unless `admin.listen` is set.
 
 Every request must carry `Authorization: Bearer <token>` with the token in `admin.token_file` (compared in
-constant time); anything else gets 401 and a log line, and nothing is looked at. Routes:
+constant time); anything else gets 401 and a log line, and nothing is looked at. An address that fails
+FAILED_BURST times in a row (refilled FAILED_PER_S a second) gets 429 with `Retry-After` for every request,
+its token not even compared, until it has room again; other addresses are not affected. Routes:
 
 - `GET /admin/calls`: the calls this replica holds, as JSON: id, principal digest (the digest handles are
   bound to, never the credential), upstream, method, tool, round, state (parked or running), age, how long
@@ -19,6 +21,7 @@ Answers are JSON objects (`{"error": "…"}` for refusals), never HTML or text.
 from __future__ import annotations
 
 import hmac
+import math
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -31,6 +34,7 @@ from aiohttp import web
 from proxy.calls.drain import NotCancellable
 from proxy.calls.registry import LiveCall
 from proxy.config import Config
+from proxy.front.ratelimit import RateLimiter
 from proxy.observe.metrics import CONTENT_TYPE, METRICS
 from proxy.process.appstate import CALLS, CONFIG
 
@@ -39,6 +43,9 @@ log = structlog.get_logger("proxy.admin")
 MIN_TOKEN_CHARS: Final = 16
 MAIN = web.AppKey("main", web.Application)  # the proxy's own app, whose calls and metrics are served
 TOKEN = web.AppKey("token", bytes)
+FAILURES = web.AppKey("failures", RateLimiter)  # failed authentications per client address
+FAILED_BURST: Final = 30  # failed tokens an address may send at once …
+FAILED_PER_S: Final = 0.5  # … and then one every 2 s: 30 guesses a minute at a 16+ character secret
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -61,15 +68,30 @@ def _error(status: int, message: str, **headers: str) -> web.Response:
     return web.json_response({"error": message}, status=status, headers=headers)
 
 
+def _too_many(failures: RateLimiter, address: str) -> web.Response:
+    wait = max(1, math.ceil(failures.retry_after(address)))
+    return _error(
+        429,
+        f"Too many failed authentications from this address; retry in {wait} s",
+        **{"Retry-After": str(wait)},
+    )
+
+
 @web.middleware
 async def _authenticated(request: web.Request, handler: Handler) -> web.StreamResponse:
+    failures, address = request.app[FAILURES], request.remote or "unknown"
+    if failures.exhausted(address):  # no token is compared for it (one log line when it began)
+        return _too_many(failures, address)
     given = request.headers.get("Authorization", "")
     scheme, _, token = given.partition(" ")
     if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), request.app[TOKEN]):
+        if not failures.allow(address):
+            log.warning("admin.auth_rate_limited", address=address, path=request.path)
+            return _too_many(failures, address)
         log.warning(
             "admin.unauthorized",
             path=request.path,
-            address=request.remote,
+            address=address,
             reason="missing" if not given else "wrong",
         )
         return _error(
@@ -129,6 +151,7 @@ def admin_app(main: web.Application, token: str) -> web.Application:
     """The admin routes over `main` (the proxy's app, started: its call service exists)."""
     app = web.Application(middlewares=[_authenticated], client_max_size=4096)
     app[MAIN], app[TOKEN] = main, token.encode()
+    app[FAILURES] = RateLimiter(FAILED_PER_S, FAILED_BURST, max_principals=10_000)
     app.router.add_get("/admin/calls", _calls)
     app.router.add_post("/admin/calls/{call}/cancel", _cancel)
     app.router.add_get("/metrics", _metrics)

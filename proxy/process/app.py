@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import signal
 import time
@@ -23,6 +24,7 @@ from proxy.calls.service import CallService
 from proxy.cluster.agreement import KEYS_PATH, PeerKeyCheck
 from proxy.cluster.keys import configured_staged_keys, promote_due_key
 from proxy.config import Config
+from proxy.front.address import AddressSource
 from proxy.front.cors import Cors
 from proxy.front.cors import middleware as cors_middleware
 from proxy.front.endpoint import Endpoint
@@ -32,6 +34,7 @@ from proxy.front.legacy.quota import SessionQuota
 from proxy.front.legacy.relay import LegacyRelay
 from proxy.front.modern.front import ModernFront
 from proxy.front.modern.listen import ListenFront
+from proxy.front.modern.relay import NativeRelay
 from proxy.front.oauth import OAUTH, OAuthFront, metadata_endpoint
 from proxy.front.peers import FORWARD_PREFIX, Peers
 from proxy.front.principal import resolver
@@ -46,6 +49,7 @@ from proxy.process.appstate import (
     CALLS,
     CODEC,
     CONFIG,
+    ERAS,
     FRONT,
     HTTP,
     KEY_CHECK,
@@ -56,12 +60,14 @@ from proxy.process.appstate import (
     STATE,
     TASKS,
     TRACING,
+    UPSTREAM_HTTP,
     RuntimeState,
 )
 from proxy.process.periodic import every
 from proxy.tasks.front import TaskFront
 from proxy.tasks.manager import TaskManager, TaskSettings
 from proxy.tasks.policy import TaskPolicy
+from proxy.upstream.era import EraBook
 from proxy.upstream.pool import SessionPool, no_call_answer, session_adopter, session_factory
 from proxy.upstream.tls import tls_sessions
 
@@ -210,7 +216,9 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
     app[HTTP] = http
     tls_clients = tls_sessions(app[PREPARED].tls, http.timeout)  # private CA / client certificate
     clients = {up.name: tls_clients.get(up.name, http) for up in config.upstreams}
+    app[UPSTREAM_HTTP] = clients
     roots = RootsBook()  # what each pooled session's server asked of roots before any call (calls/roots.py)
+    app[ERAS] = eras = EraBook({u.name: u for u in config.upstreams}, clients)
     pools = {
         up.name: SessionPool(
             up.name,
@@ -220,6 +228,8 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
             adopter=session_adopter(up, clients[up.name]),
             reuse=up.pool.reuse_sessions,
             acquire_timeout=up.pool.acquire_timeout_s,
+            on_lost=functools.partial(eras.suspect, up.name),
+            max_per_principal=up.pool.max_sessions_per_principal,
         )
         for up in config.upstreams
     }
@@ -245,7 +255,9 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
         roots=roots,
     )
     service = app[CALLS]
-    app[METRICS].watch(service.registry, pools, saturation=lambda: saturation(service, pools))
+    app[METRICS].watch(
+        service.registry, pools, saturation=lambda: saturation(service, pools), eras=eras.describe
+    )
     app[TASKS] = TaskManager(
         app[CALLS],
         app[CODEC],
@@ -264,7 +276,7 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
         per_principal=config.front.legacy_sessions_per_principal,
         per_address=config.front.legacy_sessions_per_address,
     )
-    address_header = config.front.client_address_header
+    addresses = AddressSource.from_config(config.front)
     bridge = LegacyBridge(
         http,
         app[CODEC],
@@ -273,7 +285,7 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
         settings=settings,
         state=app[STATE],
         quota=quota,
-        address_header=address_header,
+        addresses=addresses,
         clients=clients,
     )
     upstreams = {u.name: u for u in config.upstreams}
@@ -290,7 +302,7 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
             bridge=bridge,
             clients=clients,
             quota=quota,
-            address_header=address_header,
+            addresses=addresses,
         ),
         modern=ModernFront(
             front=config.front,
@@ -303,6 +315,7 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
             tasks=tasks,
             listen=ListenFront(front=config.front, pools=pools, state=app[STATE], tasks=tasks),
             oauth=app[OAUTH],
+            relay=NativeRelay.from_config(config, clients, eras, app[CODEC]),
         ),
         tracing=app[TRACING],
         oauth=app[OAUTH],
@@ -313,7 +326,8 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
         await app[TASKS].close()
         await app[CALLS].close()
         await bridge.close()
-        await app[STATE].commands.close()  # a /readyz check of a stdio command still running
+        await app[OAUTH].close()  # a JWKS fetch still in flight
+        await app[STATE].initialize_checks.close()  # a /readyz check still running
         await app[PEERS].close()
         await asyncio.gather(*(p.close() for p in pools.values()), return_exceptions=True)
         await asyncio.gather(*(c.close() for c in tls_clients.values()), return_exceptions=True)

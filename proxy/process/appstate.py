@@ -19,13 +19,15 @@ from proxy.handle import HandleCodec
 from proxy.handle.rotation import Rotation
 from proxy.observe.tracing import Tracing
 from proxy.tasks.manager import TaskManager
+from proxy.upstream.era import EraBook
 from proxy.upstream.pool import SessionPool
-from proxy.upstream.reachability import CommandChecks
+from proxy.upstream.reachability import InitializeChecks
 
 __all__ = [
     "CALLS",
     "CODEC",
     "CONFIG",
+    "ERAS",
     "FRONT",
     "HTTP",
     "KEY_CHECK",
@@ -47,7 +49,9 @@ CALLS = web.AppKey("calls", CallService)
 TASKS = web.AppKey("tasks", TaskManager)
 TRACING = web.AppKey("tracing", Tracing)
 HTTP = web.AppKey("http", aiohttp.ClientSession)
+UPSTREAM_HTTP = web.AppKey("upstream_http", Mapping[str, aiohttp.ClientSession])  # per upstream (its TLS)
 PREPARED = web.AppKey("prepared", Prepared)
+ERAS = web.AppKey("eras", EraBook)  # each upstream's protocol era (proxy/upstream/era.py)
 
 
 @dataclass(slots=True)
@@ -57,7 +61,8 @@ class RuntimeState:
     draining: bool = False
     stopped: bool = False  # the drain is over: nothing more is processed (forwarded retries get 503)
     forwarding: int = 0  # retries this replica is relaying to their owner right now
-    commands: CommandChecks = field(default_factory=CommandChecks)  # /readyz: do stdio commands answer
+    # /readyz: do stdio commands, and URLs no session has initialised yet, answer `initialize`
+    initialize_checks: InitializeChecks = field(default_factory=InitializeChecks)
 
 
 STATE = web.AppKey("state", RuntimeState)

@@ -14,11 +14,23 @@ from aiohttp import web
 from proxy.calls.saturation import saturation
 from proxy.cluster.agreement import Agreement, keys_detail, serve_keys
 from proxy.config import UpstreamConfig
-from proxy.process.appstate import CALLS, CODEC, CONFIG, KEY_CHECK, PEERS, POOLS, ROTATION, STATE
+from proxy.process.appstate import (
+    CALLS,
+    CODEC,
+    CONFIG,
+    ERAS,
+    KEY_CHECK,
+    PEERS,
+    POOLS,
+    ROTATION,
+    STATE,
+    UPSTREAM_HTTP,
+)
 from proxy.process.periodic import every
 from proxy.upstream.pool import no_call_answer
-from proxy.upstream.reachability import CommandChecks
+from proxy.upstream.reachability import InitializeChecks, command_answers, url_answers
 
+URL_WAIT_S = 1.5  # within the chart's 2 s probe timeout; a slower check answers the next probe
 _ADMIN = frozenset({"/healthz", "/readyz", "/metrics"})
 
 
@@ -69,15 +81,8 @@ async def healthz(_: web.Request) -> web.Response:
     return web.json_response({"status": "ok"})
 
 
-async def upstream_reachable(
-    upstream: UpstreamConfig, commands: CommandChecks | None = None, timeout: float = 1.0
-) -> bool:
-    """Can the upstream be reached: a TCP connection to a URL's host and port opens within `timeout` (no
-    MCP exchange: a probe opens no session); a stdio command starts and answers `initialize`
-    (upstream/reachability.py)."""
-    if upstream.command is not None:
-        commands = commands or CommandChecks()
-        return await commands.reachable(upstream, no_call_answer(upstream))
+async def port_open(upstream: UpstreamConfig, timeout: float = 1.0) -> bool:
+    """A TCP connection to a URL upstream's host and port opens within `timeout`."""
     parts = urlsplit(upstream.url or "")
     port = parts.port or (443 if parts.scheme == "https" else 80)
     try:
@@ -91,21 +96,62 @@ async def upstream_reachable(
     return True
 
 
+async def upstream_state(app: web.Application, upstream: UpstreamConfig) -> tuple[str, str | None]:
+    """`reachable`, `unreachable` (nothing answers) or `not initialising` (it answers, but `initialize`
+    fails), with why when it is not reachable. A stdio command: it starts and answers `initialize`. A URL:
+    its port opens within 1 s and it has answered `initialize` once since start — a session of its pool
+    did, or the check's own session (a failure kept RECHECK_S, see upstream/reachability.py)."""
+    checks: InitializeChecks = app[STATE].initialize_checks
+    answer = no_call_answer(upstream)
+    if upstream.command is not None:
+        problem = await checks.problem(upstream.name, lambda: command_answers(upstream, answer))
+        return ("reachable", None) if problem is None else ("unreachable", problem)
+    if not await port_open(upstream):
+        return "unreachable", "its port does not accept connections"
+    if app[POOLS][upstream.name].initialised or upstream.name in checks.answered:
+        return "reachable", None
+    if await _era(app, upstream.name) == "modern":  # it answered server/discover: no initialize to expect
+        return "reachable", None
+    http = app[UPSTREAM_HTTP][upstream.name]
+    problem = await checks.problem(upstream.name, lambda: url_answers(http, upstream, answer), URL_WAIT_S)
+    if problem is not None:
+        return "not initialising", problem
+    checks.answered.add(upstream.name)  # once since start is enough: from now on the TCP check only
+    return "reachable", None
+
+
+async def _era(app: web.Application, name: str, timeout: float = URL_WAIT_S) -> str:
+    """The upstream's era, probed (without credentials: one that wants them stays unknown until a client's
+    request probes it) if not known yet, for at most `timeout`."""
+    eras = app[ERAS]
+    if eras.describe()[name] == "unknown":
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                await eras.era(name)
+    return eras.describe()[name]
+
+
 async def readyz(request: web.Request) -> web.Response:
     """Ready: keys loaded (always, once started), not draining, and at least one upstream reachable. One
-    upstream down does not take a gateway out of rotation for the others: the body says which is down."""
+    upstream down does not take a gateway out of rotation for the others: the body says which is down, and
+    why (`upstream_problems`). Saturation is not unreadiness: a full replica still serves plain calls, retries
+    of its parked calls and new calls as room frees, and when every replica is full a Service that routes on
+    readiness would have no endpoints left, so plain calls that worked would fail too. It is said in the body
+    (`saturated`), in `mrtr_proxy_saturated`, and to each refused call (503 -31003, which a balancer may retry
+    elsewhere)."""
     app = request.app
     upstreams = app[CONFIG].upstreams
-    commands = app[STATE].commands
-    reachable = await asyncio.gather(*(upstream_reachable(up, commands) for up in upstreams))
+    states = await asyncio.gather(*(upstream_state(app, up) for up in upstreams))
+    reachable = [state == "reachable" for state, _ in states]
     ring, agreement = app[CODEC].ring, app[KEY_CHECK].agreement
-    body = {
+    body: dict[str, object] = {
         "key_ring": keys_detail(ring, app[ROTATION].describe(ring, time.monotonic()), agreement),
         "parked_calls": app[CALLS].registry.parked_count,
-        "upstreams": {
-            up.name: "reachable" if ok else "unreachable" for up, ok in zip(upstreams, reachable, strict=True)
-        },
+        "upstreams": {up.name: state for up, (state, _) in zip(upstreams, states, strict=True)},
+        "upstream_eras": app[ERAS].describe(),  # legacy, modern, or unknown (not probed yet)
     }
+    if problems := {up.name: why for up, (_, why) in zip(upstreams, states, strict=True) if why}:
+        body["upstream_problems"] = problems
     if app[STATE].draining:
         return web.json_response({"status": "draining", **body}, status=503)
     if not any(reachable):
@@ -114,6 +160,6 @@ async def readyz(request: web.Request) -> web.Response:
         return web.json_response({"status": "checking peers' keys", **body}, status=503)
     if agreement.verdict == "mismatch" and app[CONFIG].replica.key_mismatch == "unready":
         return web.json_response({"status": "key_mismatch", **body}, status=503)
-    if full := saturation(app[CALLS], app[POOLS]):  # full: a load balancer steers new calls elsewhere
-        return web.json_response({"status": "saturated", **body, "saturated": full}, status=503)
+    if full := saturation(app[CALLS], app[POOLS]):
+        body["saturated"] = full
     return web.json_response({"status": "ready", **body})

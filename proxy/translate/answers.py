@@ -83,15 +83,17 @@ def elicitation_problem(response: Mapping[str, Any], params: Mapping[str, Any] |
 
 def schema_problem(schema: dict[str, Any], content: Any) -> str | None:
     """The first way `content` breaks `schema` (`content.<path>: <reason>`), or None. A schema that is not
-    valid JSON Schema is the upstream's problem, not the client's: nothing is checked against it."""
+    valid JSON Schema is the upstream's problem, not the client's: nothing is checked against it. Nor is
+    one nested too deep for jsonschema's recursion (about 100 levels; a message may nest 254): checking
+    it was a RecursionError, and an HTTP 500 to the client that answered."""
     try:
         key = json.dumps(schema)
-    except (TypeError, ValueError):
-        key = None
-    checker = _checker(key) if key is not None and len(key) <= MAX_CACHED_SCHEMA else _compile(schema)
-    if checker is None:
+        checker = _checker(key) if len(key) <= MAX_CACHED_SCHEMA else _compile(schema)
+        if checker is None:
+            return None
+        errors = list(checker.iter_errors(content))
+    except (TypeError, ValueError, RecursionError):
         return None
-    errors = list(checker.iter_errors(content))
     if not errors:
         return None
     error = schema_errors.best_match(errors)

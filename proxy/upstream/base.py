@@ -40,6 +40,21 @@ class UpstreamAuthChallenge(UpstreamError):
         self.www_authenticate = www_authenticate
 
 
+class HttpRefused(UpstreamError):
+    """The upstream answered an HTTP error status other than 401/403 (`status`). On `initialize`, 404 and
+    405 (`NOT_AN_ENDPOINT`) say the URL is no Streamable HTTP endpoint — not that the version is unwelcome."""
+
+    NOT_AN_ENDPOINT = frozenset({404, 405})
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+    @property
+    def not_an_endpoint(self) -> bool:
+        return self.status in self.NOT_AN_ENDPOINT
+
+
 class NotDelivered(UpstreamError):
     """The upstream certainly did not process the request: the connection was refused, or the upstream no
     longer knows the session (it restarted). Safe to send again on a fresh session — nothing can run twice."""

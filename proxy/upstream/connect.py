@@ -9,8 +9,8 @@ from typing import Any
 import aiohttp
 
 from proxy.config import UpstreamConfig
-from proxy.upstream.base import ServerInfo, UpstreamError, UpstreamSession
-from proxy.upstream.http_sse import HttpSseSession
+from proxy.upstream.base import HttpRefused, ServerInfo, UpstreamError, UpstreamSession
+from proxy.upstream.http_sse import HttpSseSession, serves_http_sse
 from proxy.upstream.router import NoCallAnswer
 from proxy.upstream.stdio import StdioSession, StdioSettings
 from proxy.upstream.streamable_http import SessionSettings, StreamableHttpSession
@@ -64,11 +64,29 @@ async def open_upstream_session(
         await session.open()
     except UpstreamError as exc:
         await session.close()
+        if isinstance(exc, HttpRefused) and exc.not_an_endpoint and upstream.transport == "streamable-http":
+            raise await _sse_hint(http, upstream, upstream.url or "", exc) from None
         raise _tls_hint(upstream, exc) from None
     except BaseException:
         await session.close()
         raise
     return session
+
+
+SNIFF_S = 5.0  # an HTTP+SSE server sends its endpoint event at once
+SSE_HINT = "this looks like an HTTP+SSE (2024-11-05) server: set transport: sse"
+
+
+async def _sse_hint(
+    http: aiohttp.ClientSession, upstream: UpstreamConfig, url: str, exc: HttpRefused
+) -> UpstreamError:
+    """A Streamable HTTP `initialize` refused at the HTTP level (FastMCP's /sse answers POST with 405,
+    Express with an HTML 404): when a GET of the same URL opens an HTTP+SSE stream, say so — the
+    configuration, not the server, is wrong."""
+    timeout = min(upstream.timeouts.connect_s, upstream.timeouts.initialize_s, SNIFF_S)
+    if await serves_http_sse(http, url, upstream.headers, timeout):
+        return UpstreamError(f"{exc}; {SSE_HINT} for upstream {upstream.name!r}")
+    return exc
 
 
 _HANGUPS = ("ServerDisconnected", "Connection reset by peer")

@@ -12,7 +12,7 @@ from typing import Final
 
 import aiohttp
 
-from proxy.upstream.base import NotDelivered, UpstreamAuthChallenge, UpstreamError
+from proxy.upstream.base import HttpRefused, NotDelivered, UpstreamAuthChallenge, UpstreamError
 
 SESSION_GONE: Final = "upstream no longer knows the session (HTTP 404)"
 
@@ -24,12 +24,15 @@ def session_gone(lose: Callable[[str], object]) -> NotDelivered:
 
 
 async def refused(resp: aiohttp.ClientResponse) -> UpstreamError:
-    """The upstream answered an HTTP error: its status and the start of its body. 401 and 403 refuse the
-    forwarded credentials: UpstreamAuthChallenge, with the upstream's `WWW-Authenticate`."""
+    """The upstream answered an HTTP error: HttpRefused with its status and the start of its body (an HTML
+    page is named, not logged: its markup says nothing an operator needs). 401 and 403 refuse the forwarded
+    credentials: UpstreamAuthChallenge, with the upstream's `WWW-Authenticate`."""
     if resp.status in (401, 403):
         return UpstreamAuthChallenge(resp.status, resp.headers.get("WWW-Authenticate"))
+    if resp.content_type == "text/html":
+        return HttpRefused(resp.status, f"upstream answered HTTP {resp.status} with an HTML page")
     body = (await resp.content.read(300)).decode(errors="replace")
-    return UpstreamError(f"upstream answered HTTP {resp.status}: {body}")
+    return HttpRefused(resp.status, f"upstream answered HTTP {resp.status}: {body}")
 
 
 def unreachable(exc: aiohttp.ClientError, lose: Callable[[str], object]) -> UpstreamError:

@@ -71,6 +71,7 @@ class _SingleStream(EventSource):  # type: ignore[misc]  # untyped library
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout),
         )
         self._connects = 0
+        self.connect_timeout = connect_timeout
 
     async def connect(self, retry: int = 0) -> None:
         self._connects += 1
@@ -116,6 +117,46 @@ def _shown_origin(url: URL) -> str:
     return f"{url.scheme}://{url.host}:{url.port}"
 
 
+async def _endpoint_of(stream: _SingleStream, url: str, timeout: float) -> str:
+    """Connect `stream` and wait (within the smaller of `timeout` and its connect timeout) for its
+    `endpoint` event: the POST URL, resolved and checked. Raises UpstreamError (UpstreamAuthChallenge)."""
+    bound = min(timeout, stream.connect_timeout)
+    try:
+        async with asyncio.timeout(bound):  # connecting ends with the endpoint event
+            await stream.connect()
+            while (event := await stream.__anext__()).type != "endpoint":
+                log.warning("upstream.sse_event_before_endpoint", event_type=event.type)
+    except TimeoutError:
+        raise UpstreamError(
+            f"upstream sent no endpoint event within {bound:g}s (timeouts.connect_s)"
+        ) from None
+    except aiohttp.ClientResponseError as exc:
+        challenge = rejected_status(exc.status, exc.headers)
+        raise challenge or UpstreamError(f"GET {url} answered HTTP {exc.status}") from None
+    except (aiohttp.ClientError, OSError) as exc:
+        raise UpstreamError(f"could not open the SSE stream: {type(exc).__name__}: {exc}") from None
+    except (_StreamEnded, StopAsyncIteration):
+        raise UpstreamError("upstream ended the SSE stream before sending its endpoint") from None
+    return resolve_endpoint(url, str(event.data))
+
+
+async def serves_http_sse(
+    http: aiohttp.ClientSession, url: str, headers: Mapping[str, str], timeout: float
+) -> bool:
+    """Does `url` answer a GET the way a 2024-11-05 HTTP+SSE server does: an event stream whose first
+    event is `endpoint`, on the same origin? The rule `mrtr-proxy probe` applies after a Streamable HTTP
+    POST was refused, run with this transport's own opener; the stream (a session on the server) is closed
+    at once."""
+    stream = _SingleStream(url, http, headers, timeout)
+    try:
+        await _endpoint_of(stream, url, timeout)
+    except UpstreamError:
+        return False
+    finally:
+        await stream.close()
+    return True
+
+
 class HttpSseSession(SessionCore):
     """Implements `UpstreamSession` over the 2024-11-05 HTTP+SSE transport."""
 
@@ -133,27 +174,12 @@ class HttpSseSession(SessionCore):
 
     async def open(self) -> None:
         """Open the stream, wait (bounded) for its `endpoint` event, then initialize over it."""
-        timeout, connect = self._settings.initialize_timeout, self._settings.connect_timeout
-        stream = self._stream = _SingleStream(
+        timeout = self._settings.initialize_timeout
+        self._stream = _SingleStream(
             self._settings.url, self._http, self._settings.headers, self._settings.connect_timeout
         )
-        try:
-            async with asyncio.timeout(min(timeout, connect)):  # connecting ends with the endpoint event
-                await stream.connect()
-                data = await self._endpoint_event(stream)
-        except TimeoutError:
-            raise UpstreamError(
-                f"upstream sent no endpoint event within {min(timeout, connect):g}s (timeouts.connect_s)"
-            ) from None
-        except aiohttp.ClientResponseError as exc:
-            challenge = rejected_status(exc.status, exc.headers)
-            raise challenge or UpstreamError(f"GET {self._settings.url} answered HTTP {exc.status}") from None
-        except (aiohttp.ClientError, OSError) as exc:
-            raise UpstreamError(f"could not open the SSE stream: {type(exc).__name__}: {exc}") from None
-        except _StreamEnded:
-            raise UpstreamError("upstream ended the SSE stream before sending its endpoint") from None
-        self._endpoint = resolve_endpoint(self._settings.url, data)
-        self._spawn(self._read_stream(stream))
+        self._endpoint = await _endpoint_of(self._stream, self._settings.url, timeout)
+        self._spawn(self._read_stream(self._stream))
         self._info = await negotiate(
             self._exchange, self._settings.versions, self._settings.capabilities, timeout
         )
@@ -179,13 +205,6 @@ class HttpSseSession(SessionCore):
         await self._deliver(message)
 
     # -- internals ----------------------------------------------------------------------------------------
-
-    async def _endpoint_event(self, stream: _SingleStream) -> str:
-        while True:
-            event = await stream.__anext__()
-            if event.type == "endpoint":
-                return str(event.data)
-            log.warning("upstream.sse_event_before_endpoint", event_type=event.type)
 
     async def _deliver(self, message: jsonrpc.Message) -> None:
         """POST one message to the endpoint. Only its acceptance is known here; answers come on the stream.

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -20,7 +21,7 @@ from proxy.config import UpstreamConfig
 from proxy.translate.capabilities import ClientCapabilities
 from proxy.upstream.base import NotDelivered, ServerInfo, UpstreamError, UpstreamSession
 from proxy.upstream.connect import adopt_upstream_session, open_upstream_session
-from proxy.upstream.session_roots import RootsBook, SessionRoots
+from proxy.upstream.session_roots import RootsBook, SessionRoots, StartupWindow
 from proxy.wire import jsonrpc, mcp
 
 log = structlog.get_logger(__name__)
@@ -57,8 +58,15 @@ class SessionPool:
         adopter: SessionAdopter | None = None,
         reuse: bool = True,
         acquire_timeout: float = 0.0,
+        on_lost: Callable[[str], None] | None = None,
+        max_per_principal: int = 0,
     ) -> None:
         self.name = name
+        # Told when a session dies under the pool or cannot be opened: the upstream may have been replaced
+        # (upgraded in place to another protocol era: upstream/era.py probes it again).
+        self._on_lost = on_lost
+        self._max_per_principal = max_per_principal  # 0: none (pool.max_sessions_per_principal)
+        self._opening_by: Counter[str] = Counter()  # sessions opening, by principal
         self._acquire_timeout = acquire_timeout  # how long a request waits for room in a full pool
         self._room: list[asyncio.Future[None]] = []  # requests waiting for room
         self._plain: dict[UpstreamSession, int] = {}  # plain requests in flight on each session
@@ -77,6 +85,11 @@ class SessionPool:
     @property
     def size(self) -> int:
         return self._opening + sum(map(len, self._idle.values())) + sum(map(len, self._busy.values()))
+
+    @property
+    def initialised(self) -> bool:
+        """A session of this pool has answered `initialize` since the process started."""
+        return self._info is not None
 
     @property
     def max_sessions(self) -> int:
@@ -257,17 +270,48 @@ class SessionPool:
             if not room.done():
                 room.set_result(None)
 
+    def held_by(self, principal: str) -> int:
+        """Sessions `principal` holds (opening, busy or idle): for a stdio upstream, its child processes."""
+        idle = sum(len(e) for k, e in self._idle.items() if k.principal == principal)
+        busy = sum(len(b) for k, b in self._busy.items() if k.principal == principal)
+        return self._opening_by[principal] + idle + busy
+
+    def _principal_room(self, principal: str) -> None:
+        """One more session for `principal`, within pool.max_sessions_per_principal: an idle one of its
+        own is closed for room, else PoolExhausted at once (waiting would not help: only it can free one)."""
+        cap = self._max_per_principal
+        while cap and self.held_by(principal) >= cap:
+            mine = [(t, k, s) for k, e in self._idle.items() if k.principal == principal for s, t in e]
+            mine = [(t, k, s) for t, k, s in mine if s not in self._plain]
+            if not mine:
+                raise PoolExhausted(
+                    f"this client holds {cap} sessions of upstream {self.name!r} "
+                    "(pool.max_sessions_per_principal); finish or abandon some calls first"
+                )
+            _, key, session = min(mine, key=lambda c: c[0])
+            self._idle[key] = [(s, t) for s, t in self._idle[key] if s is not session]
+            if not self._idle[key]:
+                del self._idle[key]
+            self._close_later(session)
+
     async def _open(self, key: PoolKey) -> UpstreamSession:
+        self._principal_room(key.principal)
         await self._make_room()
+        self._principal_room(key.principal)  # others of its own may have opened while it waited
         self._opening += 1
+        self._opening_by[key.principal] += 1
         try:
             session = await self._factory(key)
-        except UpstreamError:
+        except UpstreamError as exc:
+            self._lost(f"could not open a session: {exc}")
             raise
         except Exception as exc:  # a factory bug must not leak as a 500
             raise UpstreamError(f"could not open a session: {type(exc).__name__}: {exc}") from exc
         finally:
             self._opening -= 1
+            self._opening_by[key.principal] -= 1
+            if self._opening_by[key.principal] <= 0:
+                del self._opening_by[key.principal]
             self._wake()  # a failed open gave its room back
         if self._info is None:
             self._info = session.info
@@ -279,7 +323,13 @@ class SessionPool:
         )
         return session
 
+    def _lost(self, reason: str) -> None:
+        if self._on_lost is not None:
+            self._on_lost(reason)
+
     def _close_later(self, session: UpstreamSession) -> None:
+        if not session.alive:
+            self._lost("a session died")
         task = asyncio.ensure_future(session.close())
         self._closing.add(task)
         task.add_done_callback(self._closing.discard)
@@ -311,6 +361,7 @@ def session_factory(
     children of different principals apart. With `roots`, each session holds the roots/list its server
     sends before any call, for the first call to ask its client (calls/roots.py)."""
     answer = no_call_answer(upstream)
+    window = StartupWindow()  # learnt from this upstream's sessions (session_roots.py)
 
     @functools.lru_cache(maxsize=64)
     def legacy(capabilities: ClientCapabilities) -> Mapping[str, Any]:
@@ -318,7 +369,7 @@ def session_factory(
         return capabilities.legacy(upstream.protocol_versions[0])
 
     async def open_for(key: PoolKey) -> UpstreamSession:
-        state = SessionRoots(answer, hold=key.capabilities.roots and not upstream.static_roots)
+        state = SessionRoots(answer, hold=key.capabilities.roots and not upstream.static_roots, window=window)
         session = await open_upstream_session(
             http,
             upstream,
@@ -328,6 +379,7 @@ def session_factory(
             no_call=state.answer if roots is not None else answer,
         )
         if roots is not None:
+            state.opened()
             roots.add(session, state)
         return session
 

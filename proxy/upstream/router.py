@@ -18,6 +18,7 @@ from typing import Any, Final
 import structlog
 
 from proxy.upstream.base import (
+    HttpRefused,
     Inbox,
     NotDelivered,
     ServerInfo,
@@ -175,10 +176,11 @@ async def negotiate(
 ) -> ServerInfo:
     """`initialize`, offering each of `versions` (newest first) until the upstream answers with one of them.
     The first offer waits at most `first_timeout` (stdio: timeouts.connect_s, the child's first answer),
-    the others `timeout`; an offer left unanswered, or a connection refused, ends the negotiation (a silent
-    or absent server does not fare better with the next offer).
+    the others `timeout`; an offer left unanswered, a connection refused, or an HTTP 404 or 405 ends the
+    negotiation (a silent or absent server, or a URL that is no MCP endpoint, does not fare better with the
+    next offer).
 
-    Raises UpstreamError listing what each offer got."""
+    Raises UpstreamError listing what each offer got (HttpRefused when an HTTP status ended it)."""
     problems = []
     for i, version in enumerate(versions):
         params = {"protocolVersion": version, "capabilities": dict(capabilities), "clientInfo": CLIENT_INFO}
@@ -190,6 +192,11 @@ async def negotiate(
         except (NoAnswer, NotDelivered) as exc:  # silent, or not there at all: no other offer fares better
             problems.append(f"{version}: {exc}")
             break
+        except HttpRefused as exc:  # 404/405: the URL is wrong, whatever the version; others may be about it
+            problems.append(f"{version}: {exc}")
+            if exc.not_an_endpoint:
+                raise HttpRefused(exc.status, "initialize failed: " + "; ".join(problems)) from None
+            continue
         except UpstreamError as exc:
             problems.append(f"{version}: {exc}")
             continue

@@ -187,13 +187,50 @@ def dump_bytes(obj: Any) -> bytes:
     return _ENCODER.encode(obj).encode()
 
 
+# Deepest nesting of arrays and objects a message may have. What parses may still have to be written again
+# (upstream, to the client, to a log) and walked by recursive code: orjson writes at most 254 levels and the
+# stdlib's encoder shares Python's recursion limit, so a body 990 levels deep parsed, then its call hung
+# with a RecursionError in the task sending it upstream. Past this, the message is refused as it arrives.
+MAX_DEPTH: Final = 254
+
+
 def decode(payload: bytes | str) -> Message:
-    """Parse JSON text into a message; malformed JSON raises InvalidMessage(PARSE_ERROR)."""
+    """Parse JSON text into a message; malformed JSON, or JSON nested deeper than MAX_DEPTH, raises
+    InvalidMessage(PARSE_ERROR)."""
     try:
         obj = loads(payload)
     except (ValueError, RecursionError) as exc:
         raise InvalidMessage(PARSE_ERROR, f"Parse error: {type(exc).__name__}") from None
+    if too_deep(payload, obj):
+        raise InvalidMessage(PARSE_ERROR, f"Parse error: nested deeper than {MAX_DEPTH} levels")
     return parse_message(obj)
+
+
+def too_deep(payload: bytes | str, obj: Any) -> bool:
+    """Whether `obj` (parsed from `payload`) nests arrays and objects deeper than MAX_DEPTH. Cheap for what
+    is ordinary: fewer brackets than the limit cannot nest past it, and orjson writes exactly what nests
+    at most 254 deep; only what it refuses (too deep, an integer beyond 64 bits) is walked, iteratively."""
+    opened = (
+        payload.count("[") + payload.count("{")
+        if isinstance(payload, str)
+        else (payload.count(b"[") + payload.count(b"{"))
+    )
+    if opened <= MAX_DEPTH:
+        return False
+    try:
+        orjson.dumps(obj)
+        return False
+    except (orjson.JSONEncodeError, TypeError):
+        pass
+    stack: list[tuple[Any, int]] = [(obj, 0)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict | list):
+            if depth >= MAX_DEPTH:
+                return True
+            children = value.values() if isinstance(value, dict) else value
+            stack.extend((child, depth + 1) for child in children)
+    return False
 
 
 def to_json(msg: Message) -> dict[str, Any]:

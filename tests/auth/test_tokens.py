@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 from typing import Any
 
 import pytest
 from oauth_keys import SigningKey, alg_none, claims, jwks, tampered
 
 from proxy.auth.jwks import JwksCache, JwksUnavailable, KeySet, StaticKeys
-from proxy.auth.tokens import Rejected, TokenPolicy, bearer_token, jose_header, scopes_of, verify
+from proxy.auth.tokens import (
+    Rejected,
+    TokenPolicy,
+    bearer_token,
+    check_type,
+    jose_header,
+    scopes_of,
+    verify,
+)
 from proxy.config import AuthConfig
 
 ISS, AUD = "https://as.example", "https://p.example/mcp"
@@ -23,6 +32,7 @@ KEYS = StaticKeys(KeySet(jwks(KEY, EC_KEY)))
 def check(token: str, policy: TokenPolicy = POLICY) -> Any:
     async def run() -> Any:
         header = jose_header(bearer_token(f"Bearer {token}"), policy.algorithms)
+        check_type(header, policy)  # as the gate does, before the key lookup
         return verify(token, header, await KEYS.key(header), policy)
 
     return asyncio.run(run())
@@ -66,6 +76,36 @@ def test_good_tokens_rsa_and_ec() -> None:
 )
 def test_each_bad_token_gets_its_reason(token: str, expected: tuple[int, str, str]) -> None:
     assert reason(token) == expected
+
+
+def test_the_token_type_is_an_access_token_unless_configured_otherwise() -> None:
+    """RFC 9068 §4: typ at+jwt. An ID token (typ JWT, or none) from the same issuer was once accepted."""
+    payload = claims(iss=ISS, aud=AUD)
+    for typ in ("at+jwt", "application/at+jwt", "AT+JWT"):
+        assert check(KEY.mint(payload, typ=typ)).principal == "alice"
+    for typ in ("JWT", "dpop+jwt", None):
+        assert reason(KEY.mint(payload, typ=typ)) == (401, "invalid_token", "wrong_type")
+    with pytest.raises(Rejected) as info:
+        check(KEY.mint(payload, typ="JWT"))
+    assert info.value.description == "the token is not an access token (JOSE typ JWT; expected at+jwt)"
+    lenient = TokenPolicy.of(AuthConfig(authorization_servers=(ISS,), token_types=("at+jwt", "JWT")), AUD)
+    for typ in ("JWT", None, "at+jwt"):  # an absent typ means JWT (RFC 7519 §5.1)
+        assert check(KEY.mint(payload, typ=typ), lenient).principal == "alice"
+    assert reason(KEY.mint(payload, typ="id+jwt"), lenient) == (401, "invalid_token", "wrong_type")
+
+
+@pytest.mark.parametrize("claim", ["exp", "nbf", "iat"])
+def test_a_numeric_date_that_is_not_a_number_is_refused(claim: str) -> None:
+    """PyJWT takes `"exp": "9999999999"` (a string: a token that never expires) as a date and let it
+    through; `"nbf": "1"` and `"iat": "1"` likewise."""
+    text = "9999999999" if claim == "exp" else "1"
+    assert reason(KEY.mint(claims(iss=ISS, aud=AUD, **{claim: text}))) == (
+        401,
+        "invalid_token",
+        "bad_claim",
+    )
+    fraction = {"exp": 2**33 + 0.5, "nbf": 1.5, "iat": 1.5}[claim]  # a NumericDate may have a fraction
+    assert check(KEY.mint(claims(iss=ISS, aud=AUD, **{claim: fraction}))).principal == "alice"
 
 
 def test_hmac_with_the_public_key_is_refused_before_any_key_lookup() -> None:
@@ -163,3 +203,12 @@ def test_keyset_ignores_encryption_keys_and_mismatched_algs() -> None:
     assert keys.find(rs_on_ec) is None
     with pytest.raises(JwksUnavailable):
         KeySet({"no": "keys"})
+
+
+def test_a_deeply_nested_jose_header_is_invalid_token_not_a_recursion_error() -> None:
+    """5,500 nested '[' as the JOSE header was an uncaught RecursionError: HTTP 500 before authentication."""
+    for raw in (b"[" * 5500, b'{"a":' * 1200):
+        head = base64.urlsafe_b64encode(raw).decode().rstrip("=")
+        with pytest.raises(Rejected) as info:
+            jose_header(f"{head}.eyJzdWIiOiJhbGljZSJ9.c2ln", frozenset({"RS256"}))
+        assert (info.value.status, info.value.error, info.value.reason) == (401, "invalid_token", "not_a_jwt")

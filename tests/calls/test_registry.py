@@ -282,6 +282,54 @@ def test_parking_is_refused_past_the_upstreams_cap_and_counted_per_upstream(reg:
     assert reg.parked_count == 0
 
 
+def test_a_client_and_its_network_hold_no_more_parked_calls_than_are_still_free(clock: Clock) -> None:
+    """Issue 29 item 8: four neighbours are one client; alone it gets half the room, and a newcomer from
+    elsewhere always finds some."""
+    reg = CallRegistry(max_calls=100, max_per_principal=100, max_per_address=100, clock=clock)
+    cap = 12
+
+    def park_from(name: str, address: str) -> None:
+        c = call(name, f"minted-{name}")
+        c.address = address
+        reg.add(c)
+        try:
+            reg.may_park(c, cap)
+        except LimitExceeded:
+            reg.remove(c)  # the driver ends a call it may not park
+            raise
+        reg.park(c, 60)
+
+    for i in range(6):
+        park_from(f"n{i}", f"10.9.8.{i % 4 + 1}")
+    with pytest.raises(LimitExceeded, match=r"this client's network holds 6 of the 6 calls") as refused:
+        park_from("n6", "10.9.8.77")  # a fifth neighbour: the same /24
+    assert refused.value.reason == "fair_share"
+    park_from("far", "10.9.9.1")  # another /24 is another client
+    for i in range(3):
+        park_from(f"v6-{i}", f"2001:db8:7:1::{i + 1}")
+    with pytest.raises(LimitExceeded, match=r"this client's network holds 3") as refused:
+        park_from("v6-3", "2001:db8:7:1::99")  # its /64 holds 3 with 2 free
+    assert refused.value.reason == "fair_share"
+    assert reg.parked_in("up") == 10
+    assert reg.refusals["fair_share"] == 2
+    for c in list(reg):
+        reg.take(c)  # unparked: the holdings drop with it
+    assert reg.parked_in("up") == 0
+    for i in range(6):
+        park_from(f"again{i}", "10.9.8.1")  # nobody else holds anything: half the room again
+
+
+def test_the_fair_share_is_off_with_the_address_share(clock: Clock) -> None:
+    reg = CallRegistry(max_calls=10, max_per_principal=10, max_per_address=0, clock=clock)
+    for i in range(4):
+        c = call(f"c{i}", f"p{i}")
+        c.address = "10.0.0.1"
+        reg.add(c)
+        reg.may_park(c, cap=4)
+        reg.park(c, 60)
+    assert reg.parked_in("up") == 4
+
+
 def test_principals_that_never_answered_park_for_the_first_round_ttl_only(clock: Clock) -> None:
     reg = CallRegistry(max_calls=10, max_per_principal=10, first_round_ttl=5, clock=clock)
     new, known = call("n", "newcomer"), call("k", "regular")

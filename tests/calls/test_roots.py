@@ -10,6 +10,7 @@ import pytest
 
 from proxy.calls.roots import REFETCH_WAIT, STALE_AFTER, SessionRoots
 from proxy.translate.exchange import PROXY_ASKED
+from proxy.upstream.session_roots import FIRST_WINDOW, MAX_WINDOW, MIN_WINDOW, QUIET_SESSIONS, StartupWindow
 from proxy.wire import jsonrpc
 
 pytestmark = pytest.mark.asyncio
@@ -95,15 +96,52 @@ async def test_tell_changed_waits_for_the_refetch() -> None:
         await telling
 
 
-async def test_roots_asked_within_the_sessions_first_call_count_as_unprompted() -> None:
-    """A start-up request can arrive once the first call has begun (it then rides that call's round): the
-    session keeps roots as state all the same, so later calls are asked for theirs."""
-    roots = SessionRoots(refuse, hold=True)
+async def test_roots_asked_inside_a_call_teach_nothing_about_the_session() -> None:
+    """A tool that asks roots inside a call, the session's first included: that call's question only, so
+    later calls are not asked (issue 29 item 13: every later call began with an extra roots round)."""
+    roots = SessionRoots(refuse, hold=True, window=StartupWindow())
+    roots.opened()
     roots.begin_call()
-    assert roots.answered(4, A) is False  # the server's own request, answered within the first call
+    assert roots.answered(4, A) is False
+    assert not roots.asks_unprompted
+    roots.hold(roots_list(5))  # asked in a call that ended first: the next call asks it, once
+    assert not roots.asks_unprompted
+    assert [r.id for r in roots.take_held()] == [5]
+
+
+async def test_the_first_call_waits_for_the_start_up_request_and_the_upstream_learns() -> None:
+    window = StartupWindow()
+    assert window.seconds == FIRST_WINDOW
+    roots = SessionRoots(refuse, hold=True, window=window)
+    roots.opened()
+    settling = asyncio.create_task(roots.settle())
+    await asyncio.sleep(0)  # settle() waits for the start-up request
+    assert not settling.done()
+    assert roots.answer(roots_list(0)) is None  # arrives in the window: held, the wait ends
+    await asyncio.wait_for(settling, 5)
     assert roots.asks_unprompted
-    later = SessionRoots(refuse, hold=True)
-    later.begin_call()
-    later.begin_call()
-    later.answered(5, A)  # a tool asking in a later call: nothing learnt about the session
-    assert not later.asks_unprompted
+    assert window.seconds == MIN_WINDOW  # 3 x how late it came (here at once), bounded
+    asked_late = SessionRoots(refuse, hold=True, window=window, clock=(clock := Clock()))
+    asked_late.opened()
+    clock.now += 10.0
+    assert asked_late.answer(roots_list(1)) is None
+    assert window.seconds == MAX_WINDOW
+
+
+async def test_an_upstream_whose_sessions_never_ask_is_not_waited_for() -> None:
+    window = StartupWindow()
+    for _ in range(QUIET_SESSIONS):
+        roots = SessionRoots(refuse, hold=True, window=window, clock=(clock := Clock()))
+        roots.opened()
+        clock.now += FIRST_WINDOW  # the window went by with nothing asked
+        await asyncio.wait_for(roots.settle(), 5)
+        assert not roots.asks_unprompted
+    assert window.seconds == 0.0
+    for hold, calls in ((False, 0), (True, 1)):  # nothing to wait for: no roots declared, not the first call
+        other = SessionRoots(refuse, hold=hold, window=StartupWindow())
+        other.opened()
+        for _ in range(calls):
+            other.begin_call()
+        settling = asyncio.create_task(other.settle())
+        await asyncio.sleep(0)
+        assert settling.done()  # returned at once

@@ -10,6 +10,8 @@ import peers
 import pytest
 import yaml
 
+from proxy.cli.keys import effective_yaml
+from proxy.config import Config, UpstreamConfig
 from proxy.handle import generate_key_b64, load_keys
 
 PROXY = [sys.executable, "-m", "proxy"]
@@ -135,14 +137,33 @@ async def test_check_config_effective_prints_the_merged_configuration_redacted(t
     assert run.returncode == 0, run.stderr
     for secret in ("hunter2", "otlp-pass", "otlp-key"):
         assert secret not in run.stdout
-    doc = yaml.safe_load(run.stdout.split("\n", 1)[1])  # after the "keys: ..." line
+    doc = yaml.safe_load(run.stdout)  # YAML only: the keys note went to stderr
+    assert "keys: no key configured" in run.stderr
     assert doc["logging"] == {"level": "debug", "format": "json"}  # from the environment, from the flag
     assert doc["listen"]["port"] == 9999  # the variable over the file
     assert doc["upstreams"][0]["headers"] == {"x-api-key": "<redacted>"}
     assert doc["upstreams"][0]["pool"]["max_sessions"] == 1024  # defaults included
+    assert doc["upstreams"][0]["era"] == "auto"  # probed at run time (/readyz and /metrics show the verdict)
     assert doc["calls"]["gather_window_ms"] == 50
     assert doc["admin"] == {"listen": None, "token_file": None}  # a path names the secret: shown
     assert doc["tracing"]["otlp_endpoint"] == "http://<redacted>@collector:4318/v1?api_key=<redacted>&x=1"
+
+
+async def test_check_config_effective_output_feeds_back_into_check_config(tmp_path: Path) -> None:
+    cfg = _config(tmp_path, "{}")  # no key: the note that once led stdout and broke the YAML
+    argv = [*PROXY, "check-config", "--effective", str(cfg)]
+    first = await peers.run_once(argv, limit_s=30)
+    assert first.returncode == 0, first.stderr
+    assert first.stderr == "keys: no key configured: an ephemeral key at start\n"
+    out = tmp_path / "out.yaml"
+    out.write_text(first.stdout)  # check-config --effective FILE > out.yaml
+    assert yaml.safe_load(out.read_text())["upstreams"][0]["name"] == "a"
+    plain = await peers.run_once([*PROXY, "check-config", str(out)], limit_s=30)
+    assert plain.returncode == 0, plain.stderr
+    assert plain.stdout.splitlines()[0] == "keys: no key configured: an ephemeral key at start"  # the report
+    again = await peers.run_once([*PROXY, "check-config", "--effective", str(out)], limit_s=30)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == first.stdout  # a fixed point: the written file is the same configuration
 
 
 async def test_a_bad_value_from_a_variable_is_not_reported_in_the_file(tmp_path: Path) -> None:
@@ -175,3 +196,33 @@ async def test_an_empty_key_directory_or_a_missing_key_file_flag_stops_the_start
     flag = await peers.run_once(argv, limit_s=30, cwd=tmp_path)
     assert flag.returncode == 2
     assert f"keys: key from {tmp_path / 'nope'}: cannot read (No such file or directory)" in flag.stderr
+
+
+async def test_effective_configuration_shows_the_era_the_transport_decides() -> None:
+    config = Config(
+        upstreams=(
+            UpstreamConfig(name="a", url="http://x/mcp"),
+            UpstreamConfig(name="b", url="http://x/sse", transport="sse"),
+            UpstreamConfig(name="c", command="srv", transport="stdio"),
+            UpstreamConfig(name="d", url="http://y/mcp", era="modern"),
+        )
+    )
+    doc = yaml.safe_load(effective_yaml(config))
+    assert [u["era"] for u in doc["upstreams"]] == ["auto", "legacy", "legacy", "modern"]
+
+
+async def test_a_replica_address_derived_from_a_wildcard_listen_host_is_warned_about(tmp_path: Path) -> None:
+    """`--listen 0.0.0.0:PORT` with no replica.address made 0.0.0.0 the owner in every handle, silently."""
+    cfg = _config(tmp_path, "{}")
+    argv = [*PROXY, "check-config", str(cfg), "--listen", "0.0.0.0:9000"]
+    alone = await peers.run_once(argv, limit_s=30)
+    assert alone.returncode == 0, alone.stderr
+    assert (
+        "mrtr-proxy: warning: the replica address is 0.0.0.0:9000 (from listen.host), which no other replica "
+        "can reach: fine for a single replica; set replica.address" in alone.stderr
+    )
+    peered = await peers.run_once([*argv, "--replica-address", "10.0.0.7:9000"], limit_s=30)
+    assert "replica address" not in peered.stderr  # set: nothing to say
+    refused = await peers.run_once([*argv, "--replica-address", "0.0.0.0:9000"], limit_s=30)
+    assert refused.returncode == 2
+    assert "replica.address: '0.0.0.0:9000' is no address another replica can reach" in refused.stderr

@@ -141,9 +141,34 @@ BROKEN = [
     ("transport", "upstreams: [{name: a, url: 'http://x/', transport: ws}]", "upstreams.0.transport", "'ws'"),
     (
         "protocol-version",
-        "upstreams: [{name: a, url: 'http://x/', protocol_versions: [2025-11-25, 2026-07-28]}]",
+        "upstreams: [{name: a, url: 'http://x/', protocol_versions: [2025-11-25, 2027-01-01]}]",
         "upstreams.0.protocol_versions.1",
-        "'2026-07-28' is not one of",
+        "'2027-01-01' is not one of",
+    ),
+    ("era", "upstreams: [{name: a, url: 'http://x/', era: future}]", "upstreams.0.era", "'future'"),
+    (
+        "era-modern-sse",
+        "upstreams: [{name: a, url: 'http://x/sse', transport: sse, era: modern}]",
+        "upstreams.0",
+        "is legacy by definition",
+    ),
+    (
+        "era-modern-stdio",
+        "upstreams: [{name: a, command: srv, era: modern}]",
+        "upstreams.0",
+        "not supported yet",
+    ),
+    (
+        "only-2026-stdio",
+        "upstreams: [{name: a, command: srv, protocol_versions: [2026-07-28]}]",
+        "upstreams.0",
+        "protocol_versions: [2026-07-28] needs transport streamable-http",
+    ),
+    (
+        "era-legacy-lists-2026",
+        "upstreams: [{name: a, url: 'http://x/', era: legacy, protocol_versions: [2026-07-28, 2025-11-25]}]",
+        "upstreams.0.protocol_versions",
+        "2026-07-28 is listed but era is legacy",
     ),
     (
         "no-protocol-versions",
@@ -320,7 +345,7 @@ def test_defaults_are_filled_with_no_file() -> None:
     assert (
         up.protocol_versions == PROTOCOL_VERSIONS == ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
     )
-    assert up.pool == PoolConfig(1024, 300)
+    assert up.pool == PoolConfig(1024, 0, 300)
     assert up.timeouts == TimeoutsConfig(10, 30)
     assert dict(up.headers) == {} and dict(up.env) == {}
     assert cfg.upstream("default") is up is cfg.default_upstream
@@ -399,6 +424,20 @@ def test_unquoted_dates_stay_strings_and_versions_are_offered_newest_first(tmp_p
     assert cfg.upstreams[0].protocol_versions == ("2025-06-18", "2024-11-05")
 
 
+def test_era_defaults_to_auto_and_2026_in_protocol_versions_says_modern(tmp_path: Path) -> None:
+    cfg = load_text(
+        tmp_path, "upstreams: [{name: a, url: 'http://x/'}, {name: b, url: 'http://y/', era: legacy}]"
+    )
+    assert [u.era for u in cfg.upstreams] == ["auto", "legacy"]
+    only = load_text(tmp_path, "upstreams: [{name: a, url: 'http://x/', protocol_versions: [2026-07-28]}]")
+    assert only.upstreams[0].era == "modern"
+    assert only.upstreams[0].protocol_versions == PROTOCOL_VERSIONS  # legacy ones: never offered, default
+    both = load_text(
+        tmp_path, "upstreams: [{name: a, url: 'http://x/', protocol_versions: [2026-07-28, 2025-06-18]}]"
+    )
+    assert (both.upstreams[0].era, both.upstreams[0].protocol_versions) == ("auto", ("2025-06-18",))
+
+
 def test_transport_defaults_from_url_or_command(tmp_path: Path) -> None:
     cfg = load_text(tmp_path, "upstreams: [{name: a, url: 'http://x/'}, {name: b, command: s}]")
     assert [u.transport for u in cfg.upstreams] == ["streamable-http", "stdio"]
@@ -412,6 +451,19 @@ def test_replica_address(tmp_path: Path) -> None:
         == "r1.internal:9000"
     )
     assert load_text(tmp_path, "listen: {host: '::1', port: 81}\n" + UP).replica_address == "[::1]:81"
+
+
+@pytest.mark.parametrize(
+    ("address", "host"), [("0.0.0.0:8080", "0.0.0.0"), ("[::]:8080", "::"), ("0.0.0.0", "0.0.0.0")]
+)
+def test_a_wildcard_replica_address_is_refused(tmp_path: Path, address: str, host: str) -> None:
+    """It was accepted silently: handles then named 0.0.0.0 as a parked call's owner, and a peer forwarding
+    a retry there reaches whichever replica makes the connection (itself)."""
+    problems = problems_of(tmp_path, f"replica: {{address: '{address}'}}\n" + UP)
+    assert_problem(problems, "replica.address", f"is no address another replica can reach ({host} means")
+    assert_problem(problems, "replica.address", "set this replica's own IP or DNS name")
+    env = {"MRTR_PROXY_REPLICA_ADDRESS": address}  # the chart's variable: the same check
+    assert_problem(problems_of(tmp_path, UP, env=env), "replica.address", "is no address")
 
 
 # --- overrides and environment -----------------------------------------------------------------
@@ -682,3 +734,19 @@ def test_arbitrary_documents_never_crash(
     except ConfigError as exc:
         assert exc.problems
         assert all(": " in p for p in exc.problems)
+
+
+def test_stdio_pools_default_to_a_machine_sized_bound(tmp_path: Path) -> None:
+    """Issue 29 item 9: a stdio session is a child process (~55 MiB for FastMCP 1.30): 32 per upstream
+    and 4 per principal by default, where an HTTP upstream keeps 1024 and no per-principal cap."""
+    path = tmp_path / "proxy.yaml"
+    path.write_text(
+        "upstreams:\n"
+        "  - {name: kids, command: python3}\n"
+        "  - {name: raised, command: python3, pool: {max_sessions: 64}}\n"
+        "  - {name: web, url: 'http://127.0.0.1:1/mcp'}\n"
+    )
+    kids, raised, web = load_config(path, env={}).upstreams
+    assert (kids.pool.max_sessions, kids.pool.max_sessions_per_principal) == (32, 4)
+    assert (raised.pool.max_sessions, raised.pool.max_sessions_per_principal) == (64, 4)
+    assert (web.pool.max_sessions, web.pool.max_sessions_per_principal) == (1024, 0)

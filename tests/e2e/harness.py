@@ -68,6 +68,7 @@ async def running_proxy(
     tracing: Tracing | None = None,
     public_url: str | None = None,
     port: int | None = None,
+    handler_cancellation: bool = True,
     **calls: Any,
 ) -> AsyncIterator[RunningProxy]:
     """The proxy on 127.0.0.1 (free port) in front of `upstream_url` (under each of `names`: the first is
@@ -77,7 +78,10 @@ async def running_proxy(
     when given; `transport` and `protocol_versions` are then ignored. `extra` upstreams are served too
     (a gateway). `tracing`: e.g. `proxy.observe.tracing.setup(config, exporter=InMemorySpanExporter())`.
     `public_url`: listen.public_url (the base of the routes' OAuth resource URLs). `port`: listen there
-    instead of on a free port (a peer started first must know the proxy's URL)."""
+    instead of on a free port (a peer started first must know the proxy's URL). `handler_cancellation`: True
+    (aiohttp's TestServer, and `mrtr-proxy serve`: process/startup.py) a client's hang-up cancels its
+    request's handler; False (aiohttp's own default, for an app run by another runner) the handler runs on
+    and its next write to the gone client raises."""
     upstream: dict[str, Any] = {"url": upstream_url, "static_roots": static_roots, "transport": transport}
     if protocol_versions is not None:
         upstream["protocol_versions"] = protocol_versions
@@ -96,6 +100,17 @@ async def running_proxy(
         calls=CallsConfig(**calls),
     )
     app = create_app(config, ring=ring if ring is not None or keys else KeyRing.ephemeral(), tracing=tracing)
+    if not handler_cancellation:  # TestServer always cancels: the app on a runner of its own
+        runner = web.AppRunner(app, handler_cancellation=False)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", port or 0)
+        await site.start()
+        try:
+            bound = runner.addresses[0][1]
+            yield RunningProxy(f"http://127.0.0.1:{bound}/mcp", app, app[CODEC].ring)
+        finally:
+            await runner.cleanup()
+        return
     server = TestServer(app, host="127.0.0.1", port=port)
     await server.start_server()
     try:

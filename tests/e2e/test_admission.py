@@ -77,14 +77,16 @@ async def test_a_flood_of_minted_principals_leaves_other_users_working(
         assert (await alice.call("echo", {"text": "hi"})).result["content"][0]["text"] == "hi"
         assert "tools" in (await alice.request("tools/list")).result
 
-        # The replica says it is full, to the load balancer and to the metrics.
+        # The replica says it is full, in its readiness detail and its metrics, and stays ready: it still
+        # serves alice's plain calls (issue 29 item 8: a full fleet must not lose its endpoints).
         status, body = await readyz(http, proxy.url)
-        assert status == 503
-        assert body["status"] == "saturated"
+        assert status == 200
+        assert body["status"] == "ready"
         assert body["saturated"] == {"default": "parked_calls"}
         assert body["parked_calls"] == 6 and body["upstreams"] == {"default": "reachable"}
         seen = await metrics(http, proxy.url)
         assert seen["mrtr_proxy_saturated"] == 1
+        assert seen['mrtr_proxy_saturated_by{reason="parked_calls",scope="default"}'] == 1
         assert seen['mrtr_proxy_admission_refusals_total{reason="parked_share"}'] >= 1
         assert (
             seen['mrtr_proxy_admission_refusals_total{reason="parked_share"}']
@@ -160,7 +162,7 @@ async def test_a_full_pool_answers_every_request_with_31003_never_a_500(
             )
         assert (await carol.request("ping")).result == {"resultType": "complete"}  # answered here
         status, body = await readyz(http, proxy.url)
-        assert (status, body["saturated"]) == (503, {"default": "parked_calls"})
+        assert (status, body["status"], body["saturated"]) == (200, "ready", {"default": "parked_calls"})
         seen = await metrics(http, proxy.url)
         assert seen['mrtr_proxy_admission_refusals_total{reason="pool_full"}'] == 4
         assert seen['mrtr_proxy_requests_total{method="tools/list",outcome="failed",upstream="default"}'] == 1

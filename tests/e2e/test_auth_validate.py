@@ -93,6 +93,14 @@ ATTACKS = [
     ("missing scope", lambda: good(scope="other"), 403, "insufficient_scope", "scope mcp"),
     ("alg none", lambda: alg_none(claims(iss=ISS, aud=RESOURCE)), 401, "invalid_token", "algorithm"),
     ("not a jwt", lambda: "opaque-token-value", 401, "invalid_token", "not a JWT"),
+    (
+        "id token (typ JWT)",
+        lambda: KEY.mint(claims(iss=ISS, aud=RESOURCE), typ="JWT"),
+        401,
+        "invalid_token",
+        "not an access token",
+    ),
+    ("exp as a string", lambda: good(exp="9999999999"), 401, "invalid_token", "exp is not a number"),
     ("malformed", lambda: "jwt:sub=alice", 401, "invalid_request", "malformed"),
 ]
 

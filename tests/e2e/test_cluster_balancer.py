@@ -1,10 +1,11 @@
-"""A full replica leaves the balancer's rotation (issue 16 item 5, with the saturation signal of issue 14).
+"""A full replica and the balancer (issue 16 item 5, issue 14's saturation signal, issue 29 item 8).
 
-`/readyz` answers 503 `{"status": "saturated"}` when a replica is full (issue 14's mechanism): what a
-Kubernetes readiness probe acts on. Open-source nginx has no active health checks; it acts on the refused
-call itself: a full replica turns a new call away before anything began with HTTP 503, a `-31003` body and
-`Retry-After`, and with `proxy_next_upstream http_503 non_idempotent` (docs/scale-out.md "Balancers") nginx
-sends it on to a replica with room and keeps the full one out of rotation for `fail_timeout`."""
+A full replica stays ready: `/readyz` is 200 with a `saturated` detail, since it still serves plain requests
+and the retries of its parked calls, and when every replica is full a Service routing on readiness would
+have no endpoints left (issue 29 item 8). The balancer acts on the refused call itself: a full replica
+turns a new call away before anything began with HTTP 503, a `-31003` body and `Retry-After`, and with
+`proxy_next_upstream http_503 non_idempotent` (docs/scale-out.md "Balancers") nginx sends it on to a
+replica with room and keeps the full one out of rotation for `fail_timeout`."""
 
 from __future__ import annotations
 
@@ -30,22 +31,25 @@ async def park_full(group: Cluster, http: aiohttp.ClientSession) -> tuple[RawCli
 FULL = [{"max_parked": 2, "max_parked_per_principal": 2}, {}]
 
 
-async def test_a_full_replica_leaves_a_readiness_driven_rotation(fastmcp_url: str) -> None:
-    """What a Kubernetes Service acts on: the full replica's /readyz is 503 saturated, the other's 200; the
-    full one's own parked calls are undisturbed."""
+async def test_a_full_replica_stays_ready_and_says_it_is_full(fastmcp_url: str) -> None:
+    """What a Kubernetes Service acts on: the full replica's /readyz is 200 with `saturated`, the other's
+    200 without; the full one still answers plain requests and its own parked calls are undisturbed."""
     async with cluster(fastmcp_url, 2, calls_per_replica=FULL) as group, aiohttp.ClientSession() as http:
         full, roomy = group.replicas
         filler, parked = await park_full(group, http)
         async with http.get(f"http://127.0.0.1:{full.port}/readyz") as resp:
-            assert resp.status == 503
-            assert (await resp.json())["status"] == "saturated"
+            body = await resp.json()
+            assert (resp.status, body["status"], body["saturated"]) == (200, "ready", {"replica": "calls"})
         async with http.get(f"http://127.0.0.1:{roomy.port}/readyz") as resp:
             assert resp.status == 200
+            assert "saturated" not in await resp.json()
+        assert "tools" in (await filler.request("tools/list")).result
         for i, first in enumerate(parked):
             final = await filler.retry(first, {"elicit-1": accept_name(f"p{i}")}, "ask_name")
             assert final.result["content"][0]["text"] == f"accept:p{i}"
         async with http.get(f"http://127.0.0.1:{full.port}/readyz") as resp:
-            assert resp.status == 200  # room again: back in rotation
+            assert resp.status == 200
+            assert "saturated" not in await resp.json()  # room again
 
 
 FULL_MESSAGE = "Too many calls: the proxy holds 2 parked or running calls (calls.max_parked)"
@@ -87,9 +91,17 @@ async def test_when_every_replica_is_full_the_client_gets_503_with_retry_after(f
             ] * 2
         async with round_robin(group.replicas, next_upstream=True) as lb:
             refused = await RawClient(lb, http).call("ask_name")
+            listed = await RawClient(lb, http).request("tools/list")
         assert refused.status == 503
         assert refused.error == {"code": -31003, "message": FULL_MESSAGE}
         assert refused.headers["Retry-After"] == "1"
+        # Every replica is full, and every one is still ready: a readiness-driven Service keeps its
+        # endpoints, and plain requests still work.
+        assert "tools" in listed.result
+        for replica in group.replicas:
+            async with http.get(f"http://127.0.0.1:{replica.port}/readyz") as resp:
+                assert resp.status == 200
+                assert (await resp.json())["saturated"] == {"replica": "calls"}
 
 
 async def test_nginx_settings_make_a_drain_invisible_to_clients(fastmcp_url: str) -> None:

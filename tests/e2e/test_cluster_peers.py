@@ -297,3 +297,38 @@ async def test_a_stopped_owner_says_it_did_not_process_a_forwarded_retry(fastmcp
             assert resp.headers["X-Mrtr-Not-Processed"] == "1"
             assert (await resp.json())["error"]["code"] == -31005
         assert proxy.parked == 1  # untouched
+
+
+async def test_a_retry_for_an_owner_restarted_with_other_keys_is_said_lost_not_refused(
+    fastmcp_url: str,
+) -> None:
+    """The call's owner restarted with another key at the same address: the forwarded retry's signature is
+    refused there (401 `X-Mrtr-Peer-Refused`). The client is told its call is lost and was not re-run, and
+    why — not the peer route's "Peer authentication failed", which is for strangers (issue 29 item 12)."""
+    async with (
+        cluster(fastmcp_url, 2, keys={"0-current": KEY}, peer_ports=True) as group,
+        aiohttp.ClientSession() as http,
+    ):
+        owner, other = group.replicas
+        first = await RawClient(url_of(owner), http).call("ask_name")
+        assert first.result["resultType"] == "input_required", first.body
+        await owner.stop()
+        group.write_keys(0, {"0-current": generate_key_b64()})
+        async with peers.run_peer("replica0-restarted", lambda _: owner.argv, port=owner.port) as restarted:
+            survivor = RawClient(url_of(other), http)
+            before = await outcomes(survivor)
+            reply = await survivor.retry(first, {"elicit-1": accept_name("Twice")}, "ask_name")
+            assert reply.status == 200, reply.body
+            assert reply.error == {
+                "code": -31002,
+                "message": "The parked call is gone (the proxy replica that held it no longer accepts "
+                "this replica: it restarted, or no longer shares this replica's keys); it was not re-run. "
+                "Send the request again without requestState to start over.",
+            }
+            assert await outcomes(survivor) == before  # never re-run
+            line = next(x for x in log_lines(other) if x.get("owner_refused"))
+            assert (line["owner_refused"], line["outcome"]) == ("unknown_key", "failed:-31002"), line
+            assert any(x.get("event") == "peer.owner_refused" for x in log_lines(other))
+            assert any(x.get("event") == "peer.auth_failed" for x in log_lines(restarted))
+            async with http.get(f"http://127.0.0.1:{other.port}/metrics") as resp:
+                assert 'mrtr_proxy_peer_forwards_total{result="refused"} 1.0' in await resp.text()

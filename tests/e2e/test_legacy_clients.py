@@ -135,3 +135,40 @@ async def test_a_modern_request_with_a_session_header_stays_modern(proxy: Runnin
         body = client.body("tools/call", {"name": "echo", "arguments": {"text": "modern"}})
         reply = await client.send(body, {**client.headers(body), "Mcp-Session-Id": "ignored"})
         assert reply.result["resultType"] == "complete"
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [{}, {"MCP-Protocol-Version": "2026-07-28"}],
+    ids=["version-in-params", "and-in-the-header"],
+)
+async def test_initialize_offering_2026_07_28_is_answered_with_a_legacy_version(
+    proxy: RunningProxy, extra: dict[str, str]
+) -> None:
+    """The README once said 400 -32022 and the proxy answered 200. The spec decides for 200: a dual-era
+    server treats `initialize` as legacy ("An `initialize` request selects legacy semantics",
+    basic/versioning), and a legacy server offered a version it does not support answers with one it does
+    (lifecycle, version negotiation). The client, not the server, then decides whether to go on."""
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2026-07-28",
+            "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"},
+        },
+    }
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json", **extra}
+    async with aiohttp.ClientSession() as http, http.post(proxy.url, json=init, headers=headers) as resp:
+        assert resp.status == 200
+        assert "Mcp-Session-Id" in resp.headers
+        text = await resp.text()
+    data = (
+        next(line[5:] for line in text.splitlines() if line.startswith("data:")) if "data:" in text else text
+    )
+    result = json.loads(data)["result"]
+    assert result["protocolVersion"] in ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
+    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    (row,) = [line for line in readme.splitlines() if line.startswith("| `initialize` offering `2026-07-28`")]
+    assert row.split(" | ")[1] == "200"  # the README's error table says what the proxy does

@@ -9,6 +9,7 @@ The probe runs as the real CLI in a child process (exit status, stdout, stderr),
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import sys
@@ -20,6 +21,7 @@ import aiohttp
 import peers
 import pytest
 import pytest_asyncio
+from aiohttp import web
 
 from e2e.harness import RawClient, accept_name
 from e2e.recording import recording_relay
@@ -392,3 +394,38 @@ async def test_a_command_that_is_no_server() -> None:
     run = await peers.run_once(argv, limit_s=LIMIT_S, cwd=peers.REPO_ROOT, env={"SECRET": "leaked"})
     assert run.returncode == 1
     assert run.stderr == "mrtr-proxy probe: no MCP server on stdio: the server exited with code 3: boom\n"
+
+
+@contextlib.asynccontextmanager
+async def off_origin_sse() -> AsyncIterator[str]:
+    """A hostile HTTP+SSE server: its stream names a POST endpoint on another origin."""
+
+    async def stream(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        await response.write(b"event: endpoint\ndata: http://elsewhere.example:9/messages?s=1\n\n")
+        for _ in range(500):  # held open (bounded: 10 s) until the client goes
+            if request.transport is None or request.transport.is_closing():
+                break
+            await asyncio.sleep(0.02)
+        return response
+
+    app = web.Application()
+    app.router.add_get("/sse", stream)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    try:
+        yield f"http://127.0.0.1:{runner.addresses[0][1]}/sse"
+    finally:
+        await runner.cleanup()
+
+
+async def test_an_endpoint_on_another_origin_is_refused_by_the_proxys_own_rule() -> None:
+    """The probe judges the endpoint event by the rule the proxy's HTTP+SSE sessions apply
+    (upstream/http_sse.py `resolve_endpoint`), so it does not call fine what the proxy would refuse."""
+    async with off_origin_sse() as url:
+        run = await probe(url)
+    out = json.loads(run.stdout)
+    assert out["transports"]["http_sse"]["answer"] == "no"
+    assert "upstream named an endpoint on another origin (http://elsewhere.example:9" in out["error"]

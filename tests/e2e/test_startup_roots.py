@@ -22,6 +22,7 @@ import pytest_asyncio
 
 from e2e.harness import RawClient, Reply, RunningProxy, running_proxy
 from proxy.config import UpstreamConfig
+from proxy.process.app import POOLS
 
 pytestmark = [pytest.mark.peers, pytest.mark.asyncio(loop_scope="session")]
 
@@ -126,3 +127,67 @@ async def test_another_client_of_the_principal_gets_its_own_roots(
         outside, _ = await call(client, roots_of(second), "read_text_file", path=str(first / "notes.txt"))
         assert outside.result.get("isError") is True
         assert "Access denied" in text(outside)
+
+
+# -- roots a tool asks inside a call are that call's, not the session's (issue 29 item 13) ------------------
+
+ROOTS = {"roots": [{"uri": "file:///work/project", "name": "project"}]}
+
+
+@pytest.mark.parametrize("tool", ["roots", "roots_inline"])
+async def test_roots_a_tool_asks_inside_a_call_cost_later_calls_no_round(fastmcp_url: str, tool: str) -> None:
+    """FastMCP 1.30 asks roots only inside the tool that needs them (on the GET stream, or tied to the call):
+    the later calls of the session, tools that never ask roots included, begin with their own work."""
+    async with running_proxy(fastmcp_url) as proxy, aiohttp.ClientSession() as http:
+        client = RawClient(proxy.url, http)
+        reply, asked = await call(client, ROOTS, tool)
+        assert (asked, text(reply)) == (["roots/list"], "file:///work/project")
+        for _ in range(3):
+            plain = await client.call("echo", {"text": "plain"})
+            assert plain.result["resultType"] == "complete", plain.body
+            assert text(plain) == "plain"
+        again, asked = await call(client, ROOTS, tool)
+        assert text(again) == "file:///work/project"
+        assert asked == ["roots/list"]  # the tool's own question, once: no extra round before it
+        assert proxy.app[POOLS]["default"].size == 1  # one session served every call
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def conformance_url() -> AsyncIterator[str]:
+    """The conformance suite's MRTR scenarios as a legacy FastMCP 1.30 server (tests/fixtures/)."""
+    script = peers.FIXTURES_DIR / "conformance_legacy_server.py"
+
+    def argv(port: int) -> list[str]:
+        return [str(peers.legacy_python()), str(script), "--port", str(port)]
+
+    async with peers.run_peer("conformance-legacy", argv) as server:
+        yield f"http://127.0.0.1:{server.port}/mcp"
+
+
+async def test_the_conformance_scenarios_in_sequence_on_one_proxy(conformance_url: str) -> None:
+    """As the conformance suite runs them: `list_roots`, then the two-step elicitation on the same session,
+    whose first round must be its step 1 (it used to be a `roots-1` request)."""
+    async with running_proxy(conformance_url) as proxy, aiohttp.ClientSession() as http:
+        client = RawClient(proxy.url, http)
+        roots, asked = await call(client, ROOTS, "test_input_required_result_list_roots")
+        assert asked == ["roots/list"]
+        assert text(roots) == "Roots (1): project<file:///work/project>"
+        first = await client.call("test_input_required_result_multi_round")
+        requests = first.result["inputRequests"]
+        assert [(k, r["method"]) for k, r in requests.items()] == [("elicit-1", "elicitation/create")], (
+            requests
+        )
+        assert requests["elicit-1"]["params"]["message"] == "Step 1: What is your name?"
+        second = await client.retry(
+            first,
+            {"elicit-1": {"action": "accept", "content": {"name": "Ann"}}},
+            "test_input_required_result_multi_round",
+        )
+        step2 = second.result["inputRequests"]
+        assert [r["params"]["message"] for r in step2.values()] == ["Step 2: What is your favorite color?"]
+        done = await client.retry(
+            second,
+            {k: {"action": "accept", "content": {"color": "teal"}} for k in step2},
+            "test_input_required_result_multi_round",
+        )
+        assert text(done) == "Ann likes teal"

@@ -313,7 +313,7 @@ async def test_everything_2024_11_05_only(everything_sse_url: str, http: aiohttp
     """Configured for 2024-11-05 alone the proxy declares no elicitation, so server-everything does not even
     register its elicitation tools; sampling still works."""
     async with running_proxy(everything_sse_url, transport="sse", protocol_versions=("2024-11-05",)) as proxy:
-        client = RawClient(proxy.url, http)
+        client = RawClient(proxy.url, http, capabilities=dict(NO_ROOTS_CAPS))  # its start-up roots: not here
         tools = {tool["name"] for tool in (await client.request("tools/list")).result["tools"]}
         assert "trigger-sampling-request" in tools
         assert "trigger-elicitation-request" not in tools

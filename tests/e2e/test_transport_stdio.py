@@ -359,8 +359,9 @@ async def test_child_killed_while_running(http: aiohttp.ClientSession) -> None:
 async def test_pool_cap_is_the_number_of_children(http: aiohttp.ClientSession) -> None:
     cap = 3
     # Every session may hold a parked call here (calls.parked_share 1.0), and a full pool refuses at once.
+    # One client takes them all: the per-address shares (and the fair share of parking room) are off.
     upstream = replace(fastmcp_stdio("capped"), pool=PoolConfig(max_sessions=cap, acquire_timeout_s=0))
-    async with running_proxy(upstream, parked_share=1.0) as proxy:
+    async with running_proxy(upstream, parked_share=1.0, max_calls_per_address=0) as proxy:
         client = RawClient(proxy.url, http)
         firsts = await asyncio.gather(*(client.call("ask_name") for _ in range(cap)))
         assert all(f.result["resultType"] == "input_required" for f in firsts)

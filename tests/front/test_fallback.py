@@ -102,6 +102,7 @@ async def test_429_and_503_carry_retry_after(proxy: RunningProxy, http: aiohttp.
         assert (await r.json())["status"] == "no upstream reachable"
 
 
+@pytest.mark.unhandled_expected
 async def test_a_bug_is_still_a_json_rpc_answer(http: aiohttp.ClientSession) -> None:
     async def broken(_: web.Request) -> web.Response:
         raise KeyError("a bug")

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import base64
+
 import pytest
 from oauth_keys import SigningKey, alg_none
 
 from proxy.config import PrincipalConfig
 from proxy.front.principal import PrincipalRefused, jwt_claim, resolver
 from proxy.handle import principal_digest
+
+
+def _b64(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
 
 RESOLVE = resolver(PrincipalConfig(source="jwt_claim", claim="sub"))
 
@@ -30,6 +37,9 @@ def test_a_real_jwt_gives_its_claim() -> None:
         "Bearer eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJhbGljZSJ9.",  # no signature
         f"Bearer {alg_none({'sub': 'alice'})}",
         "Bearer eyJhbGciOiJSUzI1NiJ9.eyJ4IjoxfQ.c2ln",  # no sub claim
+        # 5,500 nested '[' as the JOSE header, then as the payload: was a RecursionError (HTTP 500)
+        f"Bearer {_b64(b'[' * 5500)}.eyJzdWIiOiJhbGljZSJ9.c2ln",
+        "Bearer eyJhbGciOiJSUzI1NiJ9." + _b64(b'{"a":' * 1200) + ".c2ln",
     ],
 )
 def test_anything_else_is_refused_never_alice(header: str) -> None:

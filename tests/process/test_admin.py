@@ -38,7 +38,7 @@ from proxy.config import (
 )
 from proxy.handle import KeyRing
 from proxy.observe import logs
-from proxy.process.admin import AdminSetupError, prepare_admin, read_token
+from proxy.process.admin import FAILED_BURST, AdminSetupError, prepare_admin, read_token
 from proxy.process.app import CALLS, create_app
 
 SESSION = pytest.mark.asyncio(loop_scope="session")
@@ -169,6 +169,36 @@ async def test_admin_refuses_missing_wrong_and_other_scheme_tokens(fastmcp_url: 
         assert done.result["content"][0]["text"] == "accept:kept"
         status, body = await admin.get("/nowhere")
         assert (status, body) == (404, {"error": "Not Found"})  # authenticated: JSON, not HTML
+
+
+@pytest.mark.peers
+@SESSION
+async def test_a_flood_of_bad_tokens_from_one_address_gets_429_and_another_address_still_works(
+    fastmcp_url: str, tmp_path: Path
+) -> None:
+    """Once any number of guesses a second got 401 each (and a log line each)."""
+    async with admin_proxy(fastmcp_url, tmp_path) as admin:
+        statuses = []
+        for i in range(FAILED_BURST + 10):
+            async with admin.http.get(
+                admin.url + "/admin/calls", headers={"Authorization": f"Bearer guess-{i:020d}"}
+            ) as resp:
+                statuses.append(resp.status)
+                if resp.status == 429:
+                    retry_after, body = resp.headers["Retry-After"], await resp.json()
+        assert statuses == [401] * FAILED_BURST + [429] * 10
+        assert 1 <= int(retry_after) <= 2  # one more guess every 2 s
+        assert body["error"].startswith("Too many failed authentications from this address; retry in")
+        status, _ = await admin.get("/admin/calls")  # the good token, from the flooding address: not compared
+        assert status == 429
+        other = aiohttp.TCPConnector(local_addr=("127.0.0.2", 0))  # another client address on loopback
+        async with aiohttp.ClientSession(connector=other) as http:
+            headers = {"Authorization": f"Bearer {TOKEN}"}
+            async with http.get(admin.url + "/admin/calls", headers=headers) as resp:
+                assert resp.status == 200
+                assert (await resp.json())["calls"] == []
+            async with http.get(admin.url + "/admin/calls", headers={"Authorization": "Bearer no"}) as resp:
+                assert resp.status == 401  # its own bucket
 
 
 def test_token_file_must_exist_and_be_long_enough(tmp_path: Path) -> None:

@@ -202,3 +202,19 @@ def test_sampling_results_have_the_spec_shape(response: dict[str, Any], problem:
 )
 def test_roots_results_have_the_spec_shape(response: dict[str, Any], problem: str | None) -> None:
     assert roots_problem(response) == problem
+
+
+def test_a_schema_too_deep_for_jsonschema_is_not_checked_rather_than_a_recursion_error() -> None:
+    """A requestedSchema 120 levels deep (a message may nest 254) was a RecursionError when the client's
+    answer was checked: an HTTP 500 to the client. Like an invalid schema, it is the upstream's problem."""
+    schema: dict[str, Any] = {"type": "string"}
+    content: Any = "x"
+    for _ in range(120):
+        schema, content = {"type": "object", "properties": {"a": schema}}, {"a": content}
+    params = {
+        "mode": "form",
+        "message": "m",
+        "requestedSchema": {"type": "object", "properties": {"a": schema}},
+    }
+    assert elicitation_problem({"action": "accept", "content": {"a": content}}, params) is None
+    assert elicitation_problem({"action": "accept", "content": {"a": 3}}, params) is None

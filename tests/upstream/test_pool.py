@@ -433,3 +433,49 @@ async def test_without_reuse_every_call_gets_a_fresh_session(factory: Factory, c
     assert s2 is not s1
     await settle()
     assert factory.opened[0].closed == 1
+
+
+async def test_lost_sessions_and_failed_opens_are_reported(factory: Factory, clock: Clock) -> None:
+    """What makes upstream/era.py probe an upstream again: a session that died under the pool, or one
+    that could not be opened (the server may have been replaced by one of another era). A live session
+    closed on purpose is no such sign."""
+    lost: list[str] = []
+    pool = SessionPool("github", factory, max_sessions=4, idle_ttl=60.0, clock=clock, on_lost=lost.append)
+    live = await pool.acquire(KEY_A)
+    pool.release(KEY_A, live, reusable=False)
+    assert lost == []
+    dead = await pool.acquire(KEY_A)
+    factory.opened[1].alive = False
+    pool.release(KEY_A, dead, reusable=True)
+    assert lost == ["a session died"]
+    factory.fail = UpstreamError("initialize refused: HTTP 400")
+    with pytest.raises(UpstreamError):
+        await pool.acquire(KEY_A)
+    assert lost[-1] == "could not open a session: initialize refused: HTTP 400"
+    await settle()
+
+
+async def test_one_principal_holds_at_most_max_per_principal_sessions() -> None:
+    """Issue 29 item 9 (pool.max_sessions_per_principal; 4 by default for stdio): past it, the principal's
+    own idle session is closed for room, else PoolExhausted at once, naming the key."""
+    factory = Factory()
+    pool = SessionPool("kids", factory, max_sessions=10, idle_ttl=60, max_per_principal=2)
+    alice_a = PoolKey(ClientCapabilities(elicitation_form=True), principal="alice")
+    alice_b = PoolKey(ClientCapabilities(sampling=True), principal="alice")
+    first, second = await pool.acquire(alice_a), await pool.acquire(alice_a)
+    with pytest.raises(PoolExhausted) as refused:
+        await pool.acquire(alice_b)
+    assert str(refused.value).startswith(
+        "this client holds 2 sessions of upstream 'kids' (pool.max_sessions_per_principal)"
+    )
+    bob = await pool.acquire(PoolKey(ClientCapabilities(elicitation_form=True), principal="bob"))
+    assert pool.held_by("alice") == 2 and pool.held_by("bob") == 1
+    pool.release(alice_a, first, reusable=True)  # idle: closed to make room for alice's other key
+    third = await pool.acquire(alice_b)
+    await asyncio.sleep(0)
+    assert first.closed == 1 and third is not first
+    assert pool.held_by("alice") == 2
+    pool.release(alice_a, second, reusable=False)
+    pool.release(alice_b, third, reusable=False)
+    pool.release(bob.key, bob, reusable=False)  # type: ignore[attr-defined]
+    await pool.close()

@@ -11,7 +11,7 @@ import pytest
 
 from proxy.config import TimeoutsConfig, UpstreamConfig
 from proxy.upstream.pool import no_call_answer
-from proxy.upstream.reachability import RECHECK_S, CommandChecks, command_answers
+from proxy.upstream.reachability import RECHECK_S, InitializeChecks, command_answers
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 FAKE = Path(__file__).parent / "fakes" / "fake_stdio_server.py"
@@ -35,17 +35,18 @@ async def test_a_command_is_reachable_when_it_answers_initialize(
     upstream: UpstreamConfig, reachable: bool
 ) -> None:
     async with asyncio.timeout(30):
-        assert await command_answers(upstream, no_call_answer(upstream)) is reachable
+        assert (await command_answers(upstream, no_call_answer(upstream)) is None) is reachable
 
 
 async def test_results_are_kept_and_concurrent_probes_share_one_check() -> None:
     now = [0.0]
-    checks = CommandChecks(clock=lambda: now[0])
+    checks = InitializeChecks(clock=lambda: now[0])
     upstream = stdio(str(FAKE))
     answer = no_call_answer(upstream)
-    assert await asyncio.gather(*(checks.reachable(upstream, answer) for _ in range(3))) == [True] * 3
+    probes = (checks.problem("s", lambda: command_answers(upstream, answer)) for _ in range(3))
+    assert await asyncio.gather(*probes) == [None] * 3
     gone = stdio(command="/nonexistent/x")  # same name: within RECHECK_S the kept result answers
-    assert await checks.reachable(gone, answer) is True
+    assert await checks.problem("s", lambda: command_answers(gone, answer)) is None
     now[0] = RECHECK_S + 1
-    assert await checks.reachable(gone, answer) is False  # checked again after RECHECK_S
+    assert await checks.problem("s", lambda: command_answers(gone, answer))  # checked again: why not
     await checks.close()

@@ -23,6 +23,7 @@ from proxy.wire.jsonrpc import (
     dumps,
     parse_message,
     to_json,
+    too_deep,
 )
 
 V = {"jsonrpc": "2.0"}
@@ -224,6 +225,26 @@ def test_invalid_message_is_a_value_error() -> None:
         pytest.param(b'{"jsonrpc":"2.0","id":1,"method":"m"} x', "JSONDecodeError", id="trailing-garbage"),
         pytest.param("\ufeff{}", "JSONDecodeError", id="str-with-bom"),
         pytest.param("[" * 100_000, "RecursionError", id="deep-nesting"),
+        pytest.param(
+            '{"jsonrpc":"2.0","id":1,"method":"m","params":{"a":' + "[" * 253 + "]" * 253 + "}}",
+            "nested deeper than 254 levels",
+            id="parses-but-too-deep",
+        ),
+        pytest.param(
+            b'{"jsonrpc":"2.0","id":1,"method":"m","params":{"a":' + b"[" * 990 + b"]" * 990 + b"}}",
+            "nested deeper than 254 levels",
+            id="parses-but-too-deep-990",
+        ),
+        pytest.param(
+            '{"jsonrpc":"2.0","id":1,"method":"m","params":{"n":'
+            + "9" * 30
+            + ',"a":'
+            + "[" * 300
+            + "]" * 300
+            + "}}",
+            "nested deeper than 254 levels",
+            id="too-deep-beside-a-long-integer",
+        ),
         pytest.param('{"jsonrpc":"2.0","id":' + "9" * 5000 + ',"method":"m"}', "ValueError", id="huge-int"),
     ],
 )
@@ -506,3 +527,14 @@ def test_non_finite_numbers_are_refused_on_the_way_out(value: object) -> None:
 
 def test_lone_surrogates_and_non_ascii_are_written_as_escapes() -> None:
     assert jsonrpc.dump_bytes({"s": "\ud800", "t": "é\x7f"}) == b'{"s":"\\ud800","t":"\\u00e9\\u007f"}'
+
+
+def test_nesting_at_the_limit_is_a_message_and_writes_again() -> None:
+    """254 levels (the envelope and params count) parse and write again; 255 do not parse (the bound that
+    keeps a body 990 levels deep from hanging its call in a RecursionError on the way upstream)."""
+    body = '{"jsonrpc":"2.0","id":1,"method":"m","params":{"a":' + "[" * 252 + "]" * 252 + "}}"
+    msg = decode(body)
+    assert dumps(msg) == body.encode()
+    wide = '{"jsonrpc":"2.0","id":1,"method":"m","params":{"a":[' + "[1]," * 5000 + "[2]]}}"
+    assert isinstance(decode(wide), Request)  # many brackets, little depth
+    assert not too_deep(body, json.loads(body))

@@ -47,7 +47,7 @@ from aiohttp import web
 from proxy.calls.outcomes import too_many_calls
 from proxy.calls.wording import unavailable_message
 from proxy.config import UpstreamConfig
-from proxy.front.address import client_address
+from proxy.front.address import TCP_PEER, AddressSource
 from proxy.front.legacy.bridge_calls import BridgeCalls
 from proxy.front.legacy.bridge_session import TICK, BridgedSession, BridgeSettings, RuntimeStateView
 from proxy.front.legacy.bridge_streams import BridgeReply, error_response, serve_get_stream
@@ -80,13 +80,13 @@ class LegacyBridge:
         state: RuntimeStateView | None = None,
         clients: Mapping[str, aiohttp.ClientSession] | None = None,  # per upstream (TLS); default `http`
         quota: SessionQuota | None = None,
-        address_header: str | None = None,
+        addresses: AddressSource = TCP_PEER,
     ) -> None:
         self._http, self._codec, self._upstreams = http, codec, upstreams
         self._clients = clients or {}
         # Sessions per principal and client address (quota.py); without one, only pool.max_sessions.
         self._quota = quota if quota is not None else SessionQuota(per_principal=1 << 30, per_address=0)
-        self._address_header = address_header
+        self._addresses = addresses
         self._no_call = no_call
         self._settings = settings or BridgeSettings()
         self._calls = BridgeCalls(self._settings)
@@ -172,8 +172,10 @@ class LegacyBridge:
             return error_response(
                 503, "This proxy replica is shutting down; initialize again (another replica serves it)"
             )
-        address = client_address(request.headers, request.remote, self._address_header)
-        refusal = self._quota.refusal(config.name, principal, address, config.pool.max_sessions)
+        address = self._addresses.of(request)
+        refusal = self._quota.refusal(
+            config.name, principal, address, config.pool.max_sessions, config.pool.max_sessions_per_principal
+        )
         if refusal is not None:
             log.info("legacy_bridge.refused", upstream=config.name, reason=refusal)
             error = jsonrpc.Error(msg.id, too_many_calls(refusal))

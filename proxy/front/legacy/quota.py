@@ -35,12 +35,21 @@ class SessionQuota:
         self._principals: Counter[str] = Counter()
         self._addresses: Counter[str] = Counter()
         self._upstreams: Counter[str] = Counter()
+        self._principal_here: Counter[tuple[str, str]] = Counter()  # by (upstream, principal)
 
-    def refusal(self, upstream: str, principal: str, address: str, max_sessions: int) -> str | None:
-        """Why one more session for this principal and address is refused, or None."""
+    def refusal(
+        self, upstream: str, principal: str, address: str, max_sessions: int, per_principal: int = 0
+    ) -> str | None:
+        """Why one more session for this principal and address is refused, or None. `per_principal`: the
+        upstream's own cap per principal (pool.max_sessions_per_principal; 0: none)."""
         self._expire()
         if self._upstreams[upstream] >= max_sessions:
             return f"{max_sessions} legacy sessions open (pool.max_sessions)"
+        if 0 < per_principal <= self._principal_here[upstream, principal]:
+            return (
+                f"this client holds {per_principal} legacy sessions of upstream {upstream!r} "
+                "(pool.max_sessions_per_principal); close some (DELETE) first"
+            )
         if self._principals[principal] >= self._per_principal:
             return (
                 f"this client holds {self._per_principal} legacy sessions "
@@ -60,6 +69,7 @@ class SessionQuota:
         self._held[token] = _Held(upstream, principal, address, self._deadline(ttl))
         self._upstreams[upstream] += 1
         self._principals[principal] += 1
+        self._principal_here[upstream, principal] += 1
         if address:
             self._addresses[address] += 1
 
@@ -73,6 +83,10 @@ class SessionQuota:
         held = self._held.pop(token, None)
         if held is None:
             return
+        here = (held.upstream, held.principal)
+        self._principal_here[here] -= 1
+        if self._principal_here[here] <= 0:
+            del self._principal_here[here]
         for counter, key in (
             (self._upstreams, held.upstream),
             (self._principals, held.principal),

@@ -18,7 +18,7 @@ from aiohttp import web
 from proxy.calls.outcomes import too_many_calls
 from proxy.calls.wording import unavailable_message
 from proxy.config import UpstreamConfig
-from proxy.front.address import client_address
+from proxy.front.address import TCP_PEER, AddressSource
 from proxy.front.legacy.bridge import LegacyBridge
 from proxy.front.legacy.quota import SessionQuota
 from proxy.handle import HandleCodec, HandleError
@@ -50,13 +50,13 @@ class LegacyRelay:
         clients: Mapping[str, aiohttp.ClientSession] | None = None,  # per upstream (TLS); default `http`
         *,
         quota: SessionQuota | None = None,
-        address_header: str | None = None,
+        addresses: AddressSource = TCP_PEER,
     ):
         self._http = http
         self._clients = clients or {}
         # Sessions per principal and client address (quota.py); without one, none are counted.
         self._quota = quota
-        self._address_header = address_header
+        self._addresses = addresses
         self._codec = codec
         self._upstreams = upstreams
         self._bridge = bridge  # serves the legacy clients of `sse` and `stdio` upstreams (bridge.py)
@@ -108,8 +108,10 @@ class LegacyRelay:
         elif not (isinstance(msg, jsonrpc.Request) and msg.method == "initialize"):
             return _error(400, "Missing Mcp-Session-Id (a legacy client starts with initialize)")
         elif quota is not None:
-            address = client_address(request.headers, request.remote, self._address_header)
-            refusal = quota.refusal(upstream, principal, address, config.pool.max_sessions)
+            address = self._addresses.of(request)
+            refusal = quota.refusal(
+                upstream, principal, address, config.pool.max_sessions, config.pool.max_sessions_per_principal
+            )
             if refusal is not None:
                 error = jsonrpc.Error(msg.id, too_many_calls(refusal))
                 return web.Response(body=jsonrpc.dumps(error), content_type="application/json")
@@ -158,7 +160,7 @@ class LegacyRelay:
                     self._codec, LegacySession(upstream, upstream_session, principal)
                 )
                 if quota is not None and reserved is not None:  # the new session takes the room
-                    address = client_address(request.headers, request.remote, self._address_header)
+                    address = self._addresses.of(request)
                     token = _token(upstream, upstream_session)
                     quota.opened(token, upstream, principal, address, config.pool.idle_ttl_s)
             if request.method == "DELETE" and quota is not None and upstream_resp.status < 300:

@@ -25,21 +25,24 @@ from proxy.calls.outcomes import (
     OwnerGone,
 )
 from proxy.calls.service import CallService
+from proxy.calls.wording import unavailable_answer
 from proxy.config import FrontConfig, UpstreamConfig
-from proxy.front.address import client_address
+from proxy.front.address import AddressSource
 from proxy.front.checks import InputLimits, Refusal, check_modern
 from proxy.front.modern.limits import RateGate
 from proxy.front.modern.listen import ListenFront
 from proxy.front.modern.outcome import answer
-from proxy.front.modern.peer_route import check_peer_request, key_not_held
+from proxy.front.modern.peer_route import check_peer_request, key_not_held, owner_refused
 from proxy.front.modern.plain import PlainRequests
+from proxy.front.modern.relay import NativeRelay
 from proxy.front.oauth import OAuthFront
-from proxy.front.peers import FORWARD_PREFIX, PeerLost, Peers, PeerUnreachable
+from proxy.front.peers import FORWARD_PREFIX, PeerLost, PeerRefused, Peers, PeerUnreachable
 from proxy.front.principal import Resolver
 from proxy.front.reply import Replier
 from proxy.tasks.front import TaskFront
 from proxy.translate.request import ModernRequest
 from proxy.upstream.base import UpstreamAuthChallenge
+from proxy.upstream.modern import NotModern
 from proxy.upstream.pool import PoolKey, SessionPool
 from proxy.wire import jsonrpc, mcp
 from proxy.wire.jsonrpc import ErrorObject
@@ -77,7 +80,9 @@ class ModernFront:
         tasks: TaskFront | None = None,  # the Tasks extension (proxy/tasks); None: no tasks
         listen: ListenFront | None = None,  # subscriptions/listen (listen.py); None: not served
         oauth: OAuthFront | None = None,  # OAuth (front/oauth.py); None: upstream 401s are plain errors
+        relay: NativeRelay | None = None,  # to 2026-07-28 upstreams (relay.py); None: all taken as legacy
     ) -> None:
+        self._relay = relay
         self._oauth = oauth
         self._state = state
         self._tasks = tasks
@@ -127,6 +132,11 @@ class ModernFront:
                     "replica will take it)",
                 ),
             )
+        relay = self._relay
+        if relay is not None and relay.takes(upstream, msg) and await relay.modern(upstream, key.forwarded):
+            relayed = await self._relayed(request, upstream, req=req, key=key, principal=principal, line=line)
+            if relayed is not None:
+                return relayed  # else the upstream turned out legacy: on the legacy way below
         if msg.method == mcp.LISTEN and self._listen is not None:  # a long-lived stream of its own
             return await self._listen.serve(
                 request, upstream=upstream, req=req, key=key, principal=principal, line=line
@@ -146,7 +156,7 @@ class ModernFront:
                 local_only=local_only,
                 owner_gone=owner_gone,
                 link=link,
-                address=client_address(request.headers, request.remote, self._front.client_address_header),
+                address=AddressSource.from_config(self._front).of(request),
             )
             try:
                 return await self._with_keepalive(replier, work)
@@ -158,6 +168,36 @@ class ModernFront:
             return await self._forward_to_owner(
                 answer, request, body, msg.id, line=line, replier=replier, dispatch=dispatch
             )
+        return await replier.finish(answer, 404 if _is_unknown_method(answer) else 200)
+
+    async def _relayed(
+        self,
+        request: web.Request,
+        upstream: str,
+        *,
+        req: ModernRequest,
+        key: PoolKey,
+        principal: str,
+        line: dict[str, Any],
+    ) -> web.StreamResponse | None:
+        """The native relay's answer (relay.py); None when the upstream answered as a legacy server and the
+        era probed again says legacy (nothing was processed: the request goes the legacy way)."""
+        assert self._relay is not None
+        replier = Replier(request)
+        work = self._relay.relay(
+            request, upstream, req, principal=principal, forwarded=key.forwarded, replier=replier, line=line
+        )
+        try:
+            answer = await self._with_keepalive(replier, work)
+            assert not isinstance(answer, Forward)  # nothing of a relayed call is held by a replica
+        except NotModern as exc:
+            self._relay.eras.suspect(upstream, f"a modern request was answered the legacy way: {exc}")
+            if not replier.started and not await self._relay.modern(upstream, key.forwarded):
+                line.pop("upstream_era", None)
+                return None
+            answer = unavailable_answer(req.request.id, upstream, exc, line)
+        except UpstreamAuthChallenge as exc:
+            answer = self._challenged(request, upstream, req.request.id, exc, replier=replier, line=line)
         return await replier.finish(answer, 404 if _is_unknown_method(answer) else 200)
 
     async def _forward_to_owner(
@@ -180,6 +220,8 @@ class ModernFront:
             except PeerUnreachable as exc:  # nothing reached the owner: handle it here (takeover or lost)
                 line["owner_unreachable"] = str(exc)
                 local = await dispatch(local_only=True, owner_gone="unreachable")
+            except PeerRefused as exc:  # another key ring at the owner's address: lost, never re-run
+                return await replier.finish(owner_refused(rid, answer.owner, exc.reason, line))
             except PeerLost as exc:  # it took the retry and went away: take over if the upstream can resume
                 line["owner_lost"] = str(exc)
                 if exc.stream is not None:  # the owner's event stream was cut: the answer goes on there

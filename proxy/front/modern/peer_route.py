@@ -8,14 +8,19 @@ from typing import Any
 import structlog
 from aiohttp import web
 
+from proxy.calls.outcomes import lost
 from proxy.front.checks import Refusal
-from proxy.front.peers import FORWARDED_BY, NOT_PROCESSED, Peers
+from proxy.front.peers import FORWARDED_BY, NOT_PROCESSED, PEER_REFUSED, Peers
 from proxy.handle import KeyRing, token_kid
 from proxy.handle.peer_auth import PeerAuthError
 from proxy.wire import jsonrpc
 from proxy.wire.jsonrpc import ErrorObject
 
 log = structlog.get_logger("proxy.peers")
+OWNER_REFUSED = (
+    "the proxy replica that held it no longer accepts this replica: it restarted, or no longer shares "
+    "this replica's keys"
+)
 
 
 def check_peer_request(
@@ -42,6 +47,7 @@ def check_peer_request(
             ErrorObject(
                 jsonrpc.INVALID_REQUEST, "Peer authentication failed (the peer route is for replicas)"
             ),
+            ((PEER_REFUSED, exc.reason),),  # a forwarding replica tells its client what this means
         ) from None
     line["forwarded_by"] = request.headers[FORWARDED_BY]  # verified: it is inside the MAC
     if stopped:
@@ -76,3 +82,16 @@ def key_not_held(request_state: str | None, ring: KeyRing, line: dict[str, Any])
         ),
         (("Retry-After", "1"),),
     )
+
+
+def owner_refused(rid: jsonrpc.RequestId, owner: str, reason: str, line: dict[str, Any]) -> jsonrpc.Error:
+    """The answer to a retry whose owner refused the forward (PeerRefused): the call is lost, not re-run."""
+    line.update(owner_refused=reason, outcome=f"failed:{jsonrpc.CALL_LOST}")
+    log.warning(
+        "peer.owner_refused",
+        owner=owner,
+        reason=reason,
+        hint="the replica at the call's owner address refused this replica's signature: it restarted with "
+        "other keys, or the key rings no longer share a key (compare /readyz key_ring on each)",
+    )
+    return jsonrpc.Error(rid, lost(OWNER_REFUSED))

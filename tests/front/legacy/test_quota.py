@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from proxy.front.address import client_address
 from proxy.front.legacy.quota import SessionQuota
 
 
@@ -42,9 +41,16 @@ def test_relayed_sessions_expire_unless_used() -> None:
     assert len(quota) == 0
 
 
-def test_client_address() -> None:
-    headers = {"X-Forwarded-For": "6.6.6.6, 10.0.0.7"}
-    assert client_address(headers, "10.1.1.1", None) == "10.1.1.1"
-    assert client_address(headers, "10.1.1.1", "X-Forwarded-For") == "10.0.0.7"  # what the ingress saw
-    assert client_address({}, "10.1.1.1", "X-Forwarded-For") == "10.1.1.1"
-    assert client_address({}, None, None) == ""
+def test_an_upstreams_own_per_principal_cap() -> None:
+    """pool.max_sessions_per_principal (4 for stdio): counted per upstream, named in the refusal."""
+    quota = SessionQuota(per_principal=64, per_address=0, clock=Clock())
+    for i in range(2):
+        assert quota.refusal("kids", "p", "", 32, per_principal=2) is None
+        quota.opened(f"t{i}", "kids", "p", "", None)
+    refusal = quota.refusal("kids", "p", "", 32, per_principal=2) or ""
+    assert (
+        "this client holds 2 legacy sessions of upstream 'kids' (pool.max_sessions_per_principal)" in refusal
+    )
+    assert quota.refusal("other", "p", "", 32, per_principal=2) is None  # another upstream: its own count
+    quota.closed("t0")
+    assert quota.refusal("kids", "p", "", 32, per_principal=2) is None

@@ -1,0 +1,201 @@
+"""The native relay: a 2026-07-28 client's request to a 2026-07-28 upstream goes upstream as it came.
+
+No legacy session and no parking: the request (its params, `_meta`, `inputResponses`, the client's own id)
+is POSTed upstream by the stateless client (upstream/modern.py) with the request metadata headers and the
+client's `Mcp-Param-*` headers; the upstream's answer comes back as it is, `input_required` with the
+server's own `inputRequests` and `requestState` included, and the retry goes upstream the same way, from
+any replica: nothing of a call lives in the proxy. Progress and log notifications of the upstream's stream
+reach the client's stream as they come; a client that goes away closes the upstream's stream (that is the
+2026-07-28 cancellation). `server/discover`, the lists with their caching hints, `subscriptions/listen`
+(without an overall deadline: the client's disconnect ends it) and the Tasks extension pass through too.
+
+Where the upstream cannot tell users apart (`binds_state`), its `requestState` would be a bearer token one
+user could replay as another: it travels wrapped in the proxy's sealed relay handle (handle/relay_state.py),
+bound to the verified principal, the upstream and the request, and is unwrapped on the retry. Elsewhere it
+travels untouched, and a bad one gets the upstream's own error.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+from proxy.calls.wording import unavailable_answer
+from proxy.config import Config, PrincipalSource, UpstreamConfig
+from proxy.front.modern.peer_route import key_not_held
+from proxy.front.reply import Replier
+from proxy.handle import HandleCodec, HandleError
+from proxy.handle.relay_state import (
+    RelayState,
+    StateTooLarge,
+    check_relay_state,
+    open_relay_state,
+    relay_target,
+    seal_relay_state,
+)
+from proxy.translate.request import ModernRequest
+from proxy.upstream.base import UpstreamAuthChallenge, UpstreamError
+from proxy.upstream.era import EraBook
+from proxy.upstream.modern import ModernTarget, NotModern, post
+from proxy.wire import jsonrpc, mcp
+
+INVALID_STATE_MESSAGE = "Invalid requestState"  # the modern front's one message for every handle rejection
+
+
+def binds_state(upstream: UpstreamConfig, principal_source: PrincipalSource) -> bool:
+    """Whether the upstream's `requestState` must be bound to the principal: unless the client's own
+    credential, the one its principal comes from, goes upstream with every request."""
+    auth = upstream.auth
+    if auth.mode == "validate":
+        return auth.upstream_credential.source != "client_token"
+    return not ("authorization" in upstream.forward_headers and principal_source != "header")
+
+
+class NativeRelay:
+    def __init__(
+        self,
+        *,
+        upstreams: Mapping[str, UpstreamConfig],
+        clients: Mapping[str, aiohttp.ClientSession],
+        eras: EraBook,
+        codec: HandleCodec,
+        principal_source: PrincipalSource,
+        call_timeout: float,
+        state_ttl: float,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._upstreams = upstreams
+        self._clients = clients
+        self.eras = eras
+        self._codec = codec
+        self._binds = {name: binds_state(up, principal_source) for name, up in upstreams.items()}
+        self._legacy_tools = {name: frozenset(up.legacy_tools) for name, up in upstreams.items()}
+        self._call_timeout = call_timeout
+        self._state_ttl = state_ttl
+        self._clock = clock
+
+    @classmethod
+    def from_config(
+        cls,
+        config: Config,
+        clients: Mapping[str, aiohttp.ClientSession],
+        eras: EraBook,
+        codec: HandleCodec,
+    ) -> NativeRelay:
+        return cls(
+            upstreams={u.name: u for u in config.upstreams},
+            clients=clients,
+            eras=eras,
+            codec=codec,
+            principal_source=config.principal.source,
+            call_timeout=config.calls.call_timeout_s,
+            state_ttl=config.calls.parked_ttl_s,
+        )
+
+    def takes(self, upstream: str, msg: jsonrpc.Request) -> bool:
+        """Whether `msg` may take the relay (if the upstream is modern): not `ping` (the proxy answers it),
+        nor a call of one of the upstream's `legacy_tools` (the proxy's MRTR over a legacy session)."""
+        if msg.method == "ping":
+            return False
+        return not (msg.method == "tools/call" and msg.params.get("name") in self._legacy_tools[upstream])
+
+    async def modern(self, upstream: str, forwarded: tuple[tuple[str, str], ...]) -> bool:
+        """Whether `upstream` speaks 2026-07-28 (probed with the request's forwarded credentials if need
+        be)."""
+        return await self.eras.era(upstream, dict(forwarded)) == "modern"
+
+    async def relay(
+        self,
+        request: web.Request,
+        upstream: str,
+        req: ModernRequest,
+        *,
+        principal: str,
+        forwarded: tuple[tuple[str, str], ...],
+        replier: Replier,
+        line: dict[str, Any],
+    ) -> jsonrpc.Response:
+        """The upstream's answer to `req`. Raises NotModern (the upstream answered as a legacy server: the
+        caller asks the era again) and UpstreamAuthChallenge (its 401/403)."""
+        msg = req.request
+        line["upstream_era"] = "modern"
+        params = dict(msg.params)
+        bound = self._binds[upstream] and msg.method in mcp.MRTR_METHODS
+        if bound and req.request_state is not None:
+            try:
+                params["requestState"] = self._unwrap(upstream, msg, req.request_state, principal)
+            except HandleError as exc:
+                line.update(outcome="handle_rejected", reason=exc.reason)
+                if exc.reason == "unknown_key":  # sealed by a key another replica holds: 503, try elsewhere
+                    raise key_not_held(req.request_state, self._codec.ring, line) from None
+                return jsonrpc.error(msg.id, jsonrpc.INVALID_PARAMS, INVALID_STATE_MESSAGE)
+        up = self._upstreams[upstream]
+        assert up.url is not None  # a modern upstream is a Streamable HTTP one
+        listen = msg.method == mcp.LISTEN
+        target = ModernTarget(
+            up.url, {**up.headers, **dict(forwarded)}, timeout=None if listen else self._call_timeout
+        )
+        extra = {k: v for k, v in request.headers.items() if k.lower().startswith("mcp-param-")}
+        try:
+            answer = await post(
+                self._clients[upstream],
+                target,
+                jsonrpc.Request(msg.id, msg.method, params),
+                on_note=replier.notify,
+                extra_headers=extra,
+            )
+        except TimeoutError:
+            line["outcome"] = f"failed:{jsonrpc.UPSTREAM_TIMEOUT}"
+            text = f"Upstream {upstream!r} did not answer within {self._call_timeout:g}s"
+            return jsonrpc.error(msg.id, jsonrpc.UPSTREAM_TIMEOUT, text)
+        except (NotModern, UpstreamAuthChallenge):
+            raise
+        except UpstreamError as exc:
+            return unavailable_answer(msg.id, upstream, exc, line)
+        return self._answer(upstream, msg, answer, principal, line, bound=bound)
+
+    def _unwrap(self, upstream: str, msg: jsonrpc.Request, token: str, principal: str) -> str:
+        state = open_relay_state(self._codec, token, self._clock())
+        check_relay_state(state, upstream=upstream, principal=principal, target=_target(msg))
+        return state.state
+
+    def _answer(
+        self,
+        upstream: str,
+        msg: jsonrpc.Request,
+        answer: jsonrpc.Response,
+        principal: str,
+        line: dict[str, Any],
+        *,
+        bound: bool,
+    ) -> jsonrpc.Response:
+        if isinstance(answer, jsonrpc.Error):
+            line["outcome"] = f"upstream_error:{answer.error.code}"
+            return answer
+        result = dict(answer.result)
+        kind = result.get("resultType")
+        if kind is None:  # a legacy server's result: it was served, but the verdict no longer holds
+            self.eras.suspect(upstream, f"a {msg.method} result without resultType")
+            result["resultType"] = kind = mcp.RESULT_COMPLETE
+        known = (mcp.RESULT_COMPLETE, mcp.RESULT_INPUT_REQUIRED, mcp.RESULT_TASK)
+        line["outcome"] = kind if kind in known else mcp.RESULT_COMPLETE
+        state = result.get("requestState")
+        if bound and kind == mcp.RESULT_INPUT_REQUIRED and isinstance(state, str):
+            expires = int(self._clock() + self._state_ttl)
+            wrapped = RelayState(upstream, principal, _target(msg), state, expires)
+            try:
+                result["requestState"] = seal_relay_state(self._codec, wrapped)
+            except StateTooLarge as exc:
+                line["outcome"] = f"failed:{jsonrpc.UPSTREAM_FAILED}"
+                text = f"Upstream {upstream!r} gave a requestState the proxy cannot bind to you ({exc})"
+                return jsonrpc.error(msg.id, jsonrpc.UPSTREAM_FAILED, text)
+        return jsonrpc.Result(msg.id, result)
+
+
+def _target(msg: jsonrpc.Request) -> str:
+    name = msg.params.get("uri" if msg.method == "resources/read" else "name")
+    return relay_target(msg.method, name if isinstance(name, str) else "")

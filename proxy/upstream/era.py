@@ -1,0 +1,164 @@
+"""Each upstream's protocol era (legacy: 2024-11-05 … 2025-11-25, or modern: 2026-07-28), found the way the
+specification tells a client that speaks both to find it (basic_versioning.mdx and the Streamable HTTP page,
+"Backward Compatibility"): send a modern request, `server/discover`, and stay modern on a `DiscoverResult`
+or on an error only a modern server gives (`UnsupportedProtocolVersion`, `HeaderMismatch`,
+`MissingRequiredClientCapability`); anything else (a legacy server's 400 "missing session", a 404, an empty
+body, a non-JSON-RPC body) means legacy, and the legacy `initialize` follows.
+
+`upstreams[].era` fixes the verdict (`legacy`, `modern`) or leaves it to the probe (`auto`). An `sse` upstream
+(HTTP+SSE, 2024-11-05) is legacy by definition; a `stdio` upstream is taken as legacy without a probe (modern
+stdio upstreams are not supported yet; the configuration refuses `era: modern` for them).
+
+The probe's verdict is cached for the life of the process. It is probed again when it stops holding: a
+legacy session of the upstream was lost (the server restarted, perhaps as a two-era or modern server: the
+pool reports it), a legacy session could not be opened, or a modern request was answered the legacy way
+(`modern.NotModern`). A probe that reaches nothing, or whose answer is a 401/403 (the credentials of the
+request that triggered it were refused), decides nothing: the request goes on under the previous verdict
+(legacy if none), whose own path reports the failure, and the next request probes again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+import aiohttp
+import structlog
+
+from proxy.config import UpstreamConfig
+from proxy.upstream.base import UpstreamAuthChallenge, UpstreamError
+from proxy.upstream.modern import MODERN_ERRORS, ModernTarget, NotModern, post
+from proxy.wire import jsonrpc, mcp
+
+log = structlog.get_logger(__name__)
+
+EraName = Literal["legacy", "modern"]
+How = Literal["configured", "transport", "probe"]
+PROBE_CLIENT = {"name": "mrtr-proxy", "version": "era-probe"}
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    era: EraName
+    how: How
+    versions: tuple[str, ...] = ()  # a modern server's supportedVersions
+    detail: str = ""  # what the probe saw (a legacy server's answer), for the log and `probe`
+    at: float = 0.0  # time.time() of the verdict
+
+
+def discover_request(rid: jsonrpc.RequestId = 1) -> jsonrpc.Request:
+    """The probe: `server/discover` with the per-request `_meta` of a client that declares nothing."""
+    meta = {
+        mcp.META_PROTOCOL_VERSION: mcp.MODERN_VERSION,
+        mcp.META_CLIENT_INFO: PROBE_CLIENT,
+        mcp.META_CLIENT_CAPABILITIES: {},
+    }
+    return jsonrpc.Request(rid, "server/discover", {"_meta": meta})
+
+
+def judge_discover(answer: jsonrpc.Response) -> Verdict:
+    """The verdict of a `server/discover` answer that `modern.post` let through (a modern-looking one)."""
+    if isinstance(answer, jsonrpc.Result):
+        versions = answer.result.get("supportedVersions")
+        if isinstance(versions, list) and all(isinstance(v, str) for v in versions):
+            return Verdict("modern", "probe", tuple(versions), at=time.time())
+        return Verdict("legacy", "probe", detail="server/discover answered without supportedVersions")
+    if answer.error.code in MODERN_ERRORS:
+        versions = _supported(answer.error.data)
+        return Verdict("modern", "probe", versions, detail=answer.error.message[:200], at=time.time())
+    return Verdict("legacy", "probe", detail=f"server/discover: error {answer.error.code}", at=time.time())
+
+
+def _supported(data: object) -> tuple[str, ...]:
+    supported = data.get("supported") if isinstance(data, dict) else None
+    return tuple(v for v in supported if isinstance(v, str)) if isinstance(supported, list) else ()
+
+
+def fixed_verdict(upstream: UpstreamConfig) -> Verdict | None:
+    """The verdict the configuration decides alone (None: `auto` on Streamable HTTP, the probe decides)."""
+    if upstream.transport == "sse":
+        return Verdict("legacy", "transport", detail="HTTP+SSE (2024-11-05) is a legacy transport")
+    if upstream.transport == "stdio":
+        return Verdict("legacy", "transport", detail="stdio upstreams are taken as legacy")
+    if upstream.era != "auto":
+        return Verdict(upstream.era, "configured")
+    return None
+
+
+class EraBook:
+    """The era of every upstream: fixed by the configuration, or probed once and cached."""
+
+    def __init__(
+        self, upstreams: Mapping[str, UpstreamConfig], clients: Mapping[str, aiohttp.ClientSession]
+    ) -> None:
+        self._upstreams = upstreams
+        self._clients = clients
+        self._verdicts: dict[str, Verdict] = {}
+        for name, up in upstreams.items():
+            if (fixed := fixed_verdict(up)) is not None:
+                self._verdicts[name] = fixed
+        self._suspect: set[str] = set()  # probe again at the next request
+        self._locks = {name: asyncio.Lock() for name in upstreams}
+        self.probes = 0  # how many probes were sent (tests, and the log)
+
+    def verdict(self, name: str) -> Verdict | None:
+        return self._verdicts.get(name)
+
+    def describe(self) -> dict[str, str]:
+        """Each upstream's era as /readyz and /metrics show it: legacy, modern, or unknown (not probed)."""
+        return {name: v.era if (v := self._verdicts.get(name)) else "unknown" for name in self._upstreams}
+
+    async def era(self, name: str, headers: Mapping[str, str] | None = None) -> EraName:
+        """The upstream's era, probing it (with `headers`: the request's forwarded credentials) if no
+        verdict holds."""
+        known = self._verdicts.get(name)
+        if known is not None and name not in self._suspect:
+            return known.era
+        async with self._locks[name]:  # one probe at a time per upstream; those waiting share its verdict
+            known = self._verdicts.get(name)
+            if known is not None and name not in self._suspect:
+                return known.era
+            verdict = await self._probe(name, headers or {})
+            if verdict is None:
+                return known.era if known is not None else "legacy"
+            self._suspect.discard(name)
+            self._verdicts[name] = verdict
+            if known is None or known.era != verdict.era:
+                log.info(
+                    "upstream.era",
+                    upstream=name,
+                    era=verdict.era,
+                    previous=known.era if known else None,
+                    versions=list(verdict.versions),
+                    detail=verdict.detail or None,
+                )
+            return verdict.era
+
+    def suspect(self, name: str, reason: str) -> None:
+        """The cached verdict failed to hold (see the module's docstring): probe again at the next request.
+        A configured or transport-given era is never probed."""
+        known = self._verdicts.get(name)
+        if known is None or known.how != "probe" or name in self._suspect:
+            return
+        self._suspect.add(name)
+        log.info("upstream.era_suspect", upstream=name, era=known.era, reason=reason)
+
+    async def _probe(self, name: str, headers: Mapping[str, str]) -> Verdict | None:
+        up = self._upstreams[name]
+        assert up.url is not None  # fixed_verdict covers the transports without one
+        self.probes += 1
+        target = ModernTarget(up.url, {**up.headers, **headers}, timeout=up.timeouts.initialize_s)
+        try:
+            answer = await post(self._clients[name], target, discover_request())
+        except NotModern as exc:
+            return Verdict("legacy", "probe", detail=str(exc), at=time.time())
+        except (UpstreamAuthChallenge, UpstreamError, TimeoutError) as exc:
+            log.info("upstream.era_probe_failed", upstream=name, error=str(exc) or type(exc).__name__)
+            return None
+        return judge_discover(answer)
+
+
+__all__ = ["EraBook", "EraName", "Verdict", "discover_request", "fixed_verdict", "judge_discover"]

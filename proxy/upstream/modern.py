@@ -1,0 +1,180 @@
+"""A stateless 2026-07-28 client to one upstream: one POST per request on the shared aiohttp client.
+
+No session and no handshake: every request carries `_meta` (the caller's, as the client sent it) and the
+request metadata headers the Streamable HTTP binding requires (`MCP-Protocol-Version`, `Mcp-Method`,
+`Mcp-Name`, base64-sentinel encoded when the value is not plain ASCII). The answer is one JSON object or an
+SSE stream scoped to the request (decoded by wire/sse.py): its notifications (progress, log messages) go to
+`on_note` as they come, its response ends it. Every read is bounded: the body's size, each event's size and
+the whole answer's time.
+
+An answer that is not a 2026-07-28 one (`modern_answer` judges it) raises `NotModern`: the era verdict
+for the upstream no longer holds (it was replaced by a legacy server), and nothing was processed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+
+import aiohttp
+import structlog
+
+from proxy.upstream.base import UpstreamAuthChallenge, UpstreamError
+from proxy.upstream.keepalive import finish_body
+from proxy.upstream.propagation import with_propagated
+from proxy.wire import jsonrpc, mcp
+from proxy.wire.sse import SSEDecoder, SSEError
+
+log = structlog.get_logger(__name__)
+
+ACCEPT = "application/json, text/event-stream"
+MAX_ANSWER_BYTES = 16 * 1024 * 1024  # a JSON answer, or one SSE event
+_SENTINEL = ("=?base64?", "?=")
+
+Notify = Callable[[jsonrpc.Notification], Awaitable[None]]
+# The errors only a 2026-07-28 server answers with: HeaderMismatch, MissingRequiredClientCapability,
+# UnsupportedProtocolVersion (basic_versioning.mdx, "Backward Compatibility").
+MODERN_ERRORS = frozenset(
+    {jsonrpc.HEADER_MISMATCH, jsonrpc.MISSING_CLIENT_CAPABILITY, jsonrpc.UNSUPPORTED_PROTOCOL_VERSION}
+)
+
+
+class NotModern(UpstreamError):
+    """The upstream answered a 2026-07-28 request the way a legacy server does (its status and the start of
+    its body are the message): it did not process it."""
+
+
+@dataclass(frozen=True, slots=True)
+class ModernTarget:
+    """Where one upstream's 2026-07-28 requests go, and what every one of them carries."""
+
+    url: str
+    headers: Mapping[str, str] = field(default_factory=dict)  # the upstream's static ones + forwarded ones
+    timeout: float | None = (
+        300.0  # the whole answer, the SSE stream's end included (None: subscriptions/listen)
+    )
+
+
+def header_value(value: str) -> str:
+    """`value` as a header value: as it is when it is plain visible ASCII, else the base64 sentinel form."""
+    plain = value.isascii() and value.isprintable() and value == value.strip()
+    if plain and not (value.startswith(_SENTINEL[0]) and value.endswith(_SENTINEL[1])):
+        return value
+    return _SENTINEL[0] + base64.b64encode(value.encode("utf-8", "surrogatepass")).decode() + _SENTINEL[1]
+
+
+def metadata_headers(msg: jsonrpc.Request, version: str = mcp.MODERN_VERSION) -> dict[str, str]:
+    """The standard request headers the body of `msg` calls for."""
+    headers = {"MCP-Protocol-Version": version, "Mcp-Method": msg.method}
+    name_field = mcp.NAMED_METHODS.get(msg.method)
+    name = msg.params.get(name_field) if name_field else None
+    if isinstance(name, str):
+        headers["Mcp-Name"] = header_value(name)
+    return headers
+
+
+def modern_answer(status: int, answer: jsonrpc.Message | None, rid: jsonrpc.RequestId) -> bool:
+    """Whether an HTTP answer to a 2026-07-28 request is a 2026-07-28 server's: a result (2xx), an error
+    only a modern server gives, or an error to this very request (a legacy server's refusal of a request
+    without a session names no request: `"id": "server-error"`, `null`, or no JSON-RPC at all)."""
+    if isinstance(answer, jsonrpc.Result):
+        return status < 300 and answer.id == rid
+    if isinstance(answer, jsonrpc.Error):
+        return answer.error.code in MODERN_ERRORS or (answer.id == rid and rid is not None)
+    return False
+
+
+async def post(
+    http: aiohttp.ClientSession,
+    target: ModernTarget,
+    msg: jsonrpc.Request,
+    *,
+    on_note: Notify | None = None,
+    extra_headers: Mapping[str, str] | None = None,
+) -> jsonrpc.Response:
+    """Send `msg` and return the upstream's response to it (its notifications go to `on_note` meanwhile).
+
+    Raises UpstreamAuthChallenge (401/403), NotModern (a legacy server's answer), UpstreamError (the
+    upstream could not be reached, or answered nothing usable), TimeoutError (no answer in time)."""
+    headers = with_propagated({**target.headers, **(extra_headers or {})})
+    headers.update(metadata_headers(msg))
+    headers.update({"Accept": ACCEPT, "Content-Type": "application/json"})
+    async with asyncio.timeout(target.timeout):
+        try:
+            async with http.post(target.url, data=jsonrpc.dumps(msg), headers=headers) as resp:
+                return await _answer(resp, msg, on_note)
+        except aiohttp.ClientError as exc:
+            raise UpstreamError(f"could not reach upstream: {type(exc).__name__}: {exc}") from None
+
+
+async def _answer(
+    resp: aiohttp.ClientResponse, msg: jsonrpc.Request, on_note: Notify | None
+) -> jsonrpc.Response:
+    if resp.status in (401, 403):
+        raise UpstreamAuthChallenge(resp.status, resp.headers.get("WWW-Authenticate"))
+    ctype = resp.headers.get("Content-Type", "")
+    if resp.status < 300 and ctype.startswith("text/event-stream"):
+        return await _read_stream(resp, msg, on_note)
+    body = await _read_body(resp)
+    try:
+        answer = jsonrpc.decode(body) if body.strip() else None
+    except jsonrpc.InvalidMessage:
+        answer = None
+    if not modern_answer(resp.status, answer, msg.id):
+        said = "an HTML page" if resp.content_type == "text/html" else body[:200].decode(errors="replace")
+        raise NotModern(f"HTTP {resp.status}: {said}")  # an HTML page is named, not logged (http_errors)
+    assert isinstance(answer, jsonrpc.Result | jsonrpc.Error)
+    if answer.id != msg.id:  # a modern error without the request's id (e.g. a header check): it is ours
+        return jsonrpc.Error(msg.id, answer.error) if isinstance(answer, jsonrpc.Error) else answer
+    return answer
+
+
+async def _read_body(resp: aiohttp.ClientResponse) -> bytes:
+    if resp.content_length is not None and resp.content_length > MAX_ANSWER_BYTES:
+        raise UpstreamError(f"upstream answered {resp.content_length} bytes; at most {MAX_ANSWER_BYTES}")
+    body = await resp.content.read(MAX_ANSWER_BYTES + 1)
+    if len(body) > MAX_ANSWER_BYTES:
+        raise UpstreamError(f"upstream answered more than {MAX_ANSWER_BYTES} bytes")
+    return body
+
+
+async def _read_stream(
+    resp: aiohttp.ClientResponse, msg: jsonrpc.Request, on_note: Notify | None
+) -> jsonrpc.Response:
+    decoder = SSEDecoder(max_event_bytes=MAX_ANSWER_BYTES)
+    while chunk := await resp.content.readany():
+        try:
+            events = decoder.feed(chunk)
+        except SSEError as exc:
+            raise UpstreamError(f"upstream sent a malformed event stream: {exc}") from None
+        for event in events:
+            if not event.data.strip():
+                continue  # a priming or keep-alive event
+            try:
+                item = jsonrpc.decode(event.data)
+            except jsonrpc.InvalidMessage as exc:
+                log.warning("upstream.bad_message", error=str(exc))
+                continue
+            if isinstance(item, jsonrpc.Result | jsonrpc.Error) and item.id == msg.id:
+                await finish_body(resp)
+                return item
+            if isinstance(item, jsonrpc.Notification):
+                if on_note is not None:
+                    await on_note(item)
+            else:  # a server request on a 2026-07-28 stream (the binding forbids it), or another's answer
+                log.warning("upstream.unexpected_message", kind=type(item).__name__)
+    raise UpstreamError("upstream ended the stream before answering")
+
+
+__all__ = [
+    "MODERN_ERRORS",
+    "ModernTarget",
+    "NotModern",
+    "Notify",
+    "header_value",
+    "metadata_headers",
+    "modern_answer",
+    "post",
+]

@@ -1,0 +1,105 @@
+"""Era detection (proxy/upstream/era.py) against real servers of each era, and the pure judgments."""
+
+from __future__ import annotations
+
+import aiohttp
+import peers
+
+from proxy.config import UpstreamConfig
+from proxy.upstream.era import EraBook, fixed_verdict, judge_discover
+from proxy.upstream.modern import header_value, metadata_headers, modern_answer
+from proxy.wire import jsonrpc
+
+
+def book_for(url: str, **extra: object) -> tuple[EraBook, aiohttp.ClientSession]:
+    http = aiohttp.ClientSession()
+    up = UpstreamConfig(name="up", url=url, **extra)  # type: ignore[arg-type]
+    return EraBook({"up": up}, {"up": http}), http
+
+
+async def era_of(url: str, **extra: object) -> tuple[str, EraBook]:
+    book, http = book_for(url, **extra)
+    async with http:
+        return await book.era("up"), book
+
+
+async def test_fastmcp_1_30_is_legacy(fastmcp_url: str) -> None:
+    era, book = await era_of(fastmcp_url)
+    assert era == "legacy"
+    verdict = book.verdict("up")
+    assert verdict is not None and verdict.how == "probe"
+    assert "HTTP 400" in verdict.detail  # its answer to a request without a session
+    assert book.describe() == {"up": "legacy"}
+
+
+async def test_fastmcp_4_two_eras_is_modern() -> None:
+    async with peers.start_fastmcp4() as url:
+        era, book = await era_of(url)
+    assert era == "modern"
+    verdict = book.verdict("up")
+    assert verdict is not None and verdict.versions == ("2026-07-28",)
+
+
+async def test_mcp2_server_is_modern() -> None:
+    async with peers.start_mcp2_server() as url:
+        era, book = await era_of(url)
+    assert (era, book.describe()) == ("modern", {"up": "modern"})
+
+
+async def test_verdict_is_cached_and_probed_again_when_suspect(fastmcp_url: str) -> None:
+    book, http = book_for(fastmcp_url)
+    async with http:
+        assert [await book.era("up") for _ in range(3)] == ["legacy"] * 3
+        assert book.probes == 1
+        book.suspect("up", "a session died")
+        assert await book.era("up") == "legacy"
+        assert book.probes == 2
+
+
+async def test_unreachable_upstream_decides_nothing() -> None:
+    book, http = book_for(f"http://127.0.0.1:{peers.free_port()}/mcp")
+    async with http:
+        assert await book.era("up") == "legacy"  # the request goes the legacy way, which reports the failure
+        assert book.describe() == {"up": "unknown"}
+        await book.era("up")
+        assert book.probes == 2  # not cached: probed again
+
+
+async def test_configured_and_transport_eras_are_never_probed() -> None:
+    assert fixed_verdict(UpstreamConfig(name="a", url="http://x/sse", transport="sse")).era == "legacy"  # type: ignore[union-attr]
+    stdio = fixed_verdict(UpstreamConfig(name="b", command="server", transport="stdio"))
+    assert stdio is not None and (stdio.era, stdio.how) == ("legacy", "transport")
+    modern = fixed_verdict(UpstreamConfig(name="c", url="http://x/mcp", era="modern"))
+    assert modern is not None and (modern.era, modern.how) == ("modern", "configured")
+    assert fixed_verdict(UpstreamConfig(name="d", url="http://x/mcp")) is None
+    book, http = book_for(f"http://127.0.0.1:{peers.free_port()}/mcp", era="modern")
+    async with http:
+        assert await book.era("up") == "modern"
+        book.suspect("up", "ignored: configured")
+        assert await book.era("up") == "modern"
+    assert book.probes == 0
+
+
+def test_judging_answers() -> None:
+    discover = jsonrpc.Result(1, {"supportedVersions": ["2026-07-28"], "capabilities": {}})
+    assert judge_discover(discover).era == "modern"
+    unsupported = jsonrpc.error(1, jsonrpc.UNSUPPORTED_PROTOCOL_VERSION, "no", {"supported": ["2027-01-01"]})
+    assert judge_discover(unsupported).versions == ("2027-01-01",)
+    assert judge_discover(jsonrpc.error(1, jsonrpc.METHOD_NOT_FOUND, "no such method")).era == "legacy"
+    # A legacy Streamable HTTP server refuses a request without a session naming no request.
+    assert not modern_answer(400, jsonrpc.error("server-error", -32600, "Missing session ID"), 7)
+    assert not modern_answer(404, None, 7)
+    assert modern_answer(400, jsonrpc.error(None, jsonrpc.HEADER_MISMATCH, "mismatch"), 7)
+    assert modern_answer(200, jsonrpc.error(7, jsonrpc.INVALID_PARAMS, "bad requestState"), 7)
+    assert modern_answer(200, jsonrpc.Result(7, {}), 7)
+
+
+def test_request_headers() -> None:
+    call = jsonrpc.Request(1, "tools/call", {"name": "héllo", "arguments": {}})
+    headers = metadata_headers(call)
+    assert headers["Mcp-Method"] == "tools/call" and headers["MCP-Protocol-Version"] == "2026-07-28"
+    assert headers["Mcp-Name"] == "=?base64?aMOpbGxv?="
+    assert header_value("get_weather") == "get_weather"
+    assert header_value(" padded ") == "=?base64?IHBhZGRlZCA=?="
+    assert header_value("=?base64?literal?=") == "=?base64?PT9iYXNlNjQ/bGl0ZXJhbD89?="
+    assert "Mcp-Name" not in metadata_headers(jsonrpc.Request(2, "tools/list", {}))

@@ -7,7 +7,6 @@ belongs to that one call; plain requests (lists, completion) share any live sess
 from __future__ import annotations
 
 import asyncio
-import functools
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
@@ -18,7 +17,7 @@ import aiohttp
 import structlog
 
 from proxy.config import UpstreamConfig
-from proxy.translate.capabilities import ClientCapabilities
+from proxy.translate.capabilities import ClientCapabilities, shared_legacy
 from proxy.upstream.base import NotDelivered, ServerInfo, UpstreamError, UpstreamSession
 from proxy.upstream.connect import adopt_upstream_session, open_upstream_session
 from proxy.upstream.session_roots import RootsBook, SessionRoots, StartupWindow
@@ -363,18 +362,13 @@ def session_factory(
     answer = no_call_answer(upstream)
     window = StartupWindow()  # learnt from this upstream's sessions (session_roots.py)
 
-    @functools.lru_cache(maxsize=64)
-    def legacy(capabilities: ClientCapabilities) -> Mapping[str, Any]:
-        """One `initialize` capabilities object per capability set, shared by its sessions (read only)."""
-        return capabilities.legacy(upstream.protocol_versions[0])
-
     async def open_for(key: PoolKey) -> UpstreamSession:
         state = SessionRoots(answer, hold=key.capabilities.roots and not upstream.static_roots, window=window)
         session = await open_upstream_session(
             http,
             upstream,
             versions=upstream.protocol_versions,
-            capabilities=legacy(key.capabilities),
+            capabilities=shared_legacy(key.capabilities, upstream.protocol_versions[0]),
             headers=dict(key.forwarded),
             no_call=state.answer if roots is not None else answer,
         )

@@ -30,18 +30,29 @@ from proxy.calls.outcomes import (
     Running,
     shut_down,
     too_many_calls,
+    too_many_inputs,
     upstream_failed,
 )
 from proxy.calls.registry import CallRegistry, LimitExceeded, LiveCall
 from proxy.calls.roots import RootsBook, SessionRoots, deliver_input, settle_unasked
 from proxy.calls.scope import SessionLevels
-from proxy.handle import Claims, HandleCodec
+from proxy.handle import Claims, HandleCodec, carried_ids, carried_session
+from proxy.handle.claims import MAX_PENDING, MAX_STR
 from proxy.upstream.base import TransportLost, UpstreamError
 from proxy.upstream.pool import SessionPool
 from proxy.wire import jsonrpc, mcp
 from proxy.wire.jsonrpc import ErrorObject
 
 log = structlog.get_logger("proxy.calls.service")
+
+
+def _carried_position(session_id: str | None, last_event: str | None) -> tuple[str, str | None]:
+    """The session and last event id a handle carries. An id too long for it is digested (the session) or
+    left out (the event id); either way the call cannot be taken over: there is no event id to resume from."""
+    session = carried_session(session_id or "")
+    if session != (session_id or "") or (last_event is not None and len(last_event) > MAX_STR):
+        return session, None
+    return session, last_event
 
 
 def _asks_input(item: object) -> bool:
@@ -102,10 +113,16 @@ class CallDriver:
         return None
 
     def _check_current(self, call: LiveCall, claims: Claims) -> None:
-        pending_ids = {k: p.legacy_id for k, p in call.exchange.pending.items()}
-        if claims.round != call.exchange.round or dict(claims.pending) != pending_ids:
+        pending_ids, hashed = carried_ids({k: p.legacy_id for k, p in call.exchange.pending.items()})
+        if claims.round != call.exchange.round or (dict(claims.pending), claims.hashed) != (
+            pending_ids,
+            hashed,
+        ):
             raise InvalidRequestState("stale_round")
-        if claims.session != (call.session.session_id or "") or claims.principal != call.principal:
+        if (
+            claims.session != carried_session(call.session.session_id or "")
+            or claims.principal != call.principal
+        ):
             raise InvalidRequestState("call_mismatch")
 
     async def _drive(
@@ -162,10 +179,10 @@ class CallDriver:
                         self._finish(call, reusable=True)
                         return Completed(item)
                     case jsonrpc.Request():
-                        reply = call.exchange.on_server_request(item)
-                        if reply is not None:
-                            await call.session.send(reply.message())
-                        elif window.deadline is not None:  # one more arrived: the window stays open
+                        queued = await self._on_server_request(call, item)
+                        if isinstance(queued, Failed):
+                            return queued
+                        if queued and window.deadline is not None:  # one more arrived: the window stays open
                             window.more(loop.time())
                     case jsonrpc.Notification():
                         if notify is not None:
@@ -185,6 +202,18 @@ class CallDriver:
             await asyncio.shield(self._abandon(call, "the client went away"))
             raise
 
+    async def _on_server_request(self, call: LiveCall, req: jsonrpc.Request) -> bool | Failed:
+        """True: `req` waits for the client's input; False: it was answered at once. Failed: the upstream
+        asked more than one round carries (MAX_PENDING), and the call was cancelled upstream."""
+        reply = call.exchange.on_server_request(req)
+        if reply is not None:
+            await call.session.send(reply.message())
+            return False
+        if len(call.exchange.pending) > MAX_PENDING:
+            await self._abandon(call, f"the upstream asked more than {MAX_PENDING} at once")
+            return Failed(too_many_inputs(MAX_PENDING))
+        return True
+
     def park_cap(self, upstream: str) -> int:
         """How many calls may wait for input on `upstream` at once (calls.parked_share of its pool)."""
         return max(1, int(self._pools[upstream].max_sessions * self._settings.parked_share))
@@ -200,21 +229,24 @@ class CallDriver:
             return Failed(too_many_calls(exc))
         ttl = self._registry.park(call, self._settings.parked_ttl if ttl is None else ttl)
         rnd = call.exchange.open_round()
+        pending, hashed = carried_ids(rnd.pending_ids)  # an id too long to carry: its digest (claims.py)
+        session, last_event = _carried_position(call.session.session_id, call.session.last_event_id)
         now = int(self._clock())
         claims = Claims(
             upstream=call.upstream,
-            session=call.session.session_id or "",
+            session=session,
             call=call.id,
             round=rnd.round,
-            pending=rnd.pending_ids,
+            pending=pending,
             owner=self._settings.owner,
             principal=call.principal,
             target=call.target,
             issued_at=now,
             expires_at=now + int(ttl),
-            last_event=call.session.last_event_id,
+            last_event=last_event,
             request=None if call.unsent is not None else call.upstream_id,
             trace=call.first_span,
+            hashed=hashed,
         )
         return NeedsInput(rnd.input_requests, self._codec.seal(claims), rnd.round, call.id)
 

@@ -134,6 +134,15 @@ def too_many_calls(reason: object) -> ErrorObject:
     return ErrorObject(jsonrpc.LIMIT_EXCEEDED, f"Too many calls: {reason}")
 
 
+def too_many_inputs(limit: int) -> ErrorObject:
+    """-31003 for a call whose upstream asked more than one round can carry (`limit` input requests)."""
+    return ErrorObject(
+        jsonrpc.LIMIT_EXCEEDED,
+        f"Too many input requests: the upstream asked more than {limit} at once, more than one round "
+        "carries; the call was cancelled upstream and not re-run",
+    )
+
+
 def upstream_failed(reason: str) -> ErrorObject:
     """-31001 for a call that failed upstream once begun; library text stays in the log (wording.py)."""
     return ErrorObject(

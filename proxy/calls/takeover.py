@@ -56,6 +56,12 @@ class Takeover(CallDriver):
             if owner_gone == "unknown":
                 return Failed(outcome_unknown("the upstream cannot resume the call's stream"))
             return Failed(lost("its replica is gone and the upstream cannot resume the call's stream"))
+        if claims.hashed:  # the upstream's ids are not in the handle, only their digests (handle/claims.py)
+            self._observer.taken_over(req.upstream, ok=False)
+            why = "the upstream's request ids are too long to carry in the handle"
+            if owner_gone == "unknown":
+                return Failed(outcome_unknown(why))
+            return Failed(lost(f"its replica is gone and {why}"))
         try:
             exchange = Exchange.resumed(req.key.capabilities, claims.round, claims.pending)
         except ValueError:

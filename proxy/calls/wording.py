@@ -30,6 +30,7 @@ _OWN_WORDING: Final = (
     "upstream did not answer",
     "upstream did not accept",
     "upstream sent an invalid JSON-RPC message",
+    "upstream sent a message larger than",
     "a stdio upstream runs inside the proxy",
     "a 2024-11-05 HTTP+SSE session cannot be taken over",
 )

@@ -7,6 +7,7 @@ environment variables; the app reads the key material itself.
 
 from .load import load_config
 from .model import (
+    MAX_MESSAGE_BYTES,
     MODERN_PROTOCOL_VERSION,
     PROTOCOL_VERSIONS,
     AdminConfig,
@@ -41,6 +42,7 @@ from .model import (
 from .schema import load_schema
 
 __all__ = [
+    "MAX_MESSAGE_BYTES",
     "MODERN_PROTOCOL_VERSION",
     "PROTOCOL_VERSIONS",
     "AdminConfig",

@@ -11,6 +11,7 @@ from typing import Literal
 Transport = Literal["streamable-http", "sse", "stdio"]
 LogLevel = Literal["debug", "info", "warning", "error"]
 LogFormat = Literal["auto", "json", "console"]
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024  # upstreams[].max_message_bytes' default
 PROTOCOL_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")  # legacy versions, newest first
 MODERN_PROTOCOL_VERSION = "2026-07-28"
 # The upstream's protocol era: probed with server/discover (auto), or fixed. proxy/upstream/era.py.
@@ -253,6 +254,8 @@ class UpstreamConfig:
     timeouts: TimeoutsConfig = field(default_factory=TimeoutsConfig)
     auth: AuthConfig = field(default_factory=AuthConfig)
     tls: TlsConfig = field(default_factory=TlsConfig)
+    # The largest single read from this upstream (a JSON body, an SSE line or event, a stdio line).
+    max_message_bytes: int = MAX_MESSAGE_BYTES
 
 
 @dataclass(frozen=True, slots=True)

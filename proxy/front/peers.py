@@ -118,6 +118,21 @@ class Peers:
             ),
         }
 
+    async def deliver(self, owner: str, path: str, body: bytes) -> int:
+        """POST `body` to the peer route `path` of `owner`, signed; the status it answers. Raises
+        PeerUnreachable when no answer came (bounded by the connect timeout and 10 s)."""
+        headers = {"Content-Type": "application/json", **self.signed_headers("POST", path, body)}
+        timeout = aiohttp.ClientTimeout(total=10, sock_connect=self._timeout.sock_connect)
+        try:
+            url = f"http://{owner}{path}"
+            async with self._client().post(
+                url, data=body, headers=with_propagated(headers), timeout=timeout
+            ) as resp:
+                await resp.read()
+                return resp.status
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise PeerUnreachable(f"{owner}: {type(exc).__name__}") from None
+
     async def forward(
         self, owner: str, request: web.Request, body: bytes, request_id: jsonrpc.RequestId | None = None
     ) -> web.StreamResponse:

@@ -1,6 +1,15 @@
 """Encrypted, authenticated session handles (the ``requestState`` a client echoes back)."""
 
-from .claims import FORMAT_VERSION, Claims, FrozenMap, decode_claims, encode_claims
+from .claims import (
+    FORMAT_VERSION,
+    Claims,
+    FrozenMap,
+    carried_ids,
+    carried_session,
+    decode_claims,
+    encode_claims,
+    id_digest,
+)
 from .codec import ANONYMOUS, MAX_CLOCK_SKEW, HandleCodec, principal_digest, target_digest
 from .keyring import (
     MAX_TOKEN_CHARS,
@@ -28,10 +37,13 @@ __all__ = [
     "Key",
     "KeyLoadError",
     "KeyRing",
+    "carried_ids",
+    "carried_session",
     "decode_claims",
     "derive_kid",
     "encode_claims",
     "generate_key_b64",
+    "id_digest",
     "load_keys",
     "load_named_keys",
     "parse_key",

@@ -4,11 +4,19 @@ Wire keys: ``u`` upstream, ``s`` legacy session id, ``c`` call id, ``r`` round, 
 legacy request ids by input key, ``o`` owner replica, ``e`` last SSE event id (optional),
 ``w`` principal digest, ``t`` target digest, ``iat`` / ``exp`` unix seconds, ``q`` the call's upstream
 request id (optional), ``l`` the span of the call's first round, to link later rounds to (optional: only
-when tracing; see proxy/observe/tracing.py).
+when tracing; see proxy/observe/tracing.py), ``h`` the keys of ``p`` whose id is a digest (optional).
+
+Request ids are the upstream's: JSON-RPC lets a string id be of any length, and a handle carries at most
+MAX_STR characters of one. A longer one is carried as its digest (`carried_ids`), its key listed in ``h``;
+the replica holding the call keeps the id itself and checks the digest against it. Only a handle with a
+digested id has ``h``: every other handle is spelled as before it existed (format 1 both ways), and one
+that has it is refused by a replica older than it (its calls could not be parked at all there).
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import itertools
 import json
 from collections.abc import Iterator, Mapping
@@ -25,8 +33,11 @@ __all__ = [
     "MAX_STR",
     "Claims",
     "FrozenMap",
+    "carried_ids",
+    "carried_session",
     "decode_claims",
     "encode_claims",
+    "id_digest",
 ]
 
 FORMAT_VERSION = 1
@@ -36,6 +47,30 @@ _MAX_INT = 2**63 - 1
 _MIN_INT = -(2**63)
 
 JsonRpcId = str | int
+
+
+def id_digest(rid: str) -> str:
+    """What a handle carries for a string request id longer than MAX_STR (44 characters); the handle's
+    ``h`` says which of its ids are digests."""
+    raw = hashlib.sha256(b"mrtr-proxy request id\0" + rid.encode("utf-8", "surrogatepass")).digest()
+    return "#" + base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
+def carried_session(session_id: str) -> str:
+    """The upstream's session id as a handle carries it: itself, or its digest when longer than MAX_STR
+    (then only the replica holding the call can tell it, and the call cannot be taken over)."""
+    return session_id if len(session_id) <= MAX_STR else id_digest(session_id)
+
+
+def carried_ids(pending: Mapping[str, JsonRpcId]) -> tuple[dict[str, JsonRpcId], tuple[str, ...]]:
+    """The pending ids as a handle carries them, and the keys (sorted) whose id is carried as its digest."""
+    carried = dict(pending)
+    hashed = []
+    for key, rid in pending.items():
+        if type(rid) is str and len(rid) > MAX_STR:
+            carried[key] = id_digest(rid)
+            hashed.append(key)
+    return carried, tuple(sorted(hashed))
 
 
 class FrozenMap(Mapping[str, JsonRpcId]):
@@ -112,6 +147,7 @@ class Claims:
     last_event: str | None = None
     request: JsonRpcId | None = None  # the call's own upstream JSON-RPC id (to find its response on takeover)
     trace: str | None = None  # the first round's span, "<trace id><span id>" in hex (tracing only)
+    hashed: tuple[str, ...] = ()  # keys of `pending` whose id is carried as its digest (carried_ids)
 
     def __init__(  # noqa: PLR0917 - positional as the dataclass init it replaces
         self,
@@ -128,6 +164,7 @@ class Claims:
         last_event: str | None = None,
         request: JsonRpcId | None = None,
         trace: str | None = None,
+        hashed: tuple[str, ...] = (),
     ) -> None:
         # Written out rather than generated: a handle is built on every parked round and every retry, and one
         # inlined pass over the arguments (then one store of them all) costs a third less than the dataclass
@@ -159,11 +196,13 @@ class Claims:
                 or (type(request) is int and _MIN_INT <= request <= _MAX_INT)
             )
             and _plain_pending(pending)
+            and (not hashed or _plain_hashed(hashed, pending))
         ):
             _check_each(
                 (upstream, session, call, round, owner, principal, target, issued_at, expires_at),
                 (last_event, request, trace),
                 pending,
+                hashed,
             )
         # Stored in one go (the frozen class refuses plain assignment; object.__setattr__ per field costs
         # three times as much, and a handle is built on every parked round and every retry).
@@ -181,7 +220,15 @@ class Claims:
             last_event=last_event,
             request=request,
             trace=trace,
+            hashed=hashed,
         )
+
+
+def _plain_hashed(hashed: object, pending: Mapping[str, object]) -> bool:
+    """A sorted tuple of distinct keys of `pending`, each naming a str id."""
+    if type(hashed) is not tuple or list(hashed) != sorted(set(hashed)):
+        return False
+    return all(type(key) is str and type(pending.get(key)) is str for key in hashed)
 
 
 def _plain_pending(pending: object) -> bool:
@@ -200,7 +247,9 @@ def _plain_pending(pending: object) -> bool:
     return True
 
 
-def _check_each(required: tuple[object, ...], optional: tuple[object, ...], pending: object) -> None:
+def _check_each(
+    required: tuple[object, ...], optional: tuple[object, ...], pending: object, hashed: object
+) -> None:
     """Check claim by claim; raises TypeError/ValueError naming the first bad one."""
     upstream, session, call, rnd, owner, principal, target, issued_at, expires_at = required
     last_event, request, trace = optional
@@ -231,6 +280,8 @@ def _check_each(required: tuple[object, ...], optional: tuple[object, ...], pend
             _check_int("pending id", rid, _MIN_INT)
         else:
             _check_str("pending id", rid, empty_ok=True)
+    if hashed and not _plain_hashed(hashed, pending):
+        raise ValueError("claim hashed must name str ids of pending, sorted, once each")
 
 
 _STDLIB = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, allow_nan=False)
@@ -250,7 +301,8 @@ def _encode(obj: dict[str, Any]) -> bytes:
 
 
 def encode_claims(c: Claims) -> bytes:
-    """Compact JSON with short keys; the optional ones (``e``, ``q``, ``l``) left out when None."""
+    """Compact JSON with short keys; the optional ones (``e``, ``q``, ``l``; ``h``) left out when None
+    (empty)."""
     obj: dict[str, Any] = {
         "u": c.upstream,
         "s": c.session,
@@ -269,6 +321,8 @@ def encode_claims(c: Claims) -> bytes:
         obj["q"] = c.request
     if c.trace is not None:
         obj["l"] = c.trace
+    if c.hashed:
+        obj["h"] = list(c.hashed)
     return _encode(obj)
 
 
@@ -282,8 +336,8 @@ def _load(b: bytes) -> Any:
 _REQUIRED_ORDER = ("u", "s", "c", "r", "p", "o", "w", "t", "iat", "exp")
 # The key orders `encode_claims` writes: the required claims, then whichever optional ones are set.
 _KEY_ORDERS = frozenset(
-    _REQUIRED_ORDER + tuple(k for k, on in zip(("e", "q", "l"), flags, strict=True) if on)
-    for flags in itertools.product((False, True), repeat=3)
+    _REQUIRED_ORDER + tuple(k for k, on in zip(("e", "q", "l", "h"), flags, strict=True) if on)
+    for flags in itertools.product((False, True), repeat=4)
 )
 
 
@@ -292,9 +346,11 @@ def _parse(b: bytes) -> Claims | None:
         obj = _load(b)
         if type(obj) is not dict or tuple(obj) not in _KEY_ORDERS:
             return None  # a key unknown, missing, or out of `encode_claims`'s order
-        p, e, q, link = obj["p"], obj.get("e"), obj.get("q"), obj.get("l")
-        if len(obj) != 10 + (e is not None) + (q is not None) + (link is not None):
+        p, e, q, link, h = obj["p"], obj.get("e"), obj.get("q"), obj.get("l"), obj.get("h")
+        if len(obj) != 10 + (e is not None) + (q is not None) + (link is not None) + (h is not None):
             return None  # an optional claim sent as null: encode_claims leaves it out instead
+        if h is not None and (type(h) is not list or not h):
+            return None  # `h` is a non-empty list, or left out
         claims = Claims(
             obj["u"],
             obj["s"],
@@ -309,6 +365,7 @@ def _parse(b: bytes) -> Claims | None:
             e,
             q,
             link,
+            () if h is None else tuple(h),
         )
         # Spelled as `encode_claims` spells it (compact ASCII JSON, each value's one spelling): this refuses
         # duplicate keys (they re-encode shorter), whitespace, escapes spelled another way, NaN/Infinity and

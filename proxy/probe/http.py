@@ -7,8 +7,12 @@ from collections.abc import AsyncIterator, Mapping
 
 import aiohttp
 
+from proxy.config import MAX_MESSAGE_BYTES
 from proxy.probe.channel import ProbeError, Recorder
+from proxy.upstream.bounded import MessageTooLarge, read_body
 from proxy.wire.sse import SSEDecoder, SSEError, SSEEvent
+
+_DESCRIBED = 200  # bytes of a body `describe` shows the start of
 
 
 class Unauthorized(ProbeError):
@@ -38,12 +42,28 @@ async def sse_events(response: aiohttp.ClientResponse) -> AsyncIterator[SSEEvent
         raise ProbeError(f"undecodable event stream: {exc}") from None
 
 
+async def start_of(response: aiohttp.ClientResponse) -> bytes:
+    """The first bytes of a body, for `describe`; the rest is never read."""
+    start = b""
+    while len(start) < _DESCRIBED and (chunk := await response.content.read(_DESCRIBED - len(start))):
+        start += chunk
+    return start
+
+
+async def bounded_body(response: aiohttp.ClientResponse) -> bytes:
+    """A whole body, at most upstreams[].max_message_bytes' default (ProbeError past it)."""
+    try:
+        return await read_body(response, MAX_MESSAGE_BYTES)
+    except MessageTooLarge as exc:
+        raise ProbeError(str(exc)) from None
+
+
 def describe(response: aiohttp.ClientResponse, body: bytes) -> str:
     """`HTTP 404 text/html`, with the start of the body when it is short text meant for a person or script."""
     head = f"HTTP {response.status} {response.content_type}"
     if response.content_type not in ("text/plain", "application/json"):
         return head
-    text = " ".join(body[:200].decode(errors="replace").split())
+    text = " ".join(body[:_DESCRIBED].decode(errors="replace").split())
     return f"{head}: {text[:80]}" if text else head
 
 

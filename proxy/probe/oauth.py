@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Mapping
 
 import aiohttp
@@ -11,7 +12,7 @@ import aiohttp
 from proxy.probe import authinfo, steps
 from proxy.probe.channel import ProbeError, Recorder
 from proxy.probe.findings import Authorization
-from proxy.probe.http import Unauthorized
+from proxy.probe.http import Unauthorized, bounded_body
 from proxy.probe.streamable import StreamableConversation
 from proxy.wire import mcp
 
@@ -49,8 +50,8 @@ async def describe(http: aiohttp.ClientSession, url: str, exc: Unauthorized, tim
                     if response.status != 200:
                         tried.append(f"{candidate}: HTTP {response.status}")
                         continue
-                    metadata = await response.json(content_type=None)
-        except (TimeoutError, aiohttp.ClientError, ValueError) as err:
+                    metadata = json.loads(await bounded_body(response))
+        except (TimeoutError, aiohttp.ClientError, ValueError, ProbeError) as err:
             tried.append(f"{candidate}: {type(err).__name__}")
             continue
         if not isinstance(metadata, dict):

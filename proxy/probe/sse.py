@@ -9,7 +9,7 @@ from collections.abc import Mapping
 import aiohttp
 
 from proxy.probe.channel import ProbeError, Recorder, StreamChannel, decode
-from proxy.probe.http import HttpConversation, describe, refuse_unauthorized, sse_events
+from proxy.probe.http import HttpConversation, describe, refuse_unauthorized, sse_events, start_of
 from proxy.upstream.base import UpstreamError
 from proxy.upstream.http_sse import resolve_endpoint
 from proxy.wire import jsonrpc
@@ -39,7 +39,7 @@ class SseConversation(HttpConversation):
             async with self._http.get(self.url, headers=headers) as response:
                 refuse_unauthorized(response)
                 if response.status != 200 or response.content_type != "text/event-stream":
-                    raise ProbeError(f"GET answered {describe(response, await response.read())}")
+                    raise ProbeError(f"GET answered {describe(response, await start_of(response))}")
                 async for event in sse_events(response):
                     if event.event == "endpoint" and not endpoint.done():
                         try:  # the rule the proxy's own HTTP+SSE sessions apply, so the verdicts agree
@@ -63,7 +63,7 @@ class SseConversation(HttpConversation):
         headers = {**self._headers, "Content-Type": "application/json"}
         async with self._http.post(self.endpoint, data=body, headers=headers) as response:
             if response.status not in (200, 202):
-                raise ProbeError(f"POST {self.endpoint}: {describe(response, await response.read())}")
+                raise ProbeError(f"POST {self.endpoint}: {describe(response, await start_of(response))}")
 
     async def request(self, method: str, params: jsonrpc.JSONObject, timeout: float) -> jsonrpc.Response:
         return await self.channel.request(method, params, timeout)

@@ -12,7 +12,14 @@ import aiohttp
 
 from proxy.probe.channel import ProbeError, Recorder, answer, decode
 from proxy.probe.findings import Check, Resumability
-from proxy.probe.http import HttpConversation, describe, refuse_unauthorized, sse_events
+from proxy.probe.http import (
+    HttpConversation,
+    bounded_body,
+    describe,
+    refuse_unauthorized,
+    sse_events,
+    start_of,
+)
 from proxy.wire import jsonrpc, mcp
 from proxy.wire.sse import SSEEvent
 
@@ -71,15 +78,15 @@ class StreamableConversation(HttpConversation):
             if method == "initialize" and SESSION_HEADER in response.headers:
                 self.session_id = response.headers[SESSION_HEADER]
             if response.status != 200:
-                raise ProbeError(f"POST {method} answered {describe(response, await response.read())}")
+                raise ProbeError(f"POST {method} answered {describe(response, await start_of(response))}")
             self.content_types.add(response.content_type)
             if response.content_type == "application/json":
-                message = decode((await response.read()).decode(errors="replace"))
+                message = decode((await bounded_body(response)).decode(errors="replace"))
                 if isinstance(message, jsonrpc.Result | jsonrpc.Error):
                     return message
                 raise ProbeError(f"{method}: the JSON body is not a JSON-RPC response")
             if response.content_type != "text/event-stream":
-                raise ProbeError(f"POST {method} answered {describe(response, await response.read())}")
+                raise ProbeError(f"POST {method} answered {describe(response, await start_of(response))}")
             async for event in sse_events(response):
                 message = decode(event.data) if event.data else None
                 if isinstance(message, jsonrpc.Request):
@@ -106,7 +113,7 @@ class StreamableConversation(HttpConversation):
         try:
             async with self._http.get(self.url, headers=self.headers("text/event-stream")) as response:
                 if response.status != 200 or response.content_type != "text/event-stream":
-                    opened.set_result(Check("no", describe(response, await response.read())))
+                    opened.set_result(Check("no", describe(response, await start_of(response))))
                     return
                 opened.set_result(Check("yes", "HTTP 200 text/event-stream"))
                 async for event in sse_events(response):
@@ -157,7 +164,7 @@ class StreamableConversation(HttpConversation):
         async with self._http.get(self.url, headers=headers) as again:
             if again.status != 200 or again.content_type != "text/event-stream":
                 return Resumability(
-                    "no", f"GET with Last-Event-ID answered {describe(again, await again.read())}"
+                    "no", f"GET with Last-Event-ID answered {describe(again, await start_of(again))}"
                 )
             if not primed:
                 return Resumability(

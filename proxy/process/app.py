@@ -30,6 +30,7 @@ from proxy.front.cors import middleware as cors_middleware
 from proxy.front.endpoint import Endpoint
 from proxy.front.fallback import json_answers
 from proxy.front.legacy.bridge import BridgeSettings, LegacyBridge
+from proxy.front.legacy.mirror import MIRROR_PEER_PATH, LegacyMirror, peer_route
 from proxy.front.legacy.quota import SessionQuota
 from proxy.front.legacy.relay import LegacyRelay
 from proxy.front.modern.front import ModernFront
@@ -53,6 +54,7 @@ from proxy.process.appstate import (
     FRONT,
     HTTP,
     KEY_CHECK,
+    MIRROR,
     PEERS,
     POOLS,
     PREPARED,
@@ -68,7 +70,8 @@ from proxy.tasks.front import TaskFront
 from proxy.tasks.manager import TaskManager, TaskSettings
 from proxy.tasks.policy import TaskPolicy
 from proxy.upstream.era import EraBook
-from proxy.upstream.pool import SessionPool, no_call_answer, session_adopter, session_factory
+from proxy.upstream.pool import SessionPool
+from proxy.upstream.pool_sessions import no_call_answer, session_adopter, session_factory
 from proxy.upstream.tls import tls_sessions
 
 log = structlog.get_logger(__name__)
@@ -197,6 +200,7 @@ def create_app(
     app.router.add_get(WELL_KNOWN, metadata_endpoint)
     app.router.add_get(WELL_KNOWN + "/{tail:.*}", metadata_endpoint)
     app.router.add_get(KEYS_PATH, readiness.peer_keys)
+    app.router.add_post(MIRROR_PEER_PATH, peer_route)  # a legacy client's answer or cancel, to its call
     app.router.add_get("/healthz", readiness.healthz)
     app.router.add_get("/readyz", readiness.readyz)
     if config.metrics.public:  # else only on the admin listener (proxy/process/admin.py)
@@ -289,6 +293,9 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
         clients=clients,
     )
     upstreams = {u.name: u for u in config.upstreams}
+    app[MIRROR] = mirror = LegacyMirror.from_config(
+        config, clients, eras, app[CODEC], app[KEY_CHECK], state=app[STATE]
+    )
     principal = resolver(config.principal)
     app[OAUTH] = OAuthFront.from_config(config, app[PREPARED], http, clients)
     app[FRONT] = Endpoint(
@@ -303,6 +310,7 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
             clients=clients,
             quota=quota,
             addresses=addresses,
+            mirror=mirror,
         ),
         modern=ModernFront(
             front=config.front,
@@ -381,6 +389,7 @@ async def drain(app: web.Application) -> None:
     grace = app[CONFIG].calls.drain_grace_s
     deadline = loop.time() + grace
     await app[CALLS].drain(grace)
+    app[MIRROR].calls.shut_down()  # legacy clients of modern upstreams still waiting are told (-31011)
     # Retries relayed to their owner are not calls of this replica: wait for their answers too (each is
     # bounded: its owner answers, is found gone, or the forward times out).
     while app[STATE].forwarding and loop.time() < deadline + 5:  # noqa: ASYNC110

@@ -14,6 +14,7 @@ from proxy.calls.service import CallService
 from proxy.cluster.agreement import PeerKeyCheck
 from proxy.config import Config
 from proxy.front.endpoint import Endpoint
+from proxy.front.legacy.mirror import MIRROR
 from proxy.front.peers import Peers
 from proxy.handle import HandleCodec
 from proxy.handle.rotation import Rotation
@@ -31,6 +32,7 @@ __all__ = [
     "FRONT",
     "HTTP",
     "KEY_CHECK",
+    "MIRROR",
     "PEERS",
     "POOLS",
     "PREPARED",

@@ -27,7 +27,7 @@ from proxy.process.appstate import (
     UPSTREAM_HTTP,
 )
 from proxy.process.periodic import every
-from proxy.upstream.pool import no_call_answer
+from proxy.upstream.pool_sessions import no_call_answer
 from proxy.upstream.reachability import InitializeChecks, command_answers, url_answers
 
 URL_WAIT_S = 1.5  # within the chart's 2 s probe timeout; a slower check answers the next probe

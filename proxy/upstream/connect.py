@@ -36,6 +36,7 @@ def stdio_settings(
         capabilities=capabilities,
         initialize_timeout=timeouts.initialize_s if initialize_timeout is None else initialize_timeout,
         connect_timeout=timeouts.connect_s,
+        max_line_bytes=upstream.max_message_bytes,
     )
 
 
@@ -84,7 +85,7 @@ async def _sse_hint(
     Express with an HTML 404): when a GET of the same URL opens an HTTP+SSE stream, say so — the
     configuration, not the server, is wrong."""
     timeout = min(upstream.timeouts.connect_s, upstream.timeouts.initialize_s, SNIFF_S)
-    if await serves_http_sse(http, url, upstream.headers, timeout):
+    if await serves_http_sse(http, url, upstream.headers, timeout, upstream.max_message_bytes):
         return UpstreamError(f"{exc}; {SSE_HINT} for upstream {upstream.name!r}")
     return exc
 
@@ -145,4 +146,5 @@ def _http_settings(
         headers={**upstream.headers, **headers},
         initialize_timeout=upstream.timeouts.initialize_s,
         connect_timeout=upstream.timeouts.connect_s,
+        max_message_bytes=upstream.max_message_bytes,
     )

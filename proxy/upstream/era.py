@@ -150,7 +150,12 @@ class EraBook:
         up = self._upstreams[name]
         assert up.url is not None  # fixed_verdict covers the transports without one
         self.probes += 1
-        target = ModernTarget(up.url, {**up.headers, **headers}, timeout=up.timeouts.initialize_s)
+        target = ModernTarget(
+            up.url,
+            {**up.headers, **headers},
+            timeout=up.timeouts.initialize_s,
+            max_message_bytes=up.max_message_bytes,
+        )
         try:
             answer = await post(self._clients[name], target, discover_request())
         except NotModern as exc:

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 import structlog
 
 from proxy.wire.http1 import HttpError, ResponseHead, ResponseReader, request_head
-from proxy.wire.sse import SSEDecoder, SSEError, SSEEvent
+from proxy.wire.sse import DEFAULT_MAX_EVENT_BYTES, SSEDecoder, SSEError, SSEEvent
 
 log = structlog.get_logger(__name__)
 
@@ -36,14 +36,21 @@ class EventStream(asyncio.Protocol):
     None if the stream ended first); `ended` to why the stream ended ("" when `close()` ended it). Neither
     future ever holds an exception, so nothing is left unretrieved whoever stops waiting."""
 
-    __slots__ = ("_decoder", "_on_event", "_reader", "_request", "_transport", "ended", "head")
+    __slots__ = ("_decoder", "_on_event", "_reader", "_request", "_transport", "ended", "head", "paused")
 
-    def __init__(self, request: bytes, on_event: EventHandler, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self,
+        request: bytes,
+        on_event: EventHandler,
+        loop: asyncio.AbstractEventLoop,
+        max_message_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+    ) -> None:
         self._request = request
         self._on_event = on_event
         self._reader = ResponseReader()
-        self._decoder = SSEDecoder()
+        self._decoder = SSEDecoder(max_event_bytes=max_message_bytes)
         self._transport: asyncio.Transport | None = None
+        self.paused = False  # reading paused (`pause`): the session owes the server too many answers
         self.head: asyncio.Future[ResponseHead | None] = loop.create_future()
         self.ended: asyncio.Future[str] = loop.create_future()
 
@@ -78,6 +85,17 @@ class EventStream(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._end(f"connection lost: {exc}" if exc else "the server closed the connection")
 
+    def pause(self) -> None:
+        """Read nothing more until `resume` (the events of the bytes already read are still handled)."""
+        if self._transport is not None and not self.paused:
+            self.paused = True
+            self._transport.pause_reading()
+
+    def resume(self) -> None:
+        if self._transport is not None and self.paused:
+            self._transport.resume_reading()
+        self.paused = False
+
     def close(self) -> None:
         """End the stream from our side."""
         self._end("")
@@ -100,9 +118,11 @@ async def open_event_stream(
     tls: ssl.SSLContext | None,
     connect_timeout: float,
     head_timeout: float,
+    max_message_bytes: int = DEFAULT_MAX_EVENT_BYTES,
 ) -> tuple[EventStream, ResponseHead]:
     """GET `url` with `headers` and wait for the response head. The caller closes the stream (`close()`),
-    whatever its status. `tls`: the upstream's own context for https (None: the default, verifying).
+    whatever its status. `tls`: the upstream's own context for https (None: the default, verifying). A line
+    or event over `max_message_bytes` ends the stream (its connection closed, what was read of it dropped).
     Raises OSError or TimeoutError (no connection, or no head in time), StreamEnded (no head at all)."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -117,7 +137,7 @@ async def open_event_stream(
     except HttpError as exc:
         raise StreamEnded(str(exc)) from None
     loop = asyncio.get_running_loop()
-    stream = EventStream(request, on_event, loop)
+    stream = EventStream(request, on_event, loop, max_message_bytes)
     async with asyncio.timeout(connect_timeout):
         await loop.create_connection(
             lambda: stream,

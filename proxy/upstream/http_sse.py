@@ -22,10 +22,12 @@ from datetime import timedelta
 
 import aiohttp
 import structlog
+from aiohttp.http_exceptions import LineTooLong
 from aiohttp_sse_client.client import READY_STATE_CONNECTING, EventSource
 from yarl import URL
 
 from proxy.upstream.base import Inbox, NotDelivered, UpstreamError
+from proxy.upstream.bounded import MessageTooLarge
 from proxy.upstream.http_errors import refused, rejected_status, session_gone, unreachable
 from proxy.upstream.keepalive import finish_body
 from proxy.upstream.propagation import detach_from_request, with_propagated
@@ -37,9 +39,6 @@ from proxy.wire import jsonrpc, mcp
 log = structlog.get_logger(__name__)
 
 POST_TIMEOUT = 30.0  # a POST is only accepted (202) here; its answer comes on the stream
-# aiohttp-sse-client reads the stream line by line; aiohttp refuses a line longer than twice the read buffer
-# (256 KiB by default, so 512 KiB). A message is one `data:` line: allow large results.
-MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 LOST_REASON = "the upstream's SSE stream ended; a 2024-11-05 session cannot be resumed"
 
 
@@ -54,10 +53,18 @@ class _SingleStream(EventSource):  # type: ignore[misc]  # untyped library
     `on_error()`, sleeps `reconnection_time * 2` (the server may change it with `retry:`) and calls
     `connect()` again. `on_error` raising stops that before the sleep; `connect` refusing a second call is the
     backstop. `max_connect_retry=0`: a refused first connect fails at once (no 10 s backoff). The response is
-    opened with `raise_for_status`, so an HTTP error is released by aiohttp and surfaces with its status."""
+    opened with `raise_for_status`, so an HTTP error is released by aiohttp and surfaces with its status.
+
+    Bounded by `max_message_bytes`: aiohttp refuses a line longer than twice the read buffer (LineTooLong),
+    and an event's `data:` lines, which the library would join without limit, raise MessageTooLarge."""
 
     def __init__(
-        self, url: str, http: aiohttp.ClientSession, headers: Mapping[str, str], connect_timeout: float
+        self,
+        url: str,
+        http: aiohttp.ClientSession,
+        headers: Mapping[str, str],
+        connect_timeout: float,
+        max_message_bytes: int,
     ) -> None:
         super().__init__(
             url,
@@ -67,11 +74,19 @@ class _SingleStream(EventSource):  # type: ignore[misc]  # untyped library
             on_error=self._refuse_reconnect,
             headers=dict(headers),
             raise_for_status=True,
-            read_bufsize=MAX_MESSAGE_BYTES // 2,
+            read_bufsize=max(1, max_message_bytes // 2),
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout),
         )
         self._connects = 0
         self.connect_timeout = connect_timeout
+        self.max_message_bytes = max_message_bytes
+
+    def _process_field(self, field_name: str, field_value: str) -> None:
+        held: str = getattr(self, "_event_data", "")  # the library's buffer of this event's data lines
+        if field_name == "data" and len(held) + len(field_value) >= self.max_message_bytes:
+            self._event_data = ""
+            raise MessageTooLarge(self.max_message_bytes)
+        super()._process_field(field_name, field_value)
 
     async def connect(self, retry: int = 0) -> None:
         self._connects += 1
@@ -133,6 +148,8 @@ async def _endpoint_of(stream: _SingleStream, url: str, timeout: float) -> str:
     except aiohttp.ClientResponseError as exc:
         challenge = rejected_status(exc.status, exc.headers)
         raise challenge or UpstreamError(f"GET {url} answered HTTP {exc.status}") from None
+    except LineTooLong:
+        raise MessageTooLarge(stream.max_message_bytes) from None
     except (aiohttp.ClientError, OSError) as exc:
         raise UpstreamError(f"could not open the SSE stream: {type(exc).__name__}: {exc}") from None
     except (_StreamEnded, StopAsyncIteration):
@@ -141,13 +158,17 @@ async def _endpoint_of(stream: _SingleStream, url: str, timeout: float) -> str:
 
 
 async def serves_http_sse(
-    http: aiohttp.ClientSession, url: str, headers: Mapping[str, str], timeout: float
+    http: aiohttp.ClientSession,
+    url: str,
+    headers: Mapping[str, str],
+    timeout: float,
+    max_message_bytes: int,
 ) -> bool:
     """Does `url` answer a GET the way a 2024-11-05 HTTP+SSE server does: an event stream whose first
     event is `endpoint`, on the same origin? The rule `mrtr-proxy probe` applies after a Streamable HTTP
     POST was refused, run with this transport's own opener; the stream (a session on the server) is closed
     at once."""
-    stream = _SingleStream(url, http, headers, timeout)
+    stream = _SingleStream(url, http, headers, timeout, max_message_bytes)
     try:
         await _endpoint_of(stream, url, timeout)
     except UpstreamError:
@@ -176,7 +197,11 @@ class HttpSseSession(SessionCore):
         """Open the stream, wait (bounded) for its `endpoint` event, then initialize over it."""
         timeout = self._settings.initialize_timeout
         self._stream = _SingleStream(
-            self._settings.url, self._http, self._settings.headers, self._settings.connect_timeout
+            self._settings.url,
+            self._http,
+            self._settings.headers,
+            self._settings.connect_timeout,
+            self._settings.max_message_bytes,
         )
         self._endpoint = await _endpoint_of(self._stream, self._settings.url, timeout)
         self._spawn(self._read_stream(self._stream))
@@ -238,15 +263,22 @@ class HttpSseSession(SessionCore):
     async def _read_stream(self, stream: _SingleStream) -> None:
         """Dispatch every message on the stream; when it ends, for whatever reason, the session is dead."""
         detach_from_request()  # the stream is the session's, not the request's that opened it
-        error = None
+        error, too_large = None, False
         try:
             async for event in stream:
                 self._on_event(event.type, event.data)
+                await self._until_answered()  # a server flooding us with requests waits for their answers
         except _StreamEnded:
             pass
-        except Exception as exc:  # a broken connection, a line too long, bad UTF-8: all end the session
+        except (MessageTooLarge, LineTooLong):
+            too_large = True
+        except Exception as exc:  # a broken connection, bad UTF-8: all end the session
             error = f"{type(exc).__name__}: {exc}"
-        self._lose_stream(LOST_REASON, error)
+        if too_large:  # the connection is closed: what was read of the message is dropped, no more is read
+            self._lose_stream(str(MessageTooLarge(self._settings.max_message_bytes)))
+            await stream.close()
+        else:
+            self._lose_stream(LOST_REASON, error)
 
     def _on_event(self, event_type: str | None, data: str) -> None:
         if event_type not in (None, "message"):

@@ -21,7 +21,9 @@ from dataclasses import dataclass, field
 import aiohttp
 import structlog
 
+from proxy.config import MAX_MESSAGE_BYTES
 from proxy.upstream.base import UpstreamAuthChallenge, UpstreamError
+from proxy.upstream.bounded import MessageTooLarge, read_body
 from proxy.upstream.keepalive import finish_body
 from proxy.upstream.propagation import with_propagated
 from proxy.wire import jsonrpc, mcp
@@ -30,7 +32,6 @@ from proxy.wire.sse import SSEDecoder, SSEError
 log = structlog.get_logger(__name__)
 
 ACCEPT = "application/json, text/event-stream"
-MAX_ANSWER_BYTES = 16 * 1024 * 1024  # a JSON answer, or one SSE event
 _SENTINEL = ("=?base64?", "?=")
 
 Notify = Callable[[jsonrpc.Notification], Awaitable[None]]
@@ -55,6 +56,7 @@ class ModernTarget:
     timeout: float | None = (
         300.0  # the whole answer, the SSE stream's end included (None: subscriptions/listen)
     )
+    max_message_bytes: int = MAX_MESSAGE_BYTES  # a JSON answer, or one SSE line or event (bounded.py)
 
 
 def header_value(value: str) -> str:
@@ -104,20 +106,20 @@ async def post(
     async with asyncio.timeout(target.timeout):
         try:
             async with http.post(target.url, data=jsonrpc.dumps(msg), headers=headers) as resp:
-                return await _answer(resp, msg, on_note)
+                return await _answer(resp, msg, on_note, target.max_message_bytes)
         except aiohttp.ClientError as exc:
             raise UpstreamError(f"could not reach upstream: {type(exc).__name__}: {exc}") from None
 
 
 async def _answer(
-    resp: aiohttp.ClientResponse, msg: jsonrpc.Request, on_note: Notify | None
+    resp: aiohttp.ClientResponse, msg: jsonrpc.Request, on_note: Notify | None, limit: int
 ) -> jsonrpc.Response:
     if resp.status in (401, 403):
         raise UpstreamAuthChallenge(resp.status, resp.headers.get("WWW-Authenticate"))
     ctype = resp.headers.get("Content-Type", "")
     if resp.status < 300 and ctype.startswith("text/event-stream"):
-        return await _read_stream(resp, msg, on_note)
-    body = await _read_body(resp)
+        return await _read_stream(resp, msg, on_note, limit)
+    body = await read_body(resp, limit)
     try:
         answer = jsonrpc.decode(body) if body.strip() else None
     except jsonrpc.InvalidMessage:
@@ -131,24 +133,16 @@ async def _answer(
     return answer
 
 
-async def _read_body(resp: aiohttp.ClientResponse) -> bytes:
-    if resp.content_length is not None and resp.content_length > MAX_ANSWER_BYTES:
-        raise UpstreamError(f"upstream answered {resp.content_length} bytes; at most {MAX_ANSWER_BYTES}")
-    body = await resp.content.read(MAX_ANSWER_BYTES + 1)
-    if len(body) > MAX_ANSWER_BYTES:
-        raise UpstreamError(f"upstream answered more than {MAX_ANSWER_BYTES} bytes")
-    return body
-
-
 async def _read_stream(
-    resp: aiohttp.ClientResponse, msg: jsonrpc.Request, on_note: Notify | None
+    resp: aiohttp.ClientResponse, msg: jsonrpc.Request, on_note: Notify | None, limit: int
 ) -> jsonrpc.Response:
-    decoder = SSEDecoder(max_event_bytes=MAX_ANSWER_BYTES)
+    decoder = SSEDecoder(max_event_bytes=limit)
     while chunk := await resp.content.readany():
         try:
             events = decoder.feed(chunk)
-        except SSEError as exc:
-            raise UpstreamError(f"upstream sent a malformed event stream: {exc}") from None
+        except SSEError:
+            resp.close()
+            raise MessageTooLarge(limit) from None
         for event in events:
             if not event.data.strip():
                 continue  # a priming or keep-alive event

@@ -2,9 +2,9 @@
 
 `Router` holds one session's routing state: the one receiving call (its inbox and request id) and the waiters
 of plain requests. It does no I/O of its own: `dispatch` hands back the answer to send when a server request
-arrives with no call in flight, and the transport sends it; `exchange` and `deliver_call` take the transport's
-`Deliver` function. `negotiate` runs the `initialize` exchange over whatever
-request function the transport provides.
+arrives with no call in flight, and the transport sends it; `exchange` takes the transport's `Deliver`
+function, and `call_delivered` says how the task delivering a receiving call ended. `negotiate` runs the
+`initialize` exchange over whatever request function the transport provides.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from proxy.upstream.base import (
     UpstreamError,
 )
 from proxy.wire import jsonrpc
+from proxy.wire.jsonrpc import ErrorObject
 
 log = structlog.get_logger(__name__)
 
@@ -55,6 +56,18 @@ SESSION_WIDE_NOTIFICATIONS: Final = frozenset(
 )
 
 
+# What one session may hold for its call, unread: messages in the call's inbox (a parked call reads none until
+# its client's retry). A server request past it is refused at once (an error back upstream). Notifications
+# (progress, logging) may fill only half of it, the rest dropped, so a burst of them never costs the call a
+# request. The call's own response, and the news of its transport's end, are always taken.
+MAX_QUEUED: Final = 256
+
+
+def refusal(req: jsonrpc.Request, why: str) -> jsonrpc.Error:
+    """The answer to a server request the proxy will not hold: -31003 (a limit), naming it."""
+    return jsonrpc.Error(req.id, ErrorObject(jsonrpc.LIMIT_EXCEEDED, f"Too many requests: {why}"))
+
+
 class NoAnswer(UpstreamError):
     """A plain request got no answer within its timeout."""
 
@@ -69,6 +82,7 @@ class Router:
         self._receiver: Inbox | None = None
         self._receiver_id: jsonrpc.RequestId | None = None
         self._listener: SessionListener | None = None
+        self._flooded = False  # the session's inbox was full once (logged once per session)
 
     @property
     def receiver_id(self) -> jsonrpc.RequestId | None:
@@ -129,9 +143,9 @@ class Router:
             inbox.put_nowait(TransportLost(str(exc), delivered=False))
         elif isinstance(exc, UpstreamError):
             inbox.put_nowait(TransportLost(str(exc)))
-        elif exc is not None:  # a bug: said in the log, and the call fails at once instead of at its timeout
-            log.error("upstream.delivery_failed", exc_info=exc)
-            inbox.put_nowait(TransportLost(f"{type(exc).__name__} delivering the call"))
+        elif exc is not None:  # a bug reading the reply: the call must fail now, not at call_timeout_s
+            log.error("upstream.deliver_failed", exc_info=exc)
+            inbox.put_nowait(TransportLost(f"reading the upstream's reply failed: {type(exc).__name__}"))
 
     def dispatch(self, msg: jsonrpc.Message, *, standalone: bool = False) -> jsonrpc.Response | None:
         """Route one upstream message. Notifications marked `standalone` are session-wide (list changes,
@@ -149,13 +163,24 @@ class Router:
             if standalone:
                 if self._listener is not None:
                     self._listener(msg)
-            elif self._receiver is not None:
+            elif self._receiver is not None and not self._full(self._receiver, msg, MAX_QUEUED // 2):
                 self._receiver.put_nowait(msg)
             return None
         if self._receiver is not None:
+            if self._full(self._receiver, msg, MAX_QUEUED):
+                return refusal(msg, f"the call already has {MAX_QUEUED} messages waiting in the proxy")
             self._receiver.put_nowait(msg)
             return None
         return self._no_call(msg)
+
+    def _full(self, inbox: Inbox, msg: jsonrpc.Request | jsonrpc.Notification, limit: int) -> bool:
+        """Does the call's inbox hold `limit` messages? The first time a session finds it so, it is logged."""
+        if inbox.qsize() < limit:
+            return False
+        if not self._flooded:
+            self._flooded = True
+            log.warning("upstream.flood_refused", limit=limit, method=msg.method, call=self._receiver_id)
+        return True
 
     def fail_all(self, reason: str) -> None:
         """Every waiter fails with UpstreamError(reason); the receiving call gets TransportLost(reason)."""
@@ -243,6 +268,7 @@ def _str_or_none(value: object) -> str | None:
 
 __all__ = [
     "CLIENT_INFO",
+    "MAX_QUEUED",
     "SESSION_WIDE_NOTIFICATIONS",
     "Deliver",
     "Exchange",
@@ -251,4 +277,5 @@ __all__ = [
     "Router",
     "SessionListener",
     "negotiate",
+    "refusal",
 ]

@@ -19,12 +19,12 @@ waiter fails, the receiving call gets `TransportLost`); it returns False for any
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import itertools
 from collections.abc import Awaitable, Mapping
 from typing import Any
 
+from proxy.upstream.answers import AnswerQueue
 from proxy.upstream.base import Inbox, ServerInfo, UpstreamError
 from proxy.upstream.router import SESSION_WIDE_NOTIFICATIONS, NoCallAnswer, Router, SessionListener
 from proxy.wire import jsonrpc
@@ -41,6 +41,10 @@ class SessionCore:
         self._alive = False
         self._lost: str | None = None  # why the session can no longer carry messages, once it cannot
         self._tasks: set[asyncio.Task[None]] = set()
+        # Answers the session gives by itself (no call to ask, or a request refused): a few sent at a time;
+        # while many are owed, the transport reads nothing more (`_until_answered`). Made at the first
+        # answer: most sessions, a parked call's included, never answer anything by themselves.
+        self._answers: AnswerQueue | None = None
 
     # -- properties ---------------------------------------------------------------------------------------
 
@@ -124,7 +128,9 @@ class SessionCore:
         session-wide (list changes, resource updates), never part of a call's reply."""
         reply = self._router.dispatch(msg, standalone=standalone)
         if reply is not None:
-            self._spawn(self._answer_quietly(reply))
+            if self._answers is None:
+                self._answers = AnswerQueue(self.send, self._spawn, lambda: self._session_id)
+            self._answers.put(reply)
 
     def _dispatch_one_stream(self, msg: jsonrpc.Message) -> None:
         """`_dispatch` for a transport with one stream for everything: session-wide notifications are known
@@ -132,9 +138,15 @@ class SessionCore:
         session_wide = isinstance(msg, jsonrpc.Notification) and msg.method in SESSION_WIDE_NOTIFICATIONS
         self._dispatch(msg, standalone=session_wide)
 
-    async def _answer_quietly(self, reply: jsonrpc.Response) -> None:
-        with contextlib.suppress(UpstreamError):
-            await self.send(reply)
+    @property
+    def _backlogged(self) -> bool:
+        """Does the session owe the upstream so many answers that its transport should stop reading?"""
+        return self._answers is not None and self._answers.backlogged
+
+    async def _until_answered(self) -> None:
+        """A transport's reader calls this before reading more: it waits while the session is backlogged."""
+        if self._answers is not None and self._answers.backlogged:
+            await self._answers.room()
 
     def _lose(self, reason: str) -> bool:
         """The transport can no longer carry the session's messages: the first time, every waiter fails and

@@ -9,7 +9,8 @@ call. The pool gives each receiving call a child of its own; `pool.max_sessions`
   own `MRTR_PROXY_*` settings and sealing keys never reach the child), and the upstream's `env` goes over
   them. `command` is looked up on that `PATH`.
 - **Framing**: one JSON-RPC message per line, UTF-8, written under a lock; lines longer than
-  `max_line_bytes` (16 MiB) end the session. A line that is not one JSON-RPC message is logged and skipped.
+  `max_line_bytes` (`upstreams[].max_message_bytes`, 16 MiB) end the session. A line that is not one
+  JSON-RPC message is logged and skipped.
 - **stderr** goes to the structured log line by line (`upstream.stderr`, with the upstream name and the
   child's pid), each line cut at `max_stderr_line_bytes`.
 - **Routing** (`router.py`): responses to their waiter, server requests and the call's notifications
@@ -36,6 +37,7 @@ from typing import Any, Final
 import structlog
 
 from proxy.upstream.base import Inbox, UpstreamError
+from proxy.upstream.bounded import too_large
 from proxy.upstream.propagation import detach_from_request
 from proxy.upstream.router import NoCallAnswer, negotiate
 from proxy.upstream.session_core import SessionCore
@@ -191,10 +193,11 @@ class StdioSession(SessionCore):
         """Dispatch every line the child writes; returns why reading stopped early, or None at EOF."""
         assert proc.stdout is not None
         while True:
+            await self._until_answered()  # a child flooding us with requests waits for their answers
             try:
                 line = await proc.stdout.readline()
             except ValueError:  # asyncio's LimitOverrunError, as readline reports it
-                return f"upstream sent a line longer than {self._settings.max_line_bytes} bytes"
+                return too_large(self._settings.max_line_bytes)
             if not line:
                 return None
             if not line.strip():

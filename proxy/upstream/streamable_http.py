@@ -19,8 +19,10 @@ from typing import Any
 import aiohttp
 import structlog
 
+from proxy.config import MAX_MESSAGE_BYTES
 from proxy.upstream.base import Inbox, ServerInfo, TransportLost, UpstreamError
-from proxy.upstream.event_stream import StreamEnded, open_event_stream
+from proxy.upstream.bounded import MessageTooLarge, read_body
+from proxy.upstream.event_stream import EventStream, StreamEnded, open_event_stream
 from proxy.upstream.http_errors import SESSION_GONE, refused, rejected_status, session_gone, unreachable
 from proxy.upstream.keepalive import finish_body
 from proxy.upstream.propagation import detach_from_request, forget_propagated, with_propagated
@@ -28,7 +30,7 @@ from proxy.upstream.router import CLIENT_INFO, NoCallAnswer, negotiate
 from proxy.upstream.session_core import SessionCore
 from proxy.upstream.tls import context_of
 from proxy.wire import jsonrpc, mcp
-from proxy.wire.sse import SSEDecoder, SSEEvent
+from proxy.wire.sse import SSEDecoder, SSEError, SSEEvent
 
 log = structlog.get_logger(__name__)
 
@@ -50,6 +52,7 @@ class SessionSettings:
     headers: Mapping[str, str] = field(default_factory=dict)  # static + forwarded client headers
     initialize_timeout: float = 30.0
     connect_timeout: float = 10.0  # timeouts.connect_s (HTTP+SSE: until the stream's endpoint event)
+    max_message_bytes: int = MAX_MESSAGE_BYTES  # a JSON body, an SSE line or event's data (bounded.py)
 
 
 class StreamableHttpSession(SessionCore):
@@ -182,17 +185,14 @@ class StreamableHttpSession(SessionCore):
                 ctype = resp.headers.get("Content-Type", "")
                 if ctype.startswith("text/event-stream"):
                     track = self._track_call_event if rid == self._router.receiver_id else None
-                    # `_read_sse` inline: a parked call's task holds one coroutine frame fewer.
-                    decoder, content = SSEDecoder(), resp.content
-                    while (seen := self._feed(decoder, await content.readany(), rid, track)) is None:
-                        pass
-                    if not seen:
+                    if not await self._read_sse(resp, until=rid, on_event_id=track):
                         raise UpstreamError("upstream ended the stream before answering")
                     # The server closes the stream after the response (its last chunk is usually on the
                     # wire already): read to that end, so the connection goes back to the pool.
                     await finish_body(resp)
                 else:
-                    self._dispatch(jsonrpc.decode(await resp.read()))
+                    body = await read_body(resp, self._settings.max_message_bytes)
+                    self._dispatch(jsonrpc.decode(body))
         except jsonrpc.InvalidMessage as exc:
             raise UpstreamError(f"upstream sent an invalid JSON-RPC message: {exc}") from None
         except aiohttp.ClientError as exc:
@@ -209,10 +209,18 @@ class StreamableHttpSession(SessionCore):
 
         Event ids belong to their stream: `on_event_id` is told each one (for that stream's resumption).
         Each chunk is fed in a call of its own, so nothing of it (the bytes, the events, the last message)
-        stays in this frame while it waits for the next: a parked call's stream waits for minutes."""
-        decoder, content = SSEDecoder(), resp.content
+        stays in this frame while it waits for the next: a parked call's stream waits for minutes.
+
+        A line or event over `max_message_bytes` closes the connection and raises MessageTooLarge."""
+        limit = self._settings.max_message_bytes
+        decoder, content = SSEDecoder(max_event_bytes=limit), resp.content
         while True:
-            seen = self._feed(decoder, await content.readany(), until, on_event_id)
+            await self._until_answered()  # a server flooding us with requests waits for their answers
+            try:
+                seen = self._feed(decoder, await content.readany(), until, on_event_id)
+            except SSEError:
+                resp.close()
+                raise MessageTooLarge(limit) from None
             if seen is not None:
                 return seen
 
@@ -261,9 +269,13 @@ class StreamableHttpSession(SessionCore):
         detach_from_request()  # the stream is the session's, not the request's that opened it
         failures = 0
         position = _StreamPosition()  # this stream's own last event id, for Last-Event-ID on reconnect
+        stream: EventStream | None = None
 
         def on_event(event: SSEEvent) -> None:
             self._on_event(event, standalone=True, on_event_id=position.saw)
+            if self._backlogged and stream is not None and not stream.paused:
+                stream.pause()  # a server flooding us with requests waits for their answers
+                self._spawn(self._resume_when_answered(stream))
 
         while self._alive:
             headers = self._headers()
@@ -278,6 +290,7 @@ class StreamableHttpSession(SessionCore):
                     tls=context_of(self._http),
                     connect_timeout=self._settings.connect_timeout,
                     head_timeout=self._settings.initialize_timeout,
+                    max_message_bytes=self._settings.max_message_bytes,
                 )
                 status = head.status
                 del head, headers  # held for as long as the stream lives otherwise
@@ -305,6 +318,10 @@ class StreamableHttpSession(SessionCore):
                 log.warning("upstream.get_stream_gave_up", session=self._session_id)
                 return
             await asyncio.sleep(GET_RETRY_DELAYS[min(failures, len(GET_RETRY_DELAYS) - 1)])
+
+    async def _resume_when_answered(self, stream: EventStream) -> None:
+        await self._until_answered()
+        stream.resume()
 
     async def _resume_stream(self, rid: jsonrpc.RequestId, inbox: Inbox) -> None:
         """Resume the call's stream with `GET` + `Last-Event-ID` until its response arrives; re-open it with

@@ -162,5 +162,6 @@ async def test_sixty_four_clients_after_a_warm_up_at_eight_reuse_what_they_grew(
         new = len(upstream_client_ports(port) - before)
     # Not quite 0: FastMCP ends a call's SSE reply a moment after its response, the client's next call may
     # start on that session before the connection is back in aiohttp's pool (so up to two per session), and
-    # uvicorn closes one idle for 5 s; a peak of such overlaps opens a few (0-6 per 640 calls measured).
-    assert new <= MANY // 8, f"{new} new upstream connections for {10 * MANY} calls from {MANY} clients"
+    # uvicorn closes one idle for 5 s; a peak of such overlaps opens a few (0-15 per 640 calls measured on a
+    # busy machine). A connection per call, or per session and round, would be hundreds.
+    assert new <= MANY // 2, f"{new} new upstream connections for {10 * MANY} calls from {MANY} clients"

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from proxy.handle import Claims, FrozenMap, HandleError, decode_claims, encode_claims
+from proxy.handle import Claims, FrozenMap, HandleError, carried_ids, decode_claims, encode_claims, id_digest
 from proxy.handle.claims import MAX_PENDING, MAX_STR
 
 BASE = Claims(
@@ -47,6 +47,38 @@ def test_trace_claim_round_trips() -> None:
     assert encode_claims(traced).endswith(b',"l":"' + ref.encode() + b'"}')
     assert decode_claims(encode_claims(traced)) == traced
     assert decode_claims(encode_claims(traced)).trace == ref
+
+
+def test_an_id_too_long_to_carry_goes_as_its_digest_and_h_names_it() -> None:
+    long_id = "x" * (MAX_STR + 1)
+    carried, hashed = carried_ids(
+        {"elicit-1": long_id, "elicit-2": "short", "roots-3": 7, "e-4": "y" * MAX_STR}
+    )
+    assert carried == {
+        "elicit-1": id_digest(long_id),
+        "elicit-2": "short",
+        "roots-3": 7,
+        "e-4": "y" * MAX_STR,
+    }
+    assert hashed == ("elicit-1",)
+    assert len(id_digest(long_id)) == 44 and id_digest(long_id) != id_digest(long_id + "x")
+    c = dataclasses.replace(BASE, pending=carried, hashed=hashed)
+    assert encode_claims(c).endswith(b',"e":"ev-9","h":["elicit-1"]}')
+    assert decode_claims(encode_claims(c)) == c
+    assert decode_claims(encode_claims(c)).hashed == ("elicit-1",)
+    # With no id too long, nothing changes: the handle is spelled as before `h` existed.
+    assert carried_ids({"a": 1, "b": "s"}) == ({"a": 1, "b": "s"}, ())
+    assert b'"h"' not in encode_claims(BASE)
+
+
+@pytest.mark.parametrize(
+    "hashed",
+    [("nope",), ("token", "confirm"), ("confirm",), ("token", "token"), ["token"]],
+    ids=["unknown key", "unsorted", "int id", "twice", "a list"],
+)
+def test_h_must_name_str_ids_of_pending_sorted_once_each(hashed: Any) -> None:
+    with pytest.raises((TypeError, ValueError)):
+        dataclasses.replace(BASE, hashed=hashed)
 
 
 def test_round_trip_keeps_id_types() -> None:
@@ -144,6 +176,13 @@ BAD_WIRE: list[tuple[str, bytes]] = [
     ("null q", wire(q=None)),
     ("keys reordered", json.dumps(dict(reversed(BASE_WIRE.items())), separators=(",", ":")).encode()),
     ("int l", wire(l=1)),
+    ("null h", wire(h=None)),
+    ("empty h", wire(h=[])),
+    ("str h", wire(h="token")),
+    ("h of unknown key", wire(h=["nope"])),
+    ("h of int id", wire(h=["confirm"])),
+    ("h unsorted", wire(p={"a": "1", "b": "2"}, h=["b", "a"])),
+    ("h before l", wire(h=["token"], l="abc")),
     ("empty l", wire(l="")),
     ("long str", wire(s="x" * (MAX_STR + 1))),
     ("empty upstream", wire(u="")),

@@ -16,7 +16,7 @@ import pytest
 from proxy.config import TimeoutsConfig, UpstreamConfig
 from proxy.upstream.base import UpstreamError
 from proxy.upstream.connect import open_upstream_session
-from proxy.upstream.pool import no_call_answer
+from proxy.upstream.pool_sessions import no_call_answer
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 SILENT = "import sys, time; sys.stdin.readline(); time.sleep(120)"  # reads the initialize, never answers

@@ -159,6 +159,7 @@ class Running:
             capabilities={"sampling": {}},
             headers={"Authorization": "Bearer t0ken"},
             initialize_timeout=kw.pop("initialize_timeout", 5.0),
+            max_message_bytes=kw.pop("max_message_bytes", 16 * 1024 * 1024),
         )
         return HttpSseSession(self.http, settings, kw.pop("no_call", _refuse))
 
@@ -315,6 +316,69 @@ async def test_a_message_larger_than_aiohttps_default_line_limit_arrives(fake: R
         result = await _next(inbox)
         assert isinstance(result, jsonrpc.Result) and result.result["content"][0]["text"] == text
         assert session.alive
+    finally:
+        await session.close()
+
+
+@pytest.mark.parametrize("shape", ["one line", "many data lines"])
+async def test_a_message_over_max_message_bytes_fails_the_call_and_ends_the_session(
+    fake: Running, shape: str
+) -> None:
+    session = fake.session(max_message_bytes=64 * 1024)
+    try:
+        await session.open()
+        inbox: Inbox = Inbox()
+        await session.call("tools/call", {"name": "big", "arguments": {}}, inbox)
+        if shape == "one line":
+            fake.server.push("event: message\ndata: " + "x" * (200 * 1024) + "\n\n")
+        else:  # an event whose data lines the library would join without limit
+            fake.server.push("event: message\n" + "data: xxxxxxxx\n" * 20_000 + "\n")
+        lost = await _next(inbox)
+        assert isinstance(lost, TransportLost)
+        limit = "upstream sent a message larger than 65536 bytes (upstreams[].max_message_bytes)"
+        assert lost.reason == limit
+        assert not session.alive
+    finally:
+        await session.close()
+
+
+async def test_a_flood_of_server_requests_is_answered_in_turn_and_bounded(fake: Running) -> None:
+    session = fake.session()
+    try:
+        await session.open()
+        inbox: Inbox = Inbox()
+        await session.call("tools/call", {"name": "slow", "arguments": {}}, inbox)
+        for i in range(1000):  # nobody drives the call: its inbox fills, then the rest are refused
+            fake.server.push({"jsonrpc": "2.0", "id": f"r-{i}", "method": "ping"})
+        await until(lambda: len([b for b, _ in fake.server.posts if "error" in b]) == 1000 - 256, 20)
+        assert inbox.qsize() == 256
+        refused = [b for b, _ in fake.server.posts if "error" in b]
+        assert refused[0]["id"] == "r-256"
+        assert refused[0]["error"] == {
+            "code": -31003,
+            "message": "Too many requests: the call already has 256 messages waiting in the proxy",
+        }
+        assert session.alive
+    finally:
+        await session.close()
+
+
+async def test_a_burst_of_notifications_never_costs_the_call_a_request(fake: Running) -> None:
+    session = fake.session()
+    try:
+        await session.open()
+        inbox: Inbox = Inbox()
+        await session.call("tools/call", {"name": "slow", "arguments": {}}, inbox)
+        for i in range(1000):  # nobody reads them: half the inbox, then dropped
+            fake.server.push(
+                {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progress": i}}
+            )
+        fake.server.push({"jsonrpc": "2.0", "id": "q", "method": "ping"})
+        await until(lambda: inbox.qsize() == 129)
+        items = [inbox.get_nowait() for _ in range(129)]
+        assert [n.params["progress"] for n in items[:128]] == list(range(128))
+        assert isinstance(items[128], jsonrpc.Request) and items[128].id == "q"
+        assert not [b for b, _ in fake.server.posts if "error" in b]
     finally:
         await session.close()
 

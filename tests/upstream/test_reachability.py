@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from proxy.config import TimeoutsConfig, UpstreamConfig
-from proxy.upstream.pool import no_call_answer
+from proxy.upstream.pool_sessions import no_call_answer
 from proxy.upstream.reachability import RECHECK_S, InitializeChecks, command_answers
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

@@ -46,7 +46,8 @@ async def test_each_way_a_delivery_fails_reaches_the_call() -> None:
     assert await _ended_with(NotDelivered("refused")) == TransportLost("refused", delivered=False)
     assert await _ended_with(asyncio.CancelledError()) == TransportLost("session closed")
     # A bug in a transport fails the call at once (and is logged) instead of leaving it to its timeout.
-    assert await _ended_with(RuntimeError("oops")) == TransportLost("RuntimeError delivering the call")
+    lost = TransportLost("reading the upstream's reply failed: RuntimeError")
+    assert await _ended_with(RuntimeError("oops")) == lost
 
 
 async def test_equal_initialize_results_are_one_object_shared_by_the_sessions() -> None:

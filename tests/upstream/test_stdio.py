@@ -204,7 +204,7 @@ async def test_a_line_over_the_limit_ends_the_session() -> None:
         await session.call("tools/call", {"name": "big", "arguments": {"size": 4096}}, inbox)
         lost = await next_item(inbox)
         assert isinstance(lost, TransportLost)
-        assert lost.reason == "upstream sent a line longer than 1024 bytes"
+        assert lost.reason == "upstream sent a message larger than 1024 bytes (upstreams[].max_message_bytes)"
         assert not session.alive
         await eventually(lambda: session.returncode is not None, "the child is stopped")
 

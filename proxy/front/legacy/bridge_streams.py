@@ -21,6 +21,17 @@ class BridgeReply:
         self.sse = wants(request)[1]
         self._stream: web.StreamResponse | None = None
 
+    @property
+    def gone(self) -> bool:
+        """The client's connection is closed (it went away)."""
+        transport = self._request.transport
+        return transport is None or transport.is_closing()
+
+    @property
+    def started(self) -> bool:
+        """An SSE stream was started: the status (200) is sent and can no longer change."""
+        return self._stream is not None
+
     async def send(self, msg: jsonrpc.Message) -> None:
         await (await self._open()).write(encode_event(jsonrpc.dumps(msg).decode()))
 

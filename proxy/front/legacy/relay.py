@@ -5,6 +5,10 @@ MRTR). The relay keeps no state: the `Mcp-Session-Id` it hands out is the upstre
 the principal (handle/session_ids.py), so any replica can relay any request of the session, and someone
 else's session id is refused like an unknown one (404, which tells a legacy client to re-initialize).
 Request and response bodies, SSE streams included, pass through byte for byte.
+
+An upstream whose era (upstream/era.py) is modern has no legacy session to relay to: its legacy clients go
+to the mirror (mirror.py), which plays the legacy server for them; so do the requests of a session the
+mirror opened (its session ids are of their own kind).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from proxy.calls.wording import unavailable_message
 from proxy.config import UpstreamConfig
 from proxy.front.address import TCP_PEER, AddressSource
 from proxy.front.legacy.bridge import LegacyBridge
+from proxy.front.legacy.mirror import LegacyMirror
 from proxy.front.legacy.quota import SessionQuota
 from proxy.handle import HandleCodec, HandleError
 from proxy.handle.session_ids import LegacySession, open_session, seal_session
@@ -51,7 +56,9 @@ class LegacyRelay:
         *,
         quota: SessionQuota | None = None,
         addresses: AddressSource = TCP_PEER,
+        mirror: LegacyMirror | None = None,  # legacy clients of 2026-07-28 upstreams (mirror.py)
     ):
+        self._mirror = mirror
         self._http = http
         self._clients = clients or {}
         # Sessions per principal and client address (quota.py); without one, none are counted.
@@ -77,6 +84,15 @@ class LegacyRelay:
         decides them), else the upstream's `forward_headers`. `challenge`: adapts the upstream's
         `WWW-Authenticate` on a 401/403 (its `resource_metadata` becomes the proxy's)."""
         config = self._upstreams[upstream]
+        if forwarded is None:
+            forwarded = [(n, request.headers[n]) for n in config.forward_headers if n in request.headers]
+        mirror = self._mirror
+        if mirror is not None and await mirror.takes(request, upstream, msg, dict(forwarded)):
+            mirrored = await mirror.handle(
+                request, upstream, principal, body, msg, forwarded=forwarded, challenge=challenge
+            )
+            if mirrored is not None:  # else the upstream turned out legacy: relayed below
+                return mirrored
         if config.transport != "streamable-http" or config.url is None:
             if self._bridge is not None:
                 return await self._bridge.handle(
@@ -89,8 +105,6 @@ class LegacyRelay:
             )
         headers = {name: request.headers[name] for name in _PASS_REQUEST if name in request.headers}
         headers.update(config.headers)
-        if forwarded is None:
-            forwarded = [(n, request.headers[n]) for n in config.forward_headers if n in request.headers]
         headers.update(forwarded)
         headers = with_propagated(headers)
         quota, ttl = self._quota, config.pool.idle_ttl_s

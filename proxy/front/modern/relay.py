@@ -137,7 +137,10 @@ class NativeRelay:
         assert up.url is not None  # a modern upstream is a Streamable HTTP one
         listen = msg.method == mcp.LISTEN
         target = ModernTarget(
-            up.url, {**up.headers, **dict(forwarded)}, timeout=None if listen else self._call_timeout
+            up.url,
+            {**up.headers, **dict(forwarded)},
+            timeout=None if listen else self._call_timeout,
+            max_message_bytes=up.max_message_bytes,
         )
         extra = {k: v for k, v in request.headers.items() if k.lower().startswith("mcp-param-")}
         try:

@@ -1,0 +1,250 @@
+"""The mirror's calls (front/legacy/mirror.py): one legacy client's `tools/call`, `prompts/get` or
+`resources/read` driven against a 2026-07-28 upstream, round after round, on the client's POST stream.
+
+Each round is one stateless POST upstream (upstream/modern.py); its progress and log notifications go to
+the client's stream as they come (the client's own `progressToken` travels upstream, so they carry it
+already). When the upstream answers `input_required`, its `inputRequests` become inline requests on the
+same stream (translate/mirror.py decides which, and what the proxy answers itself); their ids are sealed
+ask ids (handle/mirror_ids.py) naming this replica, so an answer that lands on another replica is forwarded
+here. When every inline request is answered, the call is retried upstream with `inputResponses` and the
+server's `requestState`; the upstream's final result ends the client's stream.
+
+What lives here lives only while the client's POST does: the call's waiting answers. A round whose inline
+requests are not all answered within `answer_timeout` (calls.parked_ttl_s) ends the call with a clear error
+and no further retry; so does a client that goes away (nothing could deliver the result: there is nothing
+to resume) and a client's `notifications/cancelled` for the call (the upstream's stream in flight is closed:
+the 2026-07-28 cancellation).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from proxy.calls.outcomes import shut_down
+from proxy.front.legacy.bridge_streams import BridgeReply
+from proxy.handle import HandleCodec
+from proxy.handle.mirror_ids import MirrorAsk, MirrorSession, seal_ask
+from proxy.translate.mirror import Ask, input_response, legacy_result, plan_round
+from proxy.upstream.modern import Notify
+from proxy.wire import jsonrpc, mcp
+
+log = structlog.get_logger("proxy.front.mirror")
+
+TICK = 1.0  # how often waits look at cancellation and write keep-alives
+MAX_ROUNDS = 64  # an upstream that keeps asking is stopped at some point
+Post = Callable[[jsonrpc.Request, Notify], Awaitable[jsonrpc.Response]]
+
+
+@dataclass(frozen=True, slots=True)
+class MirrorSettings:
+    answer_timeout: float = 600.0  # calls.parked_ttl_s: a round's wait for the client's answers
+    keepalive: float = 15.0  # front.keepalive_s: SSE comment interval on quiet streams (0: none)
+    owner: str = ""  # this replica's peer address (replica address), named in ask ids
+
+
+class Ended(Exception):
+    """The call ends with this message to the client (None: with no response, it was cancelled)."""
+
+    def __init__(self, answer: jsonrpc.Response | None) -> None:
+        super().__init__("ended")
+        self.answer = answer
+
+
+@dataclass(eq=False, slots=True)
+class MirrorCall:
+    token: str
+    session: str
+    client_id: jsonrpc.RequestId
+    waiting: dict[str, asyncio.Future[jsonrpc.Response]] = field(default_factory=dict)
+    cancelled: asyncio.Event = field(default_factory=asyncio.Event)
+    shut_down: bool = False  # the replica is shutting down: the call ends with -31011
+
+
+class MirrorCalls:
+    """The calls of this replica's mirrored sessions, while their POSTs last."""
+
+    def __init__(self, codec: HandleCodec, settings: MirrorSettings) -> None:
+        self._codec = codec
+        self._settings = settings
+        self._calls: dict[str, MirrorCall] = {}
+        self._by_client: dict[tuple[str, jsonrpc.RequestId], MirrorCall] = {}
+
+    def __len__(self) -> int:
+        return len(self._calls)
+
+    def deliver(self, ask: MirrorAsk, answer: jsonrpc.Response) -> bool:
+        """The client's answer to inline request `ask`, for its call here. False: no call waits for it."""
+        call = self._calls.get(ask.call)
+        if call is None or call.session != ask.session:
+            return False
+        waiter = call.waiting.get(ask.key)
+        if waiter is None or waiter.done():
+            return False
+        waiter.set_result(answer)
+        return True
+
+    def shut_down(self) -> int:
+        """End every call (the replica stops): each client is told; nothing is retried upstream."""
+        for call in self._calls.values():
+            call.shut_down = True
+            call.cancelled.set()
+        return len(self._calls)
+
+    def cancel(self, session: str, client_id: object) -> bool:
+        """The client's `notifications/cancelled` for its call `client_id`. False: no such call here."""
+        if isinstance(client_id, bool) or not isinstance(client_id, str | int):
+            return False
+        call = self._by_client.get((session, client_id))
+        if call is None:
+            return False
+        call.cancelled.set()
+        return True
+
+    async def run(
+        self,
+        reply: BridgeReply,
+        session: MirrorSession,
+        msg: jsonrpc.Request,
+        params: dict[str, Any],
+        post: Post,
+    ) -> jsonrpc.Response | None:
+        """The call's final answer to the client (None: cancelled, no answer is due)."""
+        call = MirrorCall(secrets.token_urlsafe(12), session.token, msg.id)
+        self._calls[call.token] = call
+        self._by_client[(session.token, msg.id)] = call
+        try:
+            return await self._rounds(reply, session=session, call=call, msg=msg, params=params, post=post)
+        except Ended as ended:
+            return ended.answer
+        finally:
+            del self._calls[call.token]
+            if self._by_client.get((session.token, msg.id)) is call:
+                del self._by_client[(session.token, msg.id)]
+            for waiter in call.waiting.values():
+                waiter.cancel()
+
+    async def _rounds(
+        self,
+        reply: BridgeReply,
+        *,
+        session: MirrorSession,
+        call: MirrorCall,
+        msg: jsonrpc.Request,
+        params: dict[str, Any],
+        post: Post,
+    ) -> jsonrpc.Response:
+        base = {k: v for k, v in params.items() if k not in ("inputResponses", "requestState")}
+        request = jsonrpc.Request(msg.id, msg.method, base)
+        for round_no in range(1, MAX_ROUNDS + 1):
+            answer = await self._upstream(reply, call, request, post)
+            if isinstance(answer, jsonrpc.Error):
+                return answer
+            result = answer.result
+            if result.get("resultType") != mcp.RESULT_INPUT_REQUIRED:
+                return jsonrpc.Result(msg.id, legacy_result(result))
+            plan = plan_round(result.get("inputRequests"), session.capabilities, f"mrtr-{call.token}-")
+            if plan.stop is not None:
+                raise Ended(_cannot_go_on(msg.id, plan.stop))
+            responses: dict[str, Any] = dict(plan.answered or {})
+            if plan.asks:
+                if not reply.sse:
+                    why = "the upstream needs input, and your client does not accept an event stream for it"
+                    raise Ended(_cannot_go_on(msg.id, why))
+                responses.update(await self._ask(reply, call, plan.asks))
+            retry: dict[str, Any] = {**base, "inputResponses": responses}
+            if isinstance(result.get("requestState"), str):
+                retry["requestState"] = result["requestState"]
+            request = jsonrpc.Request(msg.id, msg.method, retry)
+            log.info("mirror.round", call=call.token, round=round_no, asked=len(plan.asks))
+        return _cannot_go_on(msg.id, f"the upstream still asked for input after {MAX_ROUNDS} rounds")
+
+    async def _upstream(
+        self, reply: BridgeReply, call: MirrorCall, request: jsonrpc.Request, post: Post
+    ) -> jsonrpc.Response:
+        """One round upstream, its notifications on the client's stream; a cancel closes it."""
+
+        async def note(item: jsonrpc.Notification) -> None:
+            if reply.sse:
+                await reply.send(item)
+
+        work = asyncio.ensure_future(post(request, note))
+        try:
+            await self._wait(reply, call, {work})
+        finally:
+            if not work.done():
+                work.cancel()
+                with contextlib.suppress(BaseException):
+                    await work
+        return work.result()
+
+    async def _ask(self, reply: BridgeReply, call: MirrorCall, asks: tuple[Ask, ...]) -> dict[str, Any]:
+        """Ask the client inline; its answers as `inputResponses` values, once every one has come."""
+        settings, loop = self._settings, asyncio.get_running_loop()
+        expires = int(time.time() + settings.answer_timeout) + 1
+        call.waiting = {a.key: loop.create_future() for a in asks}
+        for ask in asks:
+            rid = seal_ask(self._codec, MirrorAsk(settings.owner, call.token, ask.key, call.session, expires))
+            await reply.send(jsonrpc.Request(rid, ask.method, dict(ask.params)))
+        deadline = loop.time() + settings.answer_timeout
+        pending = set(call.waiting.values())
+        await self._wait(reply, call, pending, deadline=deadline)
+        if not all(w.done() for w in pending):
+            unanswered = sorted(a.method for a in asks if not call.waiting[a.key].done())
+            why = (
+                f"no answer to {', '.join(unanswered)} within {settings.answer_timeout:g}s; the call was "
+                "ended and not retried upstream"
+            )
+            raise Ended(jsonrpc.error(call.client_id, jsonrpc.INVALID_REQUEST, why))
+        out: dict[str, Any] = {}
+        for ask in asks:
+            value = input_response(ask.method, call.waiting[ask.key].result())
+            if isinstance(value, str):
+                raise Ended(_cannot_go_on(call.client_id, value))
+            out[ask.key] = value
+        return out
+
+    async def _wait(
+        self,
+        reply: BridgeReply,
+        call: MirrorCall,
+        pending: set[asyncio.Future[Any]],
+        deadline: float | None = None,
+    ) -> None:
+        """Until every future in `pending` is done, the deadline passes, or the client cancels the call
+        (Ended(None)); keep-alives on the client's stream meanwhile (a client gone: its write fails)."""
+        loop = asyncio.get_running_loop()
+        written = loop.time()
+        while not all(f.done() for f in pending):
+            now = loop.time()
+            if deadline is not None and now >= deadline:
+                return
+            if call.cancelled.is_set() and call.shut_down:
+                why = "the call waited for its client or its upstream; it was not retried upstream"
+                raise Ended(jsonrpc.Error(call.client_id, shut_down(why)))
+            if call.cancelled.is_set():
+                log.info("mirror.cancelled", call=call.token)
+                raise Ended(None)
+            if reply.gone:  # nothing could deliver the result: the call ends here, nothing is retried
+                log.info("mirror.client_gone", call=call.token)
+                raise ConnectionResetError("the client went away")
+            if reply.sse and 0 < self._settings.keepalive <= now - written:
+                await reply.keepalive()
+                written = now
+            left = TICK if deadline is None else max(0.0, min(TICK, deadline - now))
+            cancelled = asyncio.ensure_future(call.cancelled.wait())
+            try:
+                await asyncio.wait({*pending, cancelled}, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                cancelled.cancel()
+
+
+def _cannot_go_on(rid: jsonrpc.RequestId, why: str) -> jsonrpc.Error:
+    return jsonrpc.error(rid, jsonrpc.INVALID_REQUEST, f"The call cannot go on: {why}")

@@ -1,0 +1,46 @@
+"""Reading from an upstream within `upstreams[].max_message_bytes`: every body, line and event is bounded.
+
+A server that answers with a body, an SSE line or an event larger than the limit fails the request it
+belongs to (`MessageTooLarge`, an UpstreamError the client reads as -31001), and the connection that carried
+it is closed: what was read of it is dropped, and nothing of the rest is read. Other sessions and upstreams
+never notice.
+"""
+
+from __future__ import annotations
+
+import aiohttp
+
+from proxy.upstream.base import UpstreamError
+
+
+class MessageTooLarge(UpstreamError):
+    """The upstream sent more than `upstreams[].max_message_bytes` in one body, line or event."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(too_large(limit))
+        self.limit = limit
+
+
+def too_large(limit: int) -> str:
+    """The reason a request fails with (said to the client as it is: calls/wording.py)."""
+    return f"upstream sent a message larger than {limit} bytes (upstreams[].max_message_bytes)"
+
+
+async def read_body(resp: aiohttp.ClientResponse, limit: int) -> bytes:
+    """The whole body of `resp`, at most `limit` bytes; over it (announced by Content-Length, or seen while
+    reading) the connection is closed and MessageTooLarge raised."""
+    if resp.content_length is not None and resp.content_length > limit:
+        resp.close()
+        raise MessageTooLarge(limit)
+    body = bytearray()
+    content = resp.content
+    while chunk := await content.readany():
+        if len(body) + len(chunk) > limit:
+            del body[:]
+            resp.close()
+            raise MessageTooLarge(limit)
+        body += chunk
+    return bytes(body)
+
+
+__all__ = ["MessageTooLarge", "read_body", "too_large"]

@@ -105,9 +105,18 @@ async def _timed(clients: list[Legacy | Modern], spec: dict[str, Any]) -> dict[s
     # (default 2 per client), never past `max_window` seconds.
     min_completions = int(spec.get("min_completions", 2 * len(clients)))
     max_window = float(spec.get("max_window", max(duration, 4.0)))
+    # The warm-up lasts `warmup` seconds and, bounded by `warm_limit`, until every client has completed a
+    # call: a cell at a concurrency the target has not seen yet first grows its pools (through mrtr-proxy,
+    # one upstream session per call in flight, each with its own GET stream and initialize POSTs); that is
+    # the warm-up of that concurrency, not what the window measures. Against FastMCP 1.30 the growth from 16
+    # to 64 sessions outlasted a fixed 0.5 s and put dozens of new upstream connections in the first
+    # 64-client window (issue 31).
+    warm_limit = float(spec.get("warm_limit", 10.0))
     loop = asyncio.get_running_loop()
     start = loop.time()
-    window_start = start + warmup
+    window_start = float("inf")  # once warm (marks)
+    warm_clients: set[int] = set()
+    warm = asyncio.Event()  # set once every client has completed a call
     latencies: list[float] = []
     errors: list[str] = []
     done = 0
@@ -118,8 +127,11 @@ async def _timed(clients: list[Legacy | Modern], spec: dict[str, Any]) -> dict[s
     ports: dict[int, set[int]] = {}
 
     async def marks() -> None:
-        nonlocal stopped
-        await asyncio.sleep(max(0.0, window_start - loop.time()))
+        nonlocal stopped, window_start
+        await asyncio.sleep(warmup)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(warm.wait(), max(0.0, start + warm_limit - loop.time()))
+        window_start = loop.time()
         cpu_marks["self0"] = time.process_time()
         cpu_marks["machine0"] = _machine_busy_seconds()
         for pid in watch:
@@ -159,6 +171,10 @@ async def _timed(clients: list[Legacy | Modern], spec: dict[str, Any]) -> dict[s
                 await asyncio.sleep(0.01)
                 continue
             t1 = loop.time()
+            if not warm.is_set():
+                warm_clients.add(id(client))
+                if len(warm_clients) == len(clients):
+                    warm.set()
             if window_start <= t1 and not stopped:  # completions inside the window (closed loop)
                 latencies.append(t1 - t0)
                 if len(latencies) >= min_completions:
@@ -172,6 +188,7 @@ async def _timed(clients: list[Legacy | Modern], spec: dict[str, Any]) -> dict[s
         "kind": spec["kind"],
         "concurrency": len(clients),
         "window_s": elapsed,
+        "warmup_s": window_start - start,
         "completed": len(latencies),
         "throughput_rps": len(latencies) / elapsed if elapsed > 0 else 0.0,
         "errors": len(errors),

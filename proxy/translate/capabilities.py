@@ -6,6 +6,7 @@ the modern client on whose behalf the session runs has declared.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -95,3 +96,10 @@ class ClientCapabilities:
             if on
         ]
         return "+".join(parts) or "none"
+
+
+@functools.lru_cache(maxsize=64)
+def shared_legacy(capabilities: ClientCapabilities, version: str) -> Mapping[str, Any]:
+    """`capabilities.legacy(version)`, one object per capability set and version: the sessions of a pool
+    declare the same, and each held its own copy for as long as it lived (a parked call's too). Read only."""
+    return capabilities.legacy(version)

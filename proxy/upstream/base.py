@@ -60,7 +60,7 @@ class NotDelivered(UpstreamError):
     longer knows the session (it restarted). Safe to send again on a fresh session — nothing can run twice."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, weakref_slot=True)
 class ServerInfo:
     """The upstream's `initialize` result, which `server/discover` is built from."""
 

@@ -68,13 +68,15 @@ class EventStream(asyncio.Protocol):
             if body:
                 for event in self._decoder.feed(body):
                     self._on_event(event)
-        except (HttpError, SSEError) as exc:
+        except SSEError as exc:
             self._end(str(exc))
         except Exception as exc:  # a bug in what handles an event: the stream cannot go on consistently
             log.exception("upstream.event_stream_failed")
             self._end(f"{type(exc).__name__} handling an event")
         else:
-            if self._reader.done:
+            if self._reader.error is not None:  # after the events that came before it
+                self._end(str(self._reader.error))
+            elif self._reader.done:
                 self._end("the server ended the response")
 
     def eof_received(self) -> bool:

@@ -9,6 +9,7 @@ from collections.abc import Callable
 import aiohttp
 
 from proxy.config import UpstreamConfig
+from proxy.translate.capabilities import shared_legacy
 from proxy.upstream.base import ServerInfo, UpstreamSession
 from proxy.upstream.connect import adopt_upstream_session, open_upstream_session
 from proxy.upstream.pool import PoolKey, SessionAdopter, SessionFactory
@@ -50,7 +51,7 @@ def session_factory(
             http,
             upstream,
             versions=upstream.protocol_versions,
-            capabilities=key.capabilities.legacy(upstream.protocol_versions[0]),
+            capabilities=shared_legacy(key.capabilities, upstream.protocol_versions[0]),
             headers=dict(key.forwarded),
             no_call=state.answer if roots is not None else answer,
         )

@@ -49,6 +49,12 @@ def with_propagated(headers: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
+def forget_propagated() -> None:
+    """In a task that has sent all it will send for its request: let its context drop the headers (a parked
+    call's delivery task waits for minutes)."""
+    _PROPAGATED.set(_NONE)
+
+
 def detach_from_request() -> None:
     """First thing in a task that lives as long as its session: forget the request that happened to start it
     (its propagated headers and its structlog context). Only ever call it at the top of such a task."""

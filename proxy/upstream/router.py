@@ -2,14 +2,16 @@
 
 `Router` holds one session's routing state: the one receiving call (its inbox and request id) and the waiters
 of plain requests. It does no I/O of its own: `dispatch` hands back the answer to send when a server request
-arrives with no call in flight, and the transport sends it; `exchange` and `deliver_call` take the transport's
-`Deliver` function. `negotiate` runs the `initialize` exchange over whatever
-request function the transport provides.
+arrives with no call in flight, and the transport sends it; `exchange` takes the transport's `Deliver`
+function, and `call_delivered` says how the task delivering a receiving call ended. `negotiate` runs the
+`initialize` exchange over whatever request function the transport provides.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
@@ -127,21 +129,22 @@ class Router:
             self.forget(req.id)
 
     @staticmethod
-    async def deliver_call(req: jsonrpc.Request, inbox: Inbox, deliver: Deliver) -> None:
-        """Deliver the receiving call's request (as a task); a failure reaches `inbox` as TransportLost."""
-        try:
-            await deliver(req)
-        except UpstreamAuthChallenge as exc:
-            inbox.put_nowait(TransportLost(str(exc), challenge=exc))
-        except NotDelivered as exc:
-            inbox.put_nowait(TransportLost(str(exc), delivered=False))
-        except UpstreamError as exc:
-            inbox.put_nowait(TransportLost(str(exc)))
-        except asyncio.CancelledError:
+    def call_delivered(inbox: Inbox, task: asyncio.Task[None]) -> None:
+        """The task delivering the receiving call's request ended: a failure reaches `inbox` as TransportLost.
+        A done-callback (with `functools.partial`) rather than a coroutine around the delivery, so that a
+        parked call's task holds one frame fewer, and only the delivery's frame the request (until sent)."""
+        if task.cancelled():
             inbox.put_nowait(TransportLost("session closed"))
-            raise
-        except Exception as exc:  # a bug reading the reply: the call must fail now, not at call_timeout_s
-            log.exception("upstream.deliver_failed", method=req.method)
+            return
+        exc = task.exception()
+        if isinstance(exc, UpstreamAuthChallenge):
+            inbox.put_nowait(TransportLost(str(exc), challenge=exc))
+        elif isinstance(exc, NotDelivered):
+            inbox.put_nowait(TransportLost(str(exc), delivered=False))
+        elif isinstance(exc, UpstreamError):
+            inbox.put_nowait(TransportLost(str(exc)))
+        elif exc is not None:  # a bug reading the reply: the call must fail now, not at call_timeout_s
+            log.error("upstream.deliver_failed", exc_info=exc)
             inbox.put_nowait(TransportLost(f"reading the upstream's reply failed: {type(exc).__name__}"))
 
     def dispatch(self, msg: jsonrpc.Message, *, standalone: bool = False) -> jsonrpc.Response | None:
@@ -229,13 +232,30 @@ async def negotiate(
         if negotiated not in versions:
             problems.append(f"{version}: upstream answered with unsupported version {negotiated!r}")
             continue
-        return ServerInfo(
-            protocol_version=str(negotiated),
-            capabilities=_mapping(reply.result.get("capabilities")),
-            server_info=_mapping(reply.result.get("serverInfo")),
-            instructions=_str_or_none(reply.result.get("instructions")),
+        return _shared(
+            ServerInfo(
+                protocol_version=str(negotiated),
+                capabilities=_mapping(reply.result.get("capabilities")),
+                server_info=_mapping(reply.result.get("serverInfo")),
+                instructions=_str_or_none(reply.result.get("instructions")),
+            )
         )
     raise UpstreamError("initialize failed: " + "; ".join(problems))
+
+
+# Equal initialize results, one object: every session of a pool (a parked call's too) holds the same one
+# instead of its own ~0.6 KB copy. Weak: an entry goes with the last session that holds it.
+_INFOS: weakref.WeakValueDictionary[str, ServerInfo] = weakref.WeakValueDictionary()
+
+
+def _shared(info: ServerInfo) -> ServerInfo:
+    try:
+        key = json.dumps(
+            [info.protocol_version, info.capabilities, info.server_info, info.instructions], sort_keys=True
+        )
+    except (TypeError, ValueError):  # not plain JSON after all: keep this session's own
+        return info
+    return _INFOS.setdefault(key, info)
 
 
 def _mapping(value: object) -> Mapping[str, Any]:

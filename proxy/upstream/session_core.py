@@ -19,6 +19,7 @@ waiter fails, the receiving call gets `TransportLost`); it returns False for any
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 from collections.abc import Awaitable, Mapping
 from typing import Any
@@ -83,7 +84,8 @@ class SessionCore:
             raise RuntimeError("a receiving call is already running on this session")
         rid = next(self._ids)
         self._begin_call(rid, inbox)
-        self._spawn(Router.deliver_call(jsonrpc.Request(rid, method, params), inbox, self._deliver))
+        task = self._spawn(self._deliver(jsonrpc.Request(rid, method, params)))
+        task.add_done_callback(functools.partial(Router.call_delivered, inbox))
         return rid
 
     def end_call(self) -> None:

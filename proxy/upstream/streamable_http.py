@@ -25,7 +25,7 @@ from proxy.upstream.bounded import MessageTooLarge, read_body
 from proxy.upstream.event_stream import EventStream, StreamEnded, open_event_stream
 from proxy.upstream.http_errors import SESSION_GONE, refused, rejected_status, session_gone, unreachable
 from proxy.upstream.keepalive import finish_body
-from proxy.upstream.propagation import detach_from_request, with_propagated
+from proxy.upstream.propagation import detach_from_request, forget_propagated, with_propagated
 from proxy.upstream.router import CLIENT_INFO, NoCallAnswer, negotiate
 from proxy.upstream.session_core import SessionCore
 from proxy.upstream.tls import context_of
@@ -163,15 +163,22 @@ class StreamableHttpSession(SessionCore):
         return headers
 
     async def _deliver(self, req: jsonrpc.Request) -> None:
-        """POST a request and dispatch everything its reply carries, until the response to it."""
-        rid = req.id
+        """POST a request and dispatch everything its reply carries, until the response to it.
+
+        A receiving call's reply stream is held for as long as the call is parked: this frame keeps neither
+        the request (sent) nor aiohttp's request context manager and its finished coroutine (~1 KB; the
+        response is entered directly)."""
+        rid, initialize, body = req.id, req.method == "initialize", jsonrpc.dumps(req)
+        del req
         try:
-            async with self._http.post(
-                self._settings.url, data=jsonrpc.dumps(req), headers=self._headers(post=True)
-            ) as resp:
-                if req.method == "initialize" and "mcp-session-id" in resp.headers:
+            resp = await self._http.post(self._settings.url, data=body, headers=self._headers(post=True))
+            del body
+            if rid == self._router.receiver_id:  # its own task (SessionCore.call), which sends no more
+                forget_propagated()
+            async with resp:
+                if initialize and "mcp-session-id" in resp.headers:
                     self._session_id = resp.headers["mcp-session-id"]
-                if resp.status == 404 and self._session_id is not None and req.method != "initialize":
+                if resp.status == 404 and self._session_id is not None and not initialize:
                     raise session_gone(self._die)
                 if resp.status >= 400:
                     raise await refused(resp)

@@ -1,9 +1,18 @@
-"""An HTTP/1.1 request head and an incremental response reader, for the long-lived GET event streams.
+"""HTTP/1.1 for the long-lived GET event streams: the request head, and the response read with llhttp.
 
-Pure: no I/O. `request_head` writes a GET's bytes; `ResponseReader.feed` takes the response's bytes split
+Pure: no I/O. `request_head` writes a GET's bytes. `ResponseReader.feed` takes the response's bytes split
 anywhere and returns, in order, the head once it is complete and the body's bytes with the transfer coding
-removed (`chunked`, `Content-Length`, or until the connection closes). Anything it cannot read safely raises
-`HttpError`: a head over `max_head` bytes, a malformed status line, header or chunk size.
+removed (`chunked`, `Content-Length`, or until the connection closes). The framing is llhttp's (httptools,
+the parser of Node.js and uvicorn; strict: no obs-fold, no bare LF, no duplicate or listed Content-Length,
+no Content-Length beside Transfer-Encoding, no chunk size it cannot read); this module adds only the
+bounds and the checks a client of one event stream needs. Anything it cannot read safely ends the read
+with an `HttpError` that says why (`ResponseReader.error`).
+
+Bounds (those aiohttp's client puts on the POSTs): a status line or header field of at most `MAX_FIELD`
+bytes, at most `MAX_HEADERS` fields, a head of at most `max_head` bytes; and at most `max_head` bytes (and
+one `SLICE`) of framing between two pieces of body (chunk-size lines, extensions, trailer fields). The
+body itself is not buffered here: it goes straight out, and the SSE decoder bounds its lines and events
+(`upstreams[].max_message_bytes`, where the configuration has it).
 """
 
 from __future__ import annotations
@@ -11,7 +20,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+import httptools
+
 MAX_HEAD = 64 * 1024
+MAX_FIELD = 8190
+MAX_HEADERS = 128
+SLICE = 16 * 1024  # a longer read is parsed in slices of this size (see `_framing`)
+_TOKEN = frozenset(b"!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 
 
 class HttpError(ValueError):
@@ -28,122 +43,134 @@ class ResponseHead:
 
 
 def request_head(target: str, host: str, headers: Iterable[tuple[str, str]]) -> bytes:
-    """`GET target HTTP/1.1` with `Host` and `headers`; a name or value with CR, LF or NUL is refused."""
-    lines = [f"GET {target} HTTP/1.1", f"Host: {host}"]
-    for name, value in headers:
-        if any(c in name or c in value for c in "\r\n\0") or not name or ":" in name:
+    """`GET target HTTP/1.1` with `Host` and `headers`. A name that is not an RFC 9110 token, or a value
+    or target with CR, LF or NUL, is refused: nothing a caller passes can add a header or a request."""
+    if not _sendable(target) or " " in target:
+        raise HttpError(f"target {target[:80]!r} cannot be sent")
+    lines = [f"GET {target} HTTP/1.1"]
+    for name, value in [("Host", host), *headers]:
+        if not name or not name.isascii() or not _TOKEN.issuperset(name.encode()) or not _sendable(value):
             raise HttpError(f"header {name!r} cannot be sent")
         lines.append(f"{name}: {value}")
-    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+    try:
+        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+    except UnicodeEncodeError:
+        raise HttpError("a header value is not Latin-1 text and cannot be sent") from None
 
 
-def parse_head(raw: bytes) -> ResponseHead:
-    """A response head (status line and headers, without the blank line that ends it)."""
-    text = raw.decode("latin-1")
-    status_line, *header_lines = text.split("\r\n")
-    parts = status_line.split(" ", 2)
-    status_ok = len(parts) >= 2 and parts[1].isdigit() and len(parts[1]) == 3
-    if not status_ok or not parts[0].startswith("HTTP/1."):
-        raise HttpError(f"malformed status line {status_line[:80]!r}")
-    headers: dict[str, str] = {}
-    for line in header_lines:
-        name, sep, value = line.partition(":")
-        if not sep or not name or name != name.strip():
-            raise HttpError(f"malformed header line {line[:80]!r}")
-        key, value = name.lower(), value.strip()
-        headers[key] = f"{headers[key]}, {value}" if key in headers else value
-    return ResponseHead(int(parts[1]), headers)
+def _sendable(value: str) -> bool:
+    return not any(c in value for c in "\r\n\0")
 
 
 class ResponseReader:
     """One response, fed as it arrives. `feed` returns (the head, when this feed completed it, else None;
-    the body bytes decoded from this feed). `done` once the body ended (a chunked body's last chunk, or a
-    Content-Length's worth); a body of neither kind ends when the connection does. The head is returned,
-    not kept: a stream held for hours keeps only what it needs to read its body."""
+    the body bytes decoded from this feed, up to the end or the first byte that cannot be read). `done` once
+    the body ended (a chunked body's last chunk, or a Content-Length's worth; a body of neither kind ends
+    when the connection does), `error` once the response cannot be read on: what came before it is still
+    returned, so its events are not lost with it. Bytes after the end are ignored. The head is returned,
+    not kept: a stream held for hours keeps only its parser (~0.9 KB)."""
 
-    __slots__ = ("_buffer", "_chunk_left", "_length_left", "_mode", "_state", "done", "max_head")
+    __slots__ = ("_body", "_fields", "_framing", "_head", "_parser", "done", "error", "max_head")
 
     def __init__(self, *, max_head: int = MAX_HEAD) -> None:
         self.max_head = max_head
         self.done = False
-        self._buffer = b""
-        self._mode = ""  # "chunked", "length" or "close"
-        self._state = "size"  # chunked: "size", "data", "crlf", "trailer"
-        self._chunk_left = 0
-        self._length_left = 0
+        self.error: HttpError | None = None  # why the response cannot be read on (then `feed` reads nothing)
+        self._framing = 0  # bytes fed since the head began or the last piece of body (to within a SLICE)
+        self._fields: list[tuple[bytes, bytes]] | None = []  # None once the head is complete
+        self._head: ResponseHead | None = None
+        self._body: list[bytes] | None = None  # the body's pieces, during a `feed`
+        self._parser = httptools.HttpResponseParser(self)
 
     def feed(self, data: bytes) -> tuple[ResponseHead | None, bytes]:
-        completed = None
-        if not self._mode:
-            self._buffer += data
-            end = self._buffer.find(b"\r\n\r\n")
-            if end < 0:
-                if len(self._buffer) > self.max_head:
-                    raise HttpError("response head too large")
-                return None, b""
-            if end > self.max_head:
-                raise HttpError("response head too large")
-            completed = parse_head(self._buffer[:end])
-            data, self._buffer = self._buffer[end + 4 :], b""
-            self._mode = _body_mode(completed)
-            if self._mode == "length":
-                self._length_left = int(completed.get("content-length"))
-                self.done = self._length_left == 0
-        if self.done or not data:
-            return completed, b""
-        if self._mode == "close":
-            return completed, data
-        if self._mode == "length":
-            body = data[: self._length_left]
-            self._length_left -= len(body)
-            self.done = self._length_left == 0
-            return completed, body
-        return completed, self._chunked(data)
+        if self.done or self.error is not None or not data:
+            return None, b""
+        parts: list[bytes] = []
+        self._body = parts
+        try:
+            if len(data) <= SLICE:
+                self._read(data)
+            else:  # in slices, so that `_framing` counts what came after the last piece of body
+                view = memoryview(data)
+                for start in range(0, len(data), SLICE):
+                    self._read(view[start : start + SLICE])
+                    if self.done or self.error is not None:
+                        break
+        finally:
+            self._body = None
+        head, self._head = self._head, None
+        return head, parts[0] if len(parts) == 1 else b"".join(parts)
 
-    def _chunked(self, data: bytes) -> bytes:
-        out = bytearray()
-        buffer = self._buffer + data
-        pos = 0
-        while pos < len(buffer) and not self.done:
-            if self._state == "data":
-                take = min(self._chunk_left, len(buffer) - pos)
-                out += buffer[pos : pos + take]
-                pos += take
-                self._chunk_left -= take
-                if self._chunk_left == 0:
-                    self._state = "crlf"
-                continue
-            end = buffer.find(b"\r\n", pos)
-            if end < 0:
-                if len(buffer) - pos > self.max_head:
-                    raise HttpError("chunk header too large")
-                break
-            line, pos = buffer[pos:end], end + 2
-            if self._state == "crlf":
-                if line:
-                    raise HttpError("missing CRLF after a chunk")
-                self._state = "size"
-            elif self._state == "size":
-                size = line.split(b";", 1)[0].strip()
-                if not size or any(c not in b"0123456789abcdefABCDEF" for c in size):
-                    raise HttpError(f"malformed chunk size {line[:40]!r}")
-                self._chunk_left = int(size, 16)
-                self._state = "data" if self._chunk_left else "trailer"
-            elif not line:  # the blank line after the trailer fields: the body is complete
-                self.done = True
-        self._buffer = buffer[pos:] if not self.done else b""
-        return bytes(out)
+    def _read(self, piece: bytes | memoryview) -> None:
+        self._framing += len(piece)
+        try:
+            self._parser.feed_data(piece)
+        except httptools.HttpParserUpgrade:
+            self.error = HttpError("the server switched protocols")
+        except httptools.HttpParserError as exc:
+            # Past the end (our stop, or bytes after it) is not an error of this response.
+            if self.error is None and not self.done:
+                self.error = HttpError(str(exc).strip() or type(exc).__name__)
+        if self._framing > self.max_head and not self.done and self.error is None:
+            too_large = "response head too large" if self._fields is not None else "chunk framing too large"
+            self.error = HttpError(too_large)
+
+    def _fail(self, why: str) -> None:
+        self.error = HttpError(why)
+        raise self.error
+
+    # -- llhttp's callbacks ---------------------------------------------------------------------------------
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        fields = self._fields
+        if fields is None:  # a trailer field: read and dropped (`_framing` bounds them)
+            return
+        if len(name) + len(value) + 2 > MAX_FIELD:
+            self._fail(f"header field too long ({name[:40]!r})")
+        if len(fields) >= MAX_HEADERS:
+            self._fail(f"more than {MAX_HEADERS} header fields")
+        fields.append((name, value))
+
+    def on_headers_complete(self) -> None:
+        status, fields = self._parser.get_status_code(), self._fields or []
+        if not self._parser.get_http_version().startswith("1."):
+            self._fail(f"not an HTTP/1 response ({self._parser.get_http_version()})")
+        if 100 <= status < 200:
+            if status == 101:
+                self._fail("the server switched protocols")
+            self._fields = []  # an interim response (103 Early Hints…): the final one follows
+            return
+        headers: dict[str, str] = {}
+        for raw_name, raw_value in fields:
+            name, value = raw_name.decode("latin-1").lower(), raw_value.decode("latin-1").strip(" \t")
+            headers[name] = f"{headers[name]}, {value}" if name in headers else value
+        coding = headers.get("transfer-encoding")
+        if coding is not None and coding.lower() != "chunked":
+            self._fail(f"unsupported Transfer-Encoding {coding[:40]!r}")
+        self._fields, self._framing = None, 0
+        self._head = ResponseHead(status, headers)
+
+    def on_body(self, body: bytes) -> None:
+        if self._body is not None and not self.done:
+            self._framing = 0
+            self._body.append(body)
+
+    def on_message_complete(self) -> None:
+        if self._fields is None:  # the final response, not an interim one
+            self.done = True
+            raise _Stop  # llhttp stops here: what follows on the connection is not ours to parse
 
 
-def _body_mode(head: ResponseHead) -> str:
-    if "chunked" in head.get("transfer-encoding").lower():
-        return "chunked"
-    length = head.get("content-length")
-    if length:
-        if not length.isdigit():
-            raise HttpError(f"malformed Content-Length {length[:40]!r}")
-        return "length"
-    return "close"
+class _Stop(Exception):
+    """Raised from `on_message_complete` to stop llhttp at the end of the response."""
 
 
-__all__ = ["MAX_HEAD", "HttpError", "ResponseHead", "ResponseReader", "parse_head", "request_head"]
+__all__ = [
+    "MAX_FIELD",
+    "MAX_HEAD",
+    "MAX_HEADERS",
+    "HttpError",
+    "ResponseHead",
+    "ResponseReader",
+    "request_head",
+]

@@ -1,5 +1,5 @@
-"""The HTTP/1.1 response reader of the standalone GET streams (pure): heads, the three body framings, split
-anywhere, and what it refuses."""
+"""The HTTP/1.1 reader of the standalone GET streams (pure; llhttp's framing through httptools): heads, the
+three body framings, split anywhere and at every byte, and the framings it refuses, each with its reason."""
 
 from __future__ import annotations
 
@@ -7,23 +7,28 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from proxy.wire.http1 import HttpError, ResponseHead, ResponseReader, parse_head, request_head
+from proxy.wire.http1 import MAX_FIELD, MAX_HEADERS, HttpError, ResponseHead, ResponseReader, request_head
 
 SSE_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
 BODY = b"data: 1\n\ndata: 22\n\n"
 CHUNKED = (  # the body in three chunks (one with an extension), then the last chunk and a trailer field
     SSE_HEAD + b"9\r\ndata: 1\n\n\r\n3;ext=x\r\ndat\r\n7\r\na: 22\n\n\r\n0\r\nTrailer: t\r\n\r\n"
 )
+OK = b"HTTP/1.1 200 OK\r\n"
 
 
-def read(raw: bytes, cuts: list[int]) -> tuple[list[ResponseHead], bytes, bool]:
-    reader = ResponseReader()
+def read(
+    raw: bytes, cuts: list[int], reader: ResponseReader | None = None
+) -> tuple[list[ResponseHead], bytes, bool]:
+    reader = reader or ResponseReader()
     heads, body, start = [], b"", 0
     for cut in [*sorted(cuts), len(raw)]:
         head, part = reader.feed(raw[start:cut])
         heads += [head] if head is not None else []
         body += part
-        start = cut
+        start = max(start, cut)
+    if reader.error is not None:
+        raise reader.error
     return heads, body, reader.done
 
 
@@ -34,42 +39,125 @@ def test_a_chunked_body_split_anywhere_reads_the_same(cuts: list[int]) -> None:
     assert (body, done) == (BODY, True)
 
 
+def test_a_response_split_at_every_byte_reads_the_same() -> None:
+    assert read(CHUNKED, list(range(len(CHUNKED))))[1:] == (BODY, True)
+    for cut in range(len(CHUNKED) + 1):  # and in two at each place
+        heads, body, done = read(CHUNKED, [cut])
+        assert (len(heads), body, done) == (1, BODY, True), cut
+
+
 @given(st.lists(st.integers(0, 80), max_size=5))
 def test_content_length_and_until_close_bodies(cuts: list[int]) -> None:
     sized = b"HTTP/1.1 404 Not Found\r\ncontent-length: 9\r\n\r\nnot found and more"
     heads, body, done = read(sized, cuts)
-    assert (heads[0].status, body, done) == (404, b"not found", True)
+    assert (heads[0].status, body, done) == (404, b"not found", True)  # what follows the end is not read
     streamed = b"HTTP/1.0 200 OK\r\nContent-Type: text/event-stream\r\n\r\n" + BODY
     heads, body, done = read(streamed, cuts)
     assert (heads[0].status, body, done) == (200, BODY, False)  # ends when the connection does
 
 
-def test_repeated_headers_are_joined_and_names_lowercased() -> None:
-    head = parse_head(b"HTTP/1.1 405 Method Not Allowed\r\nAllow: POST\r\nallow: DELETE")
-    assert head == ResponseHead(405, {"allow": "POST, DELETE"})
+def test_a_second_response_after_the_end_is_not_read() -> None:
+    raw = OK + b"Content-Length: 1\r\n\r\nx" + OK + b"Content-Length: 2\r\n\r\nyy"
+    heads, body, done = read(raw, [])
+    assert (len(heads), body, done) == (1, b"x", True)
+
+
+def test_repeated_headers_are_joined_names_lowercased_and_spaces_trimmed() -> None:
+    raw = b"HTTP/1.1 405 Method Not Allowed\r\nAllow: POST \r\nallow:DELETE\r\nContent-Length: 0\r\n\r\n"
+    heads, _, done = read(raw, [])
+    assert heads == [ResponseHead(405, {"allow": "POST, DELETE", "content-length": "0"})] and done
+
+
+def test_interim_responses_are_skipped_for_the_final_one() -> None:
+    raw = b"HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 100 Continue\r\n\r\n" + CHUNKED
+    heads, body, done = read(raw, [])
+    assert [(h.status, h.get("link")) for h in heads] == [(200, "")] and (body, done) == (BODY, True)
 
 
 @pytest.mark.parametrize(
     ("raw", "error"),
     [
-        (b"SSH-2.0-OpenSSH\r\n\r\n", "malformed status line"),
-        (b"HTTP/1.1 2000 OK\r\n\r\n", "malformed status line"),
-        (b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n", "malformed header line"),
-        (b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n", "malformed Content-Length"),
-        (SSE_HEAD + b"zz\r\n", "malformed chunk size"),
-        (SSE_HEAD + b"1\r\nab\r\n", "missing CRLF after a chunk"),
+        (b"SSH-2.0-OpenSSH\r\n\r\n", "Expected HTTP/"),
+        (b"HTTP/1.1 2000 OK\r\n\r\n", "Invalid response status"),
+        (b"HTTP/2.0 200 OK\r\n\r\n", "not an HTTP/1 response"),
+        (b"HTTP/1.1 200 OK\nContent-Length: 0\n\n", "Missing expected CR"),  # bare LF
+        (OK + b"no colon here\r\n\r\n", "Invalid header token"),
+        (OK + b"Content-Length : 3\r\n\r\nabc", "Invalid header field char"),
+        (OK + b"X-A: 1\r\n folded\r\nContent-Length: 0\r\n\r\n", "Unexpected whitespace"),  # obs-fold
+        (OK + b"X-A: a\0b\r\n\r\n", "Invalid header value char"),
+        (OK + b"X-A: a\rb\r\n\r\n", "Missing expected LF"),
+        (OK + b"Content-Length: 3\r\nContent-Length: 3\r\n\r\nabc", "Duplicate Content-Length"),
+        (OK + b"Content-Length: 3\r\nContent-Length: 4\r\n\r\nabc", "Duplicate Content-Length"),
+        (OK + b"Content-Length: 3, 3\r\n\r\nabc", "Invalid character in Content-Length"),
+        (OK + b"Content-Length: -1\r\n\r\n", "Invalid character in Content-Length"),
+        (OK + b"Content-Length: 99999999999999999999999\r\n\r\n", "Content-Length overflow"),
+        (OK + b"Content-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc", "can't be present with"),
+        (OK + b"Transfer-Encoding: gzip\r\n\r\nabc", "unsupported Transfer-Encoding 'gzip'"),
+        (OK + b"Transfer-Encoding: chunked, identity\r\n\r\nabc", "unsupported Transfer-Encoding"),
+        (
+            b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\nConnection: upgrade\r\n\r\n",
+            "switched protocols",
+        ),
+        (SSE_HEAD + b"zz\r\n", "Invalid character in chunk size"),
+        (SSE_HEAD + b"-1\r\n", "Invalid character in chunk size"),
+        (SSE_HEAD + b"0x3\r\nabc\r\n", "Invalid character in chunk size"),
+        (SSE_HEAD + b"3 \r\nabc\r\n", "Invalid character in chunk size"),
+        (SSE_HEAD + b"ffffffffffffffffff\r\n", "Chunk size overflow"),
+        (SSE_HEAD + b"1\r\nab\r\n", "Expected LF after chunk data"),
     ],
 )
-def test_what_cannot_be_read_is_refused_with_its_reason(raw: bytes, error: str) -> None:
+def test_what_cannot_be_read_safely_is_refused_with_its_reason(raw: bytes, error: str) -> None:
     with pytest.raises(HttpError, match=error):
-        ResponseReader().feed(raw)
+        read(raw, [])
+    with pytest.raises(HttpError, match=error):  # also when it arrives a byte at a time
+        read(raw, list(range(len(raw))))
 
 
 def test_a_head_that_never_ends_is_refused_at_the_limit() -> None:
     reader = ResponseReader(max_head=100)
-    reader.feed(b"HTTP/1.1 200 OK\r\n")
-    with pytest.raises(HttpError, match="response head too large"):
-        reader.feed(b"X-Filler: " + b"a" * 100)
+    reader.feed(OK)
+    assert reader.feed(b"X-Filler: " + b"a" * 100) == (None, b"")
+    assert str(reader.error) == "response head too large"
+    assert reader.feed(b"\r\n\r\n") == (None, b"")  # and nothing more is read
+
+
+def test_what_came_before_a_bad_chunk_is_returned_with_the_error() -> None:
+    reader = ResponseReader()
+    head, body = reader.feed(CHUNKED[: CHUNKED.index(b"7\r\n")] + b"zz\r\n")
+    assert (head is not None, body) == (True, b"data: 1\n\ndat")
+    assert "Invalid character in chunk size" in str(reader.error) and not reader.done
+
+
+def test_header_floods_are_refused() -> None:
+    many = OK + b"".join(b"X-%d: 1\r\n" % i for i in range(MAX_HEADERS + 1)) + b"\r\n"
+    with pytest.raises(HttpError, match=f"more than {MAX_HEADERS} header fields"):
+        read(many, [])
+    long = OK + b"X-Long: " + b"a" * MAX_FIELD + b"\r\n\r\n"
+    with pytest.raises(HttpError, match="header field too long"):
+        read(long, [])
+    repeated = OK + b"Set-Cookie: a=1\r\n" * 5000  # 85 KB of small fields, a few bytes at a time
+    with pytest.raises(HttpError, match=r"more than 128 header fields|response head too large"):
+        read(repeated, list(range(0, len(repeated), 7)))
+
+
+def test_framing_that_carries_no_body_is_bounded() -> None:
+    """A chunk extension or a trailer section that never ends holds no memory past the limit."""
+    for start in (SSE_HEAD + b"3;x=", SSE_HEAD + b"0\r\nTrailer: "):
+        reader = ResponseReader(max_head=1000)
+        read(start, [], reader)
+        for _ in range(10):
+            reader.feed(b"y" * 200)
+        assert str(reader.error) == "chunk framing too large"
+    reader = ResponseReader()  # after a piece of body in the same read, too
+    read(SSE_HEAD, [], reader)
+    assert reader.feed(b"3\r\nabc\r\n3;" + b"x" * 100_000) == (None, b"abc")
+    assert str(reader.error) == "chunk framing too large"
+
+
+def test_many_small_chunks_in_one_long_read_are_not_framing_too_large() -> None:
+    keepalives = b"3\r\n:\n\n\r\n" * 40_000  # 360 KB, of which 240 KB are framing
+    heads, body, done = read(SSE_HEAD + keepalives + b"0\r\n\r\n", [])
+    assert (len(heads), body, done) == (1, b":\n\n" * 40_000, True)
 
 
 def test_the_request_head_and_header_injection() -> None:
@@ -77,3 +165,11 @@ def test_the_request_head_and_header_injection() -> None:
     assert raw == b"GET /mcp?x=1 HTTP/1.1\r\nHost: 127.0.0.1:8000\r\nAccept: text/event-stream\r\n\r\n"
     with pytest.raises(HttpError, match="cannot be sent"):
         request_head("/mcp", "h", [("Authorization", "Bearer x\r\nX-Evil: 1")])
+    with pytest.raises(HttpError, match="cannot be sent"):
+        request_head("/mcp", "h", [("X Evil", "1")])  # not a token
+    with pytest.raises(HttpError, match="cannot be sent"):
+        request_head("/mcp HTTP/1.1\r\nX-Evil: 1\r\n\r\nGET /", "h", [])
+    with pytest.raises(HttpError, match="cannot be sent"):
+        request_head("/mcp", "h\r\nX-Evil: 1", [])
+    with pytest.raises(HttpError, match="not Latin-1"):
+        request_head("/mcp", "h", [("X-Name", "日本")])

@@ -3,12 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
-import os
-import signal
-import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 
 import aiohttp
 import structlog
@@ -22,7 +18,7 @@ from proxy.calls.roots import RootsBook
 from proxy.calls.saturation import saturation
 from proxy.calls.service import CallService
 from proxy.cluster.agreement import KEYS_PATH, PeerKeyCheck
-from proxy.cluster.keys import configured_staged_keys, promote_due_key
+from proxy.cluster.keys import promote_due_key
 from proxy.config import Config
 from proxy.front.address import AddressSource
 from proxy.front.cors import Cors
@@ -40,7 +36,7 @@ from proxy.front.oauth import OAUTH, OAuthFront, metadata_endpoint
 from proxy.front.peers import FORWARD_PREFIX, Peers
 from proxy.front.principal import resolver
 from proxy.front.request_ids import echo_request_id
-from proxy.handle import HandleCodec, Key, KeyLoadError, KeyRing, load_keys
+from proxy.handle import HandleCodec, KeyRing
 from proxy.handle.rotation import Rotation
 from proxy.observe.metrics import METRICS, Metrics, metrics_endpoint
 from proxy.observe.tracing import Tracing
@@ -65,6 +61,7 @@ from proxy.process.appstate import (
     UPSTREAM_HTTP,
     RuntimeState,
 )
+from proxy.process.keys import install_sighup, key_ring, key_sources_fingerprint, reload_keys
 from proxy.process.periodic import every
 from proxy.process.routing import aggregated
 from proxy.tasks.front import TaskFront
@@ -78,78 +75,6 @@ from proxy.upstream.tls import tls_sessions
 log = structlog.get_logger(__name__)
 
 HOUSEKEEPING_INTERVAL = 1.0
-
-
-def configured_keys(config: Config, environ: Mapping[str, str] | None = None) -> list[Key]:
-    """The keys from `keys.files`, `keys.dirs` and `keys.env`, in that order. Raises KeyLoadError."""
-    return load_keys(
-        files=config.keys.files,
-        dirs=config.keys.dirs,
-        env=os.environ if environ is None else environ,
-        env_vars=config.keys.env,
-    )
-
-
-def key_ring(
-    config: Config, environ: Mapping[str, str] | None = None, rotation: Rotation | None = None
-) -> KeyRing:
-    """The configured key ring; with no key configured, an ephemeral one (handles die with the process)."""
-    keys = configured_staged_keys(config, environ)
-    if keys:
-        rotation = rotation or Rotation(config.keys.promote_after_s)
-        return rotation.ring(keys, time.monotonic())
-    log.warning(
-        "keys.ephemeral",
-        hint="no key configured: parked calls cannot survive a restart or move "
-        "between replicas; run `mrtr-proxy keygen` and configure keys.files/dirs/env",
-    )
-    return KeyRing.ephemeral()
-
-
-def key_sources_fingerprint(config: Config) -> tuple[tuple[str, int, int], ...]:
-    """(path, mtime, size) of every configured key file and directory entry: changes when a key does."""
-    paths = list(config.keys.files)
-    for directory in config.keys.dirs:
-        with contextlib.suppress(OSError):
-            paths += sorted(directory.iterdir())
-    out = []
-    for path in paths:
-        with contextlib.suppress(OSError):
-            st = path.stat()
-            out.append((str(path), st.st_mtime_ns, st.st_size))
-    return tuple(out)
-
-
-def reload_keys(app: web.Application) -> bool:
-    """Re-read the key ring (SIGHUP, or a key file changed). Parked calls are untouched: handles sealed
-    with a key that is still in the ring keep working. A bad key set is refused and the old ring kept."""
-    config = app[CONFIG]
-    if not (config.keys.files or config.keys.dirs or config.keys.env):
-        return False  # an ephemeral ring is never replaced: that would strand every parked call
-    rotation = app[ROTATION]
-    try:
-        keys = configured_staged_keys(config)
-        if not keys:
-            raise ValueError("no key configured")
-        ring = rotation.ring(keys, time.monotonic())
-    except (KeyLoadError, ValueError) as exc:  # ValueError: no key at all (an empty ring)
-        log.error("keys.reload_failed", error=str(exc), hint="keeping the current key ring")
-        return False
-    app[CODEC].replace_ring(ring)
-    log.info(
-        "keys.reloaded",
-        key_ids=list(ring.kids),
-        sealing_key=ring.sealing_kid,
-        keys=rotation.describe(ring, time.monotonic()),
-    )
-    if rotation.retained is not None:
-        log.warning(
-            "keys.sealing_key_retained",
-            key_id=rotation.retained.key.kid,
-            hint="the sealing key is gone from the key files before any other key has been loadable for "
-            "keys.promote_after_s: it keeps sealing until one has (other replicas may not hold the new one)",
-        )
-    return True
 
 
 def create_app(
@@ -191,7 +116,7 @@ def create_app(
     app.cleanup_ctx.append(_housekeeping)
     app.cleanup_ctx.append(readiness.peer_key_checks)
     if handle_signals:
-        app.on_startup.append(_install_sighup)
+        app.on_startup.append(install_sighup)
     app.router.add_route("*", "/mcp", _mcp)
     app.router.add_route("*", "/servers/{upstream}/mcp", _mcp)
     # Retries forwarded by another replica to the one that holds their parked call (see front/peers.py).
@@ -371,10 +296,6 @@ async def _housekeeping(app: web.Application) -> AsyncIterator[None]:
 
     async with every(HOUSEKEEPING_INTERVAL, once, name="housekeeping", failed="housekeeping.failed"):
         yield
-
-
-async def _install_sighup(app: web.Application) -> None:
-    asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, reload_keys, app)
 
 
 async def drain(app: web.Application) -> None:

@@ -15,7 +15,8 @@ import pytest_asyncio
 from e2e.harness import RawClient, accept_name, running_proxy
 from proxy.config import FrontConfig, KeysConfig, PrincipalConfig, UpstreamConfig
 from proxy.handle import generate_key_b64
-from proxy.process.app import CODEC, reload_keys
+from proxy.process.app import CODEC
+from proxy.process.keys import reload_keys
 
 pytestmark = [pytest.mark.peers, pytest.mark.asyncio(loop_scope="session")]
 

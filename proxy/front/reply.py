@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from collections.abc import Awaitable
+from typing import TypeVar
+
 from aiohttp import web
 
 from proxy.wire import jsonrpc
 from proxy.wire.sse import encode_comment, encode_event
+
+T = TypeVar("T")
 
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
@@ -49,6 +56,30 @@ class Replier:
             self._stream = web.StreamResponse(status=200, headers=SSE_HEADERS)
             await self._stream.prepare(self._request)
         await self._stream.write(encode_event(jsonrpc.dumps(note).decode()))
+
+    async def kept_alive(self, work: Awaitable[T], interval: float) -> T:
+        """Await `work`, writing a keep-alive comment every `interval` seconds (0: none) while it runs.
+
+        A timer, not a task: most requests finish long before the first tick, and this runs for each one."""
+        if interval <= 0:
+            return await work
+        loop = asyncio.get_running_loop()
+        writes: set[asyncio.Task[None]] = set()
+
+        def tick() -> None:
+            write = loop.create_task(self.keepalive())
+            writes.add(write)
+            write.add_done_callback(writes.discard)
+            timer[0] = loop.call_later(interval, tick)
+
+        timer = [loop.call_later(interval, tick)]
+        try:
+            return await work  # cancelled with the handler if the client goes away: so is the call
+        finally:
+            timer[0].cancel()
+            for write in list(writes):
+                with contextlib.suppress(Exception):
+                    await write
 
     async def keepalive(self) -> None:
         """A comment line on the SSE stream (started now if need be), so idle intermediaries keep it open.

@@ -9,9 +9,7 @@ forwarded to that owner (front/peers.py).
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -199,7 +197,7 @@ class ModernFront:
                 )
             )
             try:
-                return await self._with_keepalive(replier, work)
+                return await replier.kept_alive(work, self._front.keepalive_s)
             except UpstreamAuthChallenge as exc:  # the upstream refused the client's credentials
                 return self._challenged(request, upstream, msg.id, exc, replier=replier, line=line)
 
@@ -228,7 +226,7 @@ class ModernFront:
             request, upstream, req, principal=principal, forwarded=key.forwarded, replier=replier, line=line
         )
         try:
-            answer = await self._with_keepalive(replier, work)
+            answer = await replier.kept_alive(work, self._front.keepalive_s)
             assert not isinstance(answer, Forward)  # nothing of a relayed call is held by a replica
         except NotModern as exc:
             self._relay.eras.suspect(upstream, f"a modern request was answered the legacy way: {exc}")
@@ -274,33 +272,6 @@ class ModernFront:
             return await replier.finish(local, 404 if _is_unknown_method(local) else 200)
         finally:
             self._state.forwarding -= 1
-
-    async def _with_keepalive(
-        self, replier: Replier, work: Coroutine[Any, Any, jsonrpc.Response | Forward]
-    ) -> jsonrpc.Response | Forward:
-        """Await `work`, writing a keep-alive comment every `front.keepalive_s` while it runs.
-
-        A timer, not a task: most requests finish long before the first tick, and this runs for each one."""
-        interval = self._front.keepalive_s
-        if interval <= 0:
-            return await work
-        loop = asyncio.get_running_loop()
-        writes: set[asyncio.Task[None]] = set()
-
-        def tick() -> None:
-            write = loop.create_task(replier.keepalive())
-            writes.add(write)
-            write.add_done_callback(writes.discard)
-            timer[0] = loop.call_later(interval, tick)
-
-        timer = [loop.call_later(interval, tick)]
-        try:
-            return await work  # cancelled with the handler if the client goes away: so is the call
-        finally:
-            timer[0].cancel()
-            for write in list(writes):
-                with contextlib.suppress(Exception):
-                    await write
 
     async def _dispatch(
         self,

@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator
 import peers
 import pytest
 import pytest_asyncio
-from unhandled import (  # noqa: F401 - hooks: the session-wide request.unhandled check
+from unhandled_hooks import (  # noqa: F401 - hooks: the session-wide request.unhandled check
     pytest_configure,
     pytest_runtest_protocol,
     pytest_sessionfinish,

@@ -76,7 +76,7 @@ def test_a_warning_is_not_a_bug() -> None:
 """
 
 HOOKS = (
-    "from unhandled import pytest_configure, pytest_runtest_protocol, pytest_sessionfinish, "
+    "from unhandled_hooks import pytest_configure, pytest_runtest_protocol, pytest_sessionfinish, "
     "pytest_terminal_summary  # noqa: F401\n"
 )
 

@@ -17,12 +17,9 @@ and the summary names every test and line, even when every test passed.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 EVENT = "request.unhandled"
 BETWEEN_TESTS = "(between tests: session or module set-up and tear-down)"
@@ -97,40 +94,3 @@ class RecordingLogger:
 
 
 BOOK = Unhandled()
-
-
-# The hooks: tests/conftest.py imports them (and so can any conftest that wants the same check).
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", f"{EXPECTED}: the test provokes request.unhandled on purpose")
-    from proxy.front import fallback
-
-    if not isinstance(fallback.log, RecordingLogger):
-        fallback.log = RecordingLogger(fallback.log, BOOK)  # type: ignore[assignment]
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
-    BOOK.current = item.nodeid
-    try:
-        yield
-    finally:
-        BOOK.scan()  # what the subprocess proxies logged meanwhile is this test's
-        BOOK.current = BETWEEN_TESTS
-        if item.get_closest_marker(EXPECTED) is not None:  # the bug is the test's own, on purpose
-            BOOK.found = [(test, what) for test, what in BOOK.found if test != item.nodeid]
-
-
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    BOOK.scan()
-    if BOOK.found and session.exitstatus == pytest.ExitCode.OK:
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
-
-
-def pytest_terminal_summary(terminalreporter: Any) -> None:
-    if not BOOK.found:
-        return
-    terminalreporter.section("request.unhandled logged at error level: the run fails", red=True)
-    for test, what in BOOK.found:
-        terminalreporter.write_line(f"{test}: {what}")

@@ -214,3 +214,18 @@ class CallService(Takeover, Draining):
     async def cancel(self, call: LiveCall, reason: str) -> None:
         """End a call for its client: pending requests answered, the upstream told, the session dropped."""
         await self._abandon(call, reason)
+
+    async def end_parked(self, request_state: str, *, principal: str, reason: str) -> bool:
+        """End the parked call `request_state` names for its own client, who will not retry it (a legacy
+        client's cancel or timeout through the mirror, front/legacy/mirror_calls.py): its pending requests
+        answered, the upstream told, the session dropped, at once rather than at its parking deadline.
+        False: no such call parked here for this principal (nothing is done)."""
+        try:
+            claims = self._codec.open(request_state)
+        except HandleError:
+            return False
+        call = self._registry.get(claims.call)
+        if call is None or not call.parked or claims.principal != principal:
+            return False
+        await self._abandon(call, reason)
+        return True

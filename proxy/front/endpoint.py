@@ -51,10 +51,6 @@ NO_SESSION = (
 )
 # The principal, the headers for upstream (validate mode), what the validated token grants (validate mode).
 Identity = tuple[str, tuple[tuple[str, str], ...] | None, Grant | None]
-AGGREGATE_LEGACY = (
-    "This route aggregates several upstreams and serves 2026-07-28 clients only; a legacy client uses each "
-    "upstream's own route (/servers/<name>/mcp)"
-)
 
 
 class Endpoint:
@@ -155,8 +151,7 @@ class Endpoint:
             raise Refusal(403, ErrorObject(jsonrpc.INVALID_REQUEST, "Origin not allowed"))
         who = await self._identify(request, upstream, line)  # validate mode: no token, no further step
         if request.method in ("GET", "DELETE") and mcp.SESSION_HEADER in request.headers:
-            _no_legacy(route, line)
-            return await self._legacy(request, upstream, None, None, line, who=who)  # a stream, or goodbye
+            return await self._legacy(request, upstream, None, None, line, who=who, route=route)
         if request.method != "POST":
             message = "2026-07-28 clients use POST only (GET and DELETE are for a legacy session)"
             raise Refusal(405, ErrorObject(jsonrpc.INVALID_REQUEST, message), (("Allow", "POST"),))
@@ -174,8 +169,7 @@ class Endpoint:
         if is_legacy(request, msg, _meta_version(msg)) and not forwarded:
             line.update(method=getattr(msg, "method", "response"), id=getattr(msg, "id", None))
             _name_tool(line, msg)
-            _no_legacy(route, line)
-            return await self._legacy(request, upstream, body, msg, line, who=who)
+            return await self._legacy(request, upstream, body, msg, line, who=who, route=route)
         if isinstance(msg, jsonrpc.Notification):
             line.update(method=msg.method, outcome="accepted")
             return web.Response(status=202)
@@ -223,7 +217,10 @@ class Endpoint:
         line: dict[str, Any],
         *,
         who: Identity,
+        route: Route | None,
     ) -> web.StreamResponse:
+        """A legacy client's request: relayed to its upstream's session, or (a modern upstream, an
+        aggregated `route`) served by the mirror (front/legacy/mirror.py)."""
         line["era"] = "legacy"
         oauth = self._oauth
 
@@ -232,18 +229,19 @@ class Endpoint:
 
         self._modern.rate.check(who[0])  # legacy clients share the per-principal rate (429)
         response = await self._relay.relay(
-            request, upstream, who[0], body, msg, forwarded=who[1], challenge=challenge
+            request,
+            upstream,
+            who[0],
+            body,
+            msg,
+            forwarded=who[1],
+            challenge=challenge,
+            route=route,
+            grant=who[2],
         )
         gone_get = request.method == "GET" and client_gone(request)  # a GET stream its client ended
         line["outcome"] = "client_closed" if gone_get else f"relayed:{response.status}"
         return response
-
-
-def _no_legacy(route: Route | None, line: dict[str, Any]) -> None:
-    """An aggregated route has no legacy session to give: the proxy would have to be the legacy server."""
-    if route is not None:
-        line["era"] = "legacy"
-        raise Refusal(400, ErrorObject(jsonrpc.INVALID_REQUEST, AGGREGATE_LEGACY))
 
 
 async def read_body(request: web.Request, limit: int) -> bytes:

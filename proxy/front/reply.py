@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable
-from typing import TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Protocol, TypeVar
 
 from aiohttp import web
 
@@ -29,6 +29,28 @@ def json_response(msg: jsonrpc.Message | None, status: int = 200) -> web.Respons
     if msg is None:
         return web.Response(status=status)
     return web.Response(status=status, body=jsonrpc.dumps(msg), content_type="application/json")
+
+
+class Notes(Protocol):
+    """Where a request's notifications go while it runs (a Replier, or InProcess for the proxy's own)."""
+
+    @property
+    def started(self) -> bool: ...
+
+    async def notify(self, note: jsonrpc.Notification) -> None: ...
+
+
+class InProcess:
+    """The notifications of a request the proxy makes of itself (front/modern/inner.py), to a callback.
+    There is no HTTP status to give: an answer's refusal is a JSON-RPC error, as on a begun stream."""
+
+    started = True
+
+    def __init__(self, send: Callable[[jsonrpc.Notification], Awaitable[None]]) -> None:
+        self._send = send
+
+    async def notify(self, note: jsonrpc.Notification) -> None:
+        await self._send(note)
 
 
 class Replier:

@@ -30,6 +30,7 @@ from proxy.front.legacy.mirror import MIRROR_PEER_PATH, LegacyMirror, peer_route
 from proxy.front.legacy.quota import SessionQuota
 from proxy.front.legacy.relay import LegacyRelay
 from proxy.front.modern.front import ModernFront
+from proxy.front.modern.inner import InnerFront
 from proxy.front.modern.listen import ListenFront
 from proxy.front.modern.relay import NativeRelay
 from proxy.front.oauth import OAUTH, OAuthFront, metadata_endpoint
@@ -224,6 +225,21 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
     )
     principal = resolver(config.principal)
     app[OAUTH] = OAuthFront.from_config(config, app[PREPARED], http, clients)
+    modern = ModernFront(
+        front=config.front,
+        upstreams=upstreams,
+        pools=pools,
+        calls=app[CALLS],
+        principal=principal,
+        peers=app[PEERS],
+        state=app[STATE],
+        tasks=tasks,
+        listen=ListenFront(front=config.front, pools=pools, state=app[STATE], tasks=tasks),
+        oauth=app[OAUTH],
+        relay=NativeRelay.from_config(config, clients, eras, app[CODEC]),
+        aggregate=aggregated(app, pools, tasks, clients, eras),  # routes of several upstreams
+    )
+    mirror.inner = InnerFront(modern, addresses, app[CALLS])  # legacy clients of routes and of `legacy_tools`
     app[FRONT] = Endpoint(
         front=config.front,
         upstreams=upstreams,
@@ -238,20 +254,7 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
             addresses=addresses,
             mirror=mirror,
         ),
-        modern=ModernFront(
-            front=config.front,
-            upstreams=upstreams,
-            pools=pools,
-            calls=app[CALLS],
-            principal=principal,
-            peers=app[PEERS],
-            state=app[STATE],
-            tasks=tasks,
-            listen=ListenFront(front=config.front, pools=pools, state=app[STATE], tasks=tasks),
-            oauth=app[OAUTH],
-            relay=NativeRelay.from_config(config, clients, eras, app[CODEC]),
-            aggregate=aggregated(app, pools, tasks, clients, eras),  # routes of several upstreams
-        ),
+        modern=modern,
         tracing=app[TRACING],
         oauth=app[OAUTH],
     )

@@ -26,6 +26,7 @@ from e2e.harness import EVERYTHING_FORM, NO_ROOTS_CAPS, RawClient, RunningProxy,
 from e2e.oauth_peers import jwks_server
 from e2e.replicas import cluster, log_lines, round_robin
 from e2e.test_listen import listening
+from e2e.test_mirror import RawLegacy, accept_ada
 from e2e.test_tasks import WITH_TASKS, created, wait_for
 from proxy.config import AuthConfig, RouteConfig, RouteMember, TasksConfig, ToolPolicy, UpstreamConfig
 
@@ -33,6 +34,7 @@ pytestmark = [pytest.mark.peers, pytest.mark.asyncio(loop_scope="session")]
 
 MODERN_DRIVER = Path(__file__).parent / "clients" / "modern_client.py"
 TS_DRIVER = Path(__file__).parent.parent / "interop" / "clients" / "ts_client.mjs"
+LEGACY_DRIVER = Path(__file__).parent / "clients" / "legacy_mirror_client.py"
 MEMBERS = ("fast", "everything", "memory", "files")
 
 
@@ -266,22 +268,33 @@ async def test_a_resource_subscription_goes_to_the_upstream_that_listed_the_uri(
         assert update["method"] == "notifications/resources/updated" and update["params"]["uri"] == uri
 
 
-async def test_a_legacy_client_is_told_to_use_each_upstreams_route(fleet: Fleet) -> None:
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "old", "version": "1"},
-        },
-    }
-    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
-    async with fleet.http.post(fleet.client("fleet").url, json=body, headers=headers) as resp:
-        assert resp.status == 400
-        error = (await resp.json())["error"]
-    assert error["code"] == -32600 and "2026-07-28 clients only" in error["message"]
+async def test_a_legacy_client_gets_the_aggregate_from_the_mirror(fleet: Fleet) -> None:
+    """A raw legacy client: a mirror session on the route, the merged list under prefixed names with the
+    proxy's cursor, a legacy member's elicitation asked inline on the call's stream, the route's policy."""
+    legacy = RawLegacy(fleet.client("fleet").url, fleet.http)
+    await legacy.initialize({"elicitation": {}})
+    names: list[str] = []
+    cursor: dict[str, Any] = {}
+    for _ in range(100):
+        _, (page,) = await legacy.call("", method="tools/list", params=cursor)
+        assert "resultType" not in page["result"]  # what a legacy client does not know is stripped
+        names += [t["name"] for t in page["result"]["tools"]]
+        if "nextCursor" not in page["result"]:
+            break
+        cursor = {"cursor": page["result"]["nextCursor"]}
+    assert {"fast__ask_name", "everything__get-sum", "memory__read_graph"} <= set(names)
+    status, messages = await legacy.call("fast__ask_name", accept_ada)
+    assert status == 200 and messages[0]["method"] == "elicitation/create"
+    assert messages[-1]["result"]["content"][0]["text"] == "accept:Ada"
+    _, (summed,) = await legacy.call("everything__get-sum", arguments={"a": 2, "b": 3})
+    assert "5" in summed["result"]["content"][0]["text"]
+    policy = RawLegacy(fleet.client("policy").url, fleet.http)
+    await policy.initialize({})
+    _, (refused,) = await policy.call("fast__ask_name")
+    assert refused["error"]["code"] == -32602 and "fast__ask_name" in refused["error"]["message"]
+    policy.headers["Mcp-Session-Id"] = legacy.headers["Mcp-Session-Id"]  # another route's session
+    status, _ = await policy.call("everything__echo", arguments={"message": "hi"})
+    assert status == 404
 
 
 MODERN_PLAN: list[dict[str, Any]] = [
@@ -620,12 +633,38 @@ async def test_an_upstream_behind_a_route_only_cannot_be_called_around_its_polic
         assert "entities" in text_of(await alone.call("read_graph"))  # a standalone member keeps its route
 
 
-async def test_legacy_clients_are_refused_with_a_message_they_show(fleet: Fleet) -> None:
-    """The TypeScript client in legacy mode: its connect fails with the proxy's words."""
+async def test_typescript_client_in_legacy_mode(fleet: Fleet) -> None:
+    """The TypeScript client at 2025-11-25 on the aggregate: the whole plan (a legacy upstream's elicitation
+    inline on its stream, every member's tools, a prompt, a resource), through the mirror."""
     url = fleet.client("fleet").url
-    run = await peers.run_once([str(peers.node_bin()), str(TS_DRIVER), url, "legacy", "[]"], limit_s=60)
+    run = await peers.run_once(
+        [str(peers.node_bin()), str(TS_DRIVER), url, "legacy", json.dumps(MODERN_PLAN)], limit_s=90
+    )
+    assert run.returncode == 0 and not run.timed_out, run.stderr[-3000:]
     out = json.loads(run.stdout)
-    assert "2026-07-28 clients only" in out["connectError"], out
+    assert "connectError" not in out, out
+    assert out["client"]["protocolVersion"] != "2026-07-28"
+    await check_plan(out["steps"], fleet)
+
+
+async def test_mcp_1_30_client_on_the_aggregate(fleet: Fleet) -> None:
+    """mcp 1.30's ClientSession (legacy only): elicitation answered inline, every member under its name."""
+    plan = [
+        {"id": "ask", "name": "fast__ask_name", "elicit": "accept"},
+        {"id": "sum", "name": "everything__get-sum", "args": {"a": 4, "b": 5}},
+        {"id": "memory", "name": "memory__read_graph"},
+        {"id": "files", "name": "files__list_allowed_directories"},
+    ]
+    run = await peers.run_once(
+        [str(peers.legacy_python()), str(LEGACY_DRIVER), "mcp", fleet.client("fleet").url, json.dumps(plan)],
+        limit_s=90,
+    )
+    assert run.returncode == 0 and not run.timed_out, run.stderr[-3000:]
+    steps = json.loads(run.stdout)["steps"]
+    assert steps["ask"]["text"] == "accept:Ada" and steps["ask"]["seen"] == ["elicit:form"], steps
+    assert "9" in steps["sum"]["text"]
+    assert "entities" in steps["memory"]["text"]
+    assert str(fleet.files) in steps["files"]["text"]
 
 
 async def test_a_host_name_routes_mcp_to_an_aggregated_route(fastmcp_url: str) -> None:

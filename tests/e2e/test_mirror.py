@@ -297,14 +297,15 @@ class RawLegacy:
         accept: str | None = None,
         method: str = "tools/call",
         arguments: dict[str, Any] | None = None,
+        params: dict[str, Any] | None = None,
     ) -> tuple[int, list[dict[str, Any]]]:
         """The call's HTTP status and every message of its answer (inline requests answered by `answerer`,
-        left unanswered when it returns None)."""
+        left unanswered when it returns None). `params`: instead of the call's name and arguments."""
         body = {
             "jsonrpc": "2.0",
             "id": next(self.ids),
             "method": method,
-            "params": {"name": name, "arguments": arguments or {}},
+            "params": params if params is not None else {"name": name, "arguments": arguments or {}},
         }
         headers = {**self.headers, **({"Accept": accept} if accept else {})}
         messages: list[dict[str, Any]] = []

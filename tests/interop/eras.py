@@ -157,13 +157,7 @@ CI_SLICE: frozenset[tuple[str, str]] = frozenset(
 
 # Known gaps, by (client era, upstream, step): the signature the failure must show, and why. Such a cell is
 # "xfail" when every problem is one of these, so the matrix stays green only while they fail exactly so.
-EXPECTED_FAILURES: dict[tuple[str, str, str], tuple[str, str]] = {
-    ("legacy", "fastmcp4", "ctx_elicit"): (
-        "unavailable on 2026-07-28",
-        "a legacy client of a two-era upstream goes through the mirror (2026-07-28 upstream side) even for "
-        "`legacy_tools`, which only steer 2026-07-28 clients; FastMCP 4.2.3 refuses ctx.elicit there",
-    ),
-}
+EXPECTED_FAILURES: dict[tuple[str, str, str], tuple[str, str]] = {}
 
 
 @dataclass(frozen=True)

@@ -35,12 +35,10 @@ gets 404, so the client initializes again, and the era probed again sends it to 
 
 from __future__ import annotations
 
-import asyncio
-import json
 import secrets
-import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Protocol
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import aiohttp
 import structlog
@@ -50,11 +48,13 @@ from proxy.calls.wording import unavailable, unavailable_message
 from proxy.config import Config, UpstreamConfig
 from proxy.front.legacy.bridge_session import RuntimeStateView
 from proxy.front.legacy.bridge_streams import BridgeReply, error_response
-from proxy.front.legacy.mirror_calls import MirrorCalls, MirrorSettings
-from proxy.front.peers import NOT_PROCESSED, Peers, PeerUnreachable
+from proxy.front.legacy.mirror_answers import MIRROR_PEER_PATH, MirrorAnswers
+from proxy.front.legacy.mirror_calls import End, MirrorCalls, MirrorSettings, Post
+from proxy.front.peers import NOT_PROCESSED, Peers
 from proxy.handle import HandleCodec, HandleError
-from proxy.handle.mirror_ids import MirrorSession, open_ask, open_mirror_session, seal_mirror_session
-from proxy.handle.peer_auth import PeerAuthError
+from proxy.handle.mirror_ids import MirrorSession, open_mirror_session, seal_mirror_session
+from proxy.routes.policy import Grant
+from proxy.routes.table import Route
 from proxy.translate import mirror as tr
 from proxy.upstream.base import UpstreamAuthChallenge, UpstreamError
 from proxy.upstream.era import EraBook
@@ -63,10 +63,28 @@ from proxy.wire import jsonrpc, mcp
 
 log = structlog.get_logger("proxy.front.mirror")
 
-MIRROR_PEER_PATH = "/_mrtr/peer/mirror"  # a client's answer or cancel, sent on to the replica of its call
-NO_CALL = "No call waits for this answer (it ended, was cancelled, or its time ran out)"
 Challenge = Callable[[str | None], str | None]
-SESSION_PARAM = "mrtr-proxy/session"  # in a cancel sent on to the peers: the session's token
+
+
+class Inner(Protocol):
+    """The modern front, asked in process (front/modern/inner.py): for a legacy client of an aggregated
+    route, and for the `legacy_tools` of a two-era upstream."""
+
+    async def __call__(
+        self,
+        request: web.Request,
+        upstream: str,
+        msg: jsonrpc.Request,
+        *,
+        principal: str,
+        upstream_headers: tuple[tuple[str, str], ...] | None,
+        route: Route | None,
+        grant: Grant | None,
+        notify: Notify,
+        line: dict[str, Any],
+    ) -> jsonrpc.Response: ...
+
+    async def end(self, request_state: str, *, principal: str, reason: str) -> None: ...
 
 
 class PeerBook(Protocol):
@@ -92,12 +110,14 @@ class LegacyMirror:
         log_level: str = "debug",
         replicas: Callable[[], Awaitable[list[str]]] | None = None,  # the others, for a cancel
         state: RuntimeStateView | None = None,  # draining: no new calls
+        inner: Inner | None = None,  # the modern front in process: aggregated routes, `legacy_tools`
     ) -> None:
-        self._replicas, self._state = replicas, state
+        self._replicas, self._state, self.inner = replicas, state, inner
         self._upstreams, self._clients, self._eras = upstreams, clients, eras
         self._codec, self._peers, self._settings = codec, peers, settings
         self._call_timeout, self._log_level = call_timeout, log_level
         self.calls = MirrorCalls(codec, settings)
+        self.answers = MirrorAnswers(codec, settings, self.calls, peers, replicas)
 
     @classmethod
     def from_config(
@@ -152,14 +172,16 @@ class LegacyMirror:
         *,
         forwarded: Sequence[tuple[str, str]],
         challenge: Challenge | None,
+        upstream_headers: tuple[tuple[str, str], ...] | None = None,
+        route: Route | None = None,
+        grant: Grant | None = None,
     ) -> web.StreamResponse | None:
         """The answer to a legacy client's request (None: its `initialize` found the upstream legacy after
-        all, and the relay takes it)."""
-        target = self._target(upstream, forwarded)
+        all, and the relay takes it). With `route`, `upstream` is an aggregated route's name and the modern
+        front (`inner`) answers every request; `upstream_headers` and `grant` are the endpoint's, for it."""
+        caller = Caller(request, principal, tuple(forwarded), upstream_headers, route, grant, challenge)
         if isinstance(msg, jsonrpc.Request) and msg.method == "initialize":
-            return await self._initialize(
-                request, upstream=upstream, principal=principal, msg=msg, target=target, challenge=challenge
-            )
+            return await self._initialize(caller, upstream, msg)
         try:
             session = open_mirror_session(self._codec, request.headers[mcp.SESSION_HEADER])
         except HandleError:
@@ -175,97 +197,91 @@ class LegacyMirror:
         if request.method == "DELETE" or msg is None:
             return web.Response(status=200)
         if isinstance(msg, jsonrpc.Result | jsonrpc.Error):
-            return await self._answer(session, msg, body or b"")
+            return await self.answers.answer(session, msg, body or b"")
         if isinstance(msg, jsonrpc.Notification):
             if msg.method == mcp.CANCELLED:
-                await self._cancel(session, msg)
+                await self.answers.cancel(session, msg)
             return web.Response(status=202)
         assert isinstance(msg, jsonrpc.Request)
         try:
-            return await self._request(request, session, msg, target, challenge)
+            return await self._request(caller, session, msg)
         except NotModern as exc:
             self._eras.suspect(upstream, f"a mirrored request was answered the legacy way: {exc}")
             return error_response(404, "Session not found")
 
-    async def peer_route(self, request: web.Request) -> web.Response:
-        """The peer route: a client's answer, or its cancel, sent on by the replica it landed on (signed)."""
-        body = await request.read()
-        if self._peers is None:
-            return web.Response(status=404)
-        try:
-            self._peers.authenticate(request.method, request.path, body, request.headers)
-        except PeerAuthError as exc:
-            log.warning("mirror.peer_auth_failed", reason=exc.reason, remote=request.remote)
-            return web.Response(status=401)
-        try:
-            msg = jsonrpc.decode(body)
-            if isinstance(msg, jsonrpc.Notification) and msg.method == mcp.CANCELLED:
-                token = msg.params.get(SESSION_PARAM)
-                found = isinstance(token, str) and self.calls.cancel(token, msg.params.get("requestId"))
-                return web.Response(status=202 if found else 404)
-            if not isinstance(msg, jsonrpc.Result | jsonrpc.Error):
-                return web.Response(status=400)
-            ask = open_ask(self._codec, msg.id, time.time())
-        except (jsonrpc.InvalidMessage, HandleError):
-            return web.Response(status=400)
-        return web.Response(status=202 if self.calls.deliver(ask, msg) else 404)
+    def _sender(self, caller: Caller, upstream: str, method: str, name: object) -> tuple[Post, End | None]:
+        """How one request goes upstream: to the modern front in process on an aggregated route and for a
+        tool in the upstream's `legacy_tools`, else straight to the modern upstream."""
+        inner = self.inner
+        if inner is not None and (
+            caller.route is not None
+            or (method == "tools/call" and name in self._upstreams[upstream].legacy_tools)
+        ):
 
-    def _target(self, upstream: str, forwarded: Sequence[tuple[str, str]]) -> ModernTarget:
+            async def within(req: jsonrpc.Request, note: Notify) -> jsonrpc.Response:
+                return await inner(
+                    caller.request,
+                    upstream,
+                    req,
+                    principal=caller.principal,
+                    upstream_headers=caller.upstream_headers,
+                    route=caller.route,
+                    grant=caller.grant,
+                    notify=note,
+                    line={},
+                )
+
+            async def end(request_state: str, reason: str) -> None:
+                await inner.end(request_state, principal=caller.principal, reason=reason)
+
+            return within, end
         config = self._upstreams[upstream]
         assert config.url is not None
-        return ModernTarget(config.url, {**config.headers, **dict(forwarded)}, timeout=self._call_timeout)
+        headers = {**config.headers, **dict(caller.forwarded)}
+        target = ModernTarget(config.url, headers, timeout=self._call_timeout)
+
+        async def straight(req: jsonrpc.Request, note: Notify) -> jsonrpc.Response:
+            return await post(self._clients[upstream], target, req, on_note=note)
+
+        return straight, None  # a modern upstream keeps nothing of a call between its rounds
 
     async def _initialize(
-        self,
-        request: web.Request,
-        *,
-        upstream: str,
-        principal: str,
-        msg: jsonrpc.Request,
-        target: ModernTarget,
-        challenge: Challenge | None,
+        self, caller: Caller, upstream: str, msg: jsonrpc.Request
     ) -> web.StreamResponse | None:
         version = tr.legacy_version(msg.params.get("protocolVersion"))
         client = tr.client_info(msg.params)
         caps = tr.modern_capabilities(msg.params.get("capabilities"))
         params = tr.modern_params({}, client=client, capabilities=caps, log_level=None)
+        send, _ = self._sender(caller, upstream, "server/discover", None)
         try:
-            answer = await self._post(upstream, target, jsonrpc.Request(msg.id, "server/discover", params))
+            answer = await send(jsonrpc.Request(msg.id, "server/discover", params), _ignored)
         except NotModern as exc:
             self._eras.suspect(upstream, f"server/discover was answered the legacy way: {exc}")
             return None
         except UpstreamAuthChallenge as exc:
-            return _challenged(exc, challenge)
+            return _challenged(exc, caller.challenge)
         except (UpstreamError, TimeoutError) as exc:
             return error_response(502, unavailable_message(upstream, exc))
-        reply = BridgeReply(request)
+        reply = BridgeReply(caller.request)
         if isinstance(answer, jsonrpc.Error):
             return await reply.finish(answer)
-        session = MirrorSession(upstream, principal, secrets.token_urlsafe(12), version, client, caps)
+        session = MirrorSession(upstream, caller.principal, secrets.token_urlsafe(12), version, client, caps)
         sealed = seal_mirror_session(self._codec, session)
         log.info("mirror.session", upstream=upstream, client=client[0], version=version)
         result = jsonrpc.Result(msg.id, tr.initialize_result(answer.result, version))
         return await reply.finish(result, {mcp.SESSION_HEADER: sealed})
 
     async def _request(
-        self,
-        request: web.Request,
-        session: MirrorSession,
-        msg: jsonrpc.Request,
-        target: ModernTarget,
-        challenge: Challenge | None,
+        self, caller: Caller, session: MirrorSession, msg: jsonrpc.Request
     ) -> web.StreamResponse:
-        reply = BridgeReply(request)
+        reply = BridgeReply(caller.request)
         if msg.method in (mcp.SET_LOG_LEVEL, mcp.PING):  # neither exists at 2026-07-28: answered here
             return await reply.finish(jsonrpc.Result(msg.id, {}))
         params = tr.modern_params(
             msg.params, client=session.client, capabilities=session.capabilities, log_level=self._log_level
         )
         upstream = session.upstream
-
-        async def send(req: jsonrpc.Request, note: Notify) -> jsonrpc.Response:
-            return await self._post(upstream, target, req, note)
-
+        send, end = self._sender(caller, upstream, msg.method, msg.params.get("name"))
         answer: jsonrpc.Response | None
         if msg.method in mcp.MRTR_METHODS and self._state is not None and self._state.draining:
             response = error_response(503, "This proxy replica is shutting down; send the request again")
@@ -273,14 +289,14 @@ class LegacyMirror:
             return response
         try:
             if msg.method in mcp.MRTR_METHODS:
-                answer = await self.calls.run(reply, session, msg, params, send)
+                answer = await self.calls.run(reply, session, msg, params, send, end=end)
             else:
                 answer = await send(jsonrpc.Request(msg.id, msg.method, params), _notes_to(reply))
                 if isinstance(answer, jsonrpc.Result):
                     answer = jsonrpc.Result(msg.id, tr.legacy_result(answer.result))
         except UpstreamAuthChallenge as exc:
             if not reply.started:
-                return _challenged(exc, challenge)
+                return _challenged(exc, caller.challenge)
             answer = jsonrpc.error(msg.id, jsonrpc.UPSTREAM_FAILED, "The upstream refused the credentials")
         except TimeoutError:
             why = f"Upstream {upstream!r} did not answer within {self._call_timeout:g}s"
@@ -295,47 +311,22 @@ class LegacyMirror:
             answer = jsonrpc.Error(msg.id, unavailable(upstream, exc))
         return await reply.finish(answer)
 
-    async def _answer(
-        self, session: MirrorSession, msg: jsonrpc.Result | jsonrpc.Error, body: bytes
-    ) -> web.Response:
-        """A client's answer to an inline request: to its call, here or on the replica named in its id."""
-        try:
-            ask = open_ask(self._codec, msg.id, time.time())
-        except HandleError as exc:
-            log.info("mirror.answer_refused", reason=exc.reason)
-            return error_response(404, NO_CALL)
-        if ask.session != session.token:
-            return error_response(404, NO_CALL)
-        if ask.owner == self._settings.owner or self._peers is None:
-            delivered = self.calls.deliver(ask, msg)
-        else:
-            try:
-                delivered = await self._peers.deliver(ask.owner, MIRROR_PEER_PATH, body) == 202
-                log.info("mirror.answer_forwarded", owner=ask.owner, delivered=delivered)
-            except PeerUnreachable as exc:
-                log.warning("mirror.owner_unreachable", owner=ask.owner, error=str(exc))
-                delivered = False
-        return web.Response(status=202) if delivered else error_response(404, NO_CALL)
 
-    async def _cancel(self, session: MirrorSession, note: jsonrpc.Notification) -> None:
-        """End the call the client's cancel names: here, or (with `replica.peers`) on whichever replica
-        holds it; the cancel says nothing of where its call runs, so every peer is asked."""
-        rid = note.params.get("requestId")
-        if self.calls.cancel(session.token, rid) or self._replicas is None or self._peers is None:
-            return
-        peers = self._peers
-        params = {"requestId": rid, SESSION_PARAM: session.token}
-        body = json.dumps({"jsonrpc": "2.0", "method": mcp.CANCELLED, "params": params}).encode()
-        addresses = await self._replicas()
-        found = await asyncio.gather(
-            *(peers.deliver(a, MIRROR_PEER_PATH, body) for a in addresses), return_exceptions=True
-        )
-        log.info("mirror.cancel_sent_on", peers=len(addresses), found=sum(1 for f in found if f == 202))
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who asks, and what of their request the answer needs (the endpoint's, as it parsed it)."""
 
-    async def _post(
-        self, upstream: str, target: ModernTarget, req: jsonrpc.Request, note: Notify | None = None
-    ) -> jsonrpc.Response:
-        return await post(self._clients[upstream], target, req, on_note=note)
+    request: web.Request
+    principal: str
+    forwarded: tuple[tuple[str, str], ...]  # the client headers that go straight upstream
+    upstream_headers: tuple[tuple[str, str], ...] | None  # validate mode's, for the modern front
+    route: Route | None  # an aggregated route the session is of
+    grant: Grant | None  # what the validated token grants (validate mode)
+    challenge: Challenge | None  # adapts an upstream's WWW-Authenticate
+
+
+async def _ignored(note: jsonrpc.Notification) -> None:
+    return None
 
 
 def _notes_to(reply: BridgeReply) -> Notify:
@@ -359,7 +350,7 @@ MIRROR = web.AppKey("mirror", LegacyMirror)
 
 async def peer_route(request: web.Request) -> web.StreamResponse:
     """The app's handler of MIRROR_PEER_PATH (the mirror is made once the app starts)."""
-    return await request.app[MIRROR].peer_route(request)
+    return await request.app[MIRROR].answers.peer_route(request)
 
 
 __all__ = ["MIRROR", "MIRROR_PEER_PATH", "LegacyMirror", "MirrorSettings", "peer_route"]

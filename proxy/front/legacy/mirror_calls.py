@@ -41,6 +41,7 @@ log = structlog.get_logger("proxy.front.mirror")
 TICK = 1.0  # how often waits look at cancellation and write keep-alives
 MAX_ROUNDS = 64  # an upstream that keeps asking is stopped at some point
 Post = Callable[[jsonrpc.Request, Notify], Awaitable[jsonrpc.Response]]
+End = Callable[[str, str], Awaitable[None]]  # (the last round's requestState, why): the call will not go on
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +67,7 @@ class MirrorCall:
     waiting: dict[str, asyncio.Future[jsonrpc.Response]] = field(default_factory=dict)
     cancelled: asyncio.Event = field(default_factory=asyncio.Event)
     shut_down: bool = False  # the replica is shutting down: the call ends with -31011
+    state: str | None = None  # the last round's requestState, while the call waits for its client
 
 
 class MirrorCalls:
@@ -115,14 +117,23 @@ class MirrorCalls:
         msg: jsonrpc.Request,
         params: dict[str, Any],
         post: Post,
+        *,
+        end: End | None = None,
     ) -> jsonrpc.Response | None:
-        """The call's final answer to the client (None: cancelled, no answer is due)."""
+        """The call's final answer to the client (None: cancelled, no answer is due). `end`: told when
+        the call stops between rounds (a cancel, a timeout, a client gone), so what the upstream side
+        keeps of it goes at once (the proxy's own parked call, for a round the modern front answered)."""
         call = MirrorCall(secrets.token_urlsafe(12), session.token, msg.id)
         self._calls[call.token] = call
         self._by_client[(session.token, msg.id)] = call
+        why = "the client ended the call"
         try:
             return await self._rounds(reply, session=session, call=call, msg=msg, params=params, post=post)
         except Ended as ended:
+            if ended.answer is not None:
+                why = "the call cannot go on: " + (
+                    ended.answer.error.message if isinstance(ended.answer, jsonrpc.Error) else "ended"
+                )
             return ended.answer
         finally:
             del self._calls[call.token]
@@ -130,6 +141,9 @@ class MirrorCalls:
                 del self._by_client[(session.token, msg.id)]
             for waiter in call.waiting.values():
                 waiter.cancel()
+            if end is not None and call.state is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(end(call.state, why))
 
     async def _rounds(
         self,
@@ -149,7 +163,10 @@ class MirrorCalls:
                 return answer
             result = answer.result
             if result.get("resultType") != mcp.RESULT_INPUT_REQUIRED:
+                call.state = None
                 return jsonrpc.Result(msg.id, legacy_result(result))
+            state = result.get("requestState")
+            call.state = state if isinstance(state, str) else None
             plan = plan_round(result.get("inputRequests"), session.capabilities, f"mrtr-{call.token}-")
             if plan.stop is not None:
                 raise Ended(_cannot_go_on(msg.id, plan.stop))
@@ -160,8 +177,8 @@ class MirrorCalls:
                     raise Ended(_cannot_go_on(msg.id, why))
                 responses.update(await self._ask(reply, call, plan.asks))
             retry: dict[str, Any] = {**base, "inputResponses": responses}
-            if isinstance(result.get("requestState"), str):
-                retry["requestState"] = result["requestState"]
+            if call.state is not None:
+                retry["requestState"] = call.state
             request = jsonrpc.Request(msg.id, msg.method, retry)
             log.info("mirror.round", call=call.token, round=round_no, asked=len(plan.asks))
         return _cannot_go_on(msg.id, f"the upstream still asked for input after {MAX_ROUNDS} rounds")

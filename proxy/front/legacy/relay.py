@@ -28,6 +28,8 @@ from proxy.front.legacy.mirror import LegacyMirror
 from proxy.front.legacy.quota import SessionQuota
 from proxy.handle import HandleCodec, HandleError
 from proxy.handle.session_ids import LegacySession, open_session, seal_session
+from proxy.routes.policy import Grant
+from proxy.routes.table import Route
 from proxy.upstream.propagation import with_propagated
 from proxy.wire import jsonrpc, mcp
 
@@ -78,18 +80,47 @@ class LegacyRelay:
         *,
         forwarded: Sequence[tuple[str, str]] | None = None,
         challenge: Callable[[str | None], str | None] | None = None,
+        route: Route | None = None,
+        grant: Grant | None = None,
     ) -> web.StreamResponse:
         """Relay a legacy client's request: `body` as it came, `msg` as the front already parsed it
         (both None for a GET or DELETE). `forwarded`: the client headers that go upstream (validate mode
         decides them), else the upstream's `forward_headers`. `challenge`: adapts the upstream's
-        `WWW-Authenticate` on a 401/403 (its `resource_metadata` becomes the proxy's)."""
+        `WWW-Authenticate` on a 401/403 (its `resource_metadata` becomes the proxy's). On an aggregated
+        `route` (`upstream` is its name) the mirror is the legacy server, over the modern front; `grant`:
+        what the validated token grants, for the route's tool policy."""
+        gate = tuple(forwarded) if forwarded is not None else None  # validate mode's, for the modern front
+        mirror = self._mirror
+        if route is not None:
+            if mirror is None or mirror.inner is None:
+                return _error(400, "Legacy clients are not served on aggregated routes here")
+            routed = await mirror.handle(
+                request,
+                upstream,
+                principal,
+                body,
+                msg,
+                forwarded=(),
+                challenge=challenge,
+                upstream_headers=gate,
+                route=route,
+                grant=grant,
+            )
+            assert routed is not None  # only an upstream found legacy after all gives None
+            return routed
         config = self._upstreams[upstream]
         if forwarded is None:
             forwarded = [(n, request.headers[n]) for n in config.forward_headers if n in request.headers]
-        mirror = self._mirror
         if mirror is not None and await mirror.takes(request, upstream, msg, dict(forwarded)):
             mirrored = await mirror.handle(
-                request, upstream, principal, body, msg, forwarded=forwarded, challenge=challenge
+                request,
+                upstream,
+                principal,
+                body,
+                msg,
+                forwarded=forwarded,
+                challenge=challenge,
+                upstream_headers=gate,
             )
             if mirrored is not None:  # else the upstream turned out legacy: relayed below
                 return mirrored

@@ -37,7 +37,7 @@ from proxy.front.modern.relay import NativeRelay
 from proxy.front.oauth import OAuthFront
 from proxy.front.peers import FORWARD_PREFIX, PeerLost, PeerRefused, Peers, PeerUnreachable
 from proxy.front.principal import Resolver
-from proxy.front.reply import Replier
+from proxy.front.reply import Notes, Replier
 from proxy.routes.policy import Grant
 from proxy.routes.table import Route as AggregatedRoute
 from proxy.routes.table import RouteTable
@@ -85,7 +85,7 @@ class ModernFront:
         relay: NativeRelay | None = None,  # to 2026-07-28 upstreams (relay.py); None: all taken as legacy
         aggregate: AggregateFront | None = None,  # aggregated routes (aggregate.py); None: none configured
     ) -> None:
-        self._relay = relay
+        self.relay = relay
         self._oauth = oauth
         self._aggregate = aggregate
         self.routes = aggregate.table if aggregate is not None else RouteTable({})  # the endpoint's to tell
@@ -99,7 +99,7 @@ class ModernFront:
         self._upstreams = upstreams
         self._pools = pools
         self._calls = calls
-        self._limits = InputLimits(front.max_input_responses, front.max_input_response_bytes)
+        self.limits = InputLimits(front.max_input_responses, front.max_input_response_bytes)
         self._plain = PlainRequests(pools=pools, calls=calls, tasks=tasks, oauth=oauth)
 
     def check_peer(self, request: web.Request, body: bytes, line: dict[str, Any]) -> None:
@@ -125,29 +125,25 @@ class ModernFront:
         aggregated `route` (`upstream` is then its name) the request goes on to the upstream that owns
         its name, or the route answers it itself (aggregate.py); `grant`: the validated token's scopes and
         claims (validate mode)."""
-        req = check_modern(msg, request.headers, limits=self._limits)
+        req = check_modern(msg, request.headers, limits=self.limits)
         if principal is None:
             principal = self._principal(request.headers)
         own: Own | None = None
         who = principal
 
         def key_for(name: str) -> PoolKey:
-            return self._pool_key(name, req, request, who, upstream_headers)
+            return self.pool_key(name, req, request, who, upstream_headers)
 
         forwarded = request.path.startswith(FORWARD_PREFIX)  # the endpoint checked its signature
         if forwarded and req.request_state is None and msg.method not in mcp.TASK_METHODS:
             raise Refusal(400, ErrorObject(jsonrpc.INVALID_REQUEST, "The peer route only takes retries"))
         self.rate.check(principal)  # a forwarded retry counts here too: this replica does its work
         # An aggregated route: after the rate check, as resolving a bare name may list the upstreams.
-        if route is not None and self._aggregate is not None:
-            routed = await self._aggregate.route(
+        if route is not None:
+            upstream, req, own = await self.routed(
                 route, req, principal=principal, grant=grant, key_for=key_for, line=line
             )
-            if isinstance(routed, Routed):
-                upstream, req = routed.upstream, routed.req
-            else:
-                own, upstream = routed, route.members[0].upstream
-        key = self._pool_key(upstream, req, request, principal, upstream_headers)
+        key = self.pool_key(upstream, req, request, principal, upstream_headers)
         if self._state.draining and msg.method in mcp.MRTR_METHODS and req.request_state is None:
             raise Refusal(
                 503,
@@ -157,7 +153,7 @@ class ModernFront:
                     "replica will take it)",
                 ),
             )
-        relay = self._relay if own is None else None  # never a route's own answers (lists, discover)
+        relay = self.relay if own is None else None  # never a route's own answers (lists, discover)
         if relay and relay.takes(upstream, req.request) and await relay.modern(upstream, key.forwarded):
             relayed = await self._relayed(request, upstream, req=req, key=key, principal=principal, line=line)
             if relayed is not None:
@@ -183,7 +179,7 @@ class ModernFront:
             work = (
                 own()
                 if own is not None
-                else self._dispatch(
+                else self.dispatch(
                     upstream=upstream,
                     req=req,
                     key=key,
@@ -208,6 +204,26 @@ class ModernFront:
             )
         return await replier.finish(answer, 404 if _is_unknown_method(answer) else 200)
 
+    async def routed(
+        self,
+        route: AggregatedRoute,
+        req: ModernRequest,
+        *,
+        principal: str,
+        grant: Grant | None,
+        key_for: Callable[[str], PoolKey],
+        line: dict[str, Any],
+    ) -> tuple[str, ModernRequest, Own | None]:
+        """Where a request on an aggregated route goes: the upstream that owns its name (the request
+        renamed to that upstream's name), or the route's own answer (`Own`: lists, discover)."""
+        assert self._aggregate is not None  # a route is known only when aggregates are configured
+        routed = await self._aggregate.route(
+            route, req, principal=principal, grant=grant, key_for=key_for, line=line
+        )
+        if isinstance(routed, Routed):
+            return routed.upstream, routed.req, None
+        return route.members[0].upstream, req, routed
+
     async def _relayed(
         self,
         request: web.Request,
@@ -220,17 +236,17 @@ class ModernFront:
     ) -> web.StreamResponse | None:
         """The native relay's answer (relay.py); None when the upstream answered as a legacy server and the
         era probed again says legacy (nothing was processed: the request goes the legacy way)."""
-        assert self._relay is not None
+        assert self.relay is not None
         replier = Replier(request)
-        work = self._relay.relay(
+        work = self.relay.relay(
             request, upstream, req, principal=principal, forwarded=key.forwarded, replier=replier, line=line
         )
         try:
             answer = await replier.kept_alive(work, self._front.keepalive_s)
             assert not isinstance(answer, Forward)  # nothing of a relayed call is held by a replica
         except NotModern as exc:
-            self._relay.eras.suspect(upstream, f"a modern request was answered the legacy way: {exc}")
-            if not replier.started and not await self._relay.modern(upstream, key.forwarded):
+            self.relay.eras.suspect(upstream, f"a modern request was answered the legacy way: {exc}")
+            if not replier.started and not await self.relay.modern(upstream, key.forwarded):
                 line.pop("upstream_era", None)
                 return None
             answer = unavailable_answer(req.request.id, upstream, exc, line)
@@ -273,14 +289,14 @@ class ModernFront:
         finally:
             self._state.forwarding -= 1
 
-    async def _dispatch(
+    async def dispatch(
         self,
         *,
         upstream: str,
         req: ModernRequest,
         key: PoolKey,
         principal: str,
-        replier: Replier,
+        replier: Notes,
         line: dict[str, Any],
         local_only: bool = False,
         owner_gone: OwnerGone | None = None,
@@ -333,7 +349,7 @@ class ModernFront:
             return jsonrpc.error(msg.id, jsonrpc.INVALID_PARAMS, INVALID_STATE_MESSAGE)
         return answer(msg, outcome, line, started=replier.started)
 
-    def _pool_key(
+    def pool_key(
         self,
         upstream: str,
         req: ModernRequest,

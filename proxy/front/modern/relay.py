@@ -27,7 +27,7 @@ from aiohttp import web
 from proxy.calls.wording import unavailable_answer
 from proxy.config import Config, PrincipalSource, UpstreamConfig
 from proxy.front.modern.peer_route import key_not_held
-from proxy.front.reply import Replier
+from proxy.front.reply import Notes
 from proxy.handle import HandleCodec, HandleError
 from proxy.handle.relay_state import (
     RelayState,
@@ -116,7 +116,7 @@ class NativeRelay:
         *,
         principal: str,
         forwarded: tuple[tuple[str, str], ...],
-        replier: Replier,
+        replier: Notes,
         line: dict[str, Any],
     ) -> jsonrpc.Response:
         """The upstream's answer to `req`. Raises NotModern (the upstream answered as a legacy server: the

@@ -1,0 +1,123 @@
+"""2026-07-28 requests the proxy makes of its own modern front: the rounds of the mirror
+(front/legacy/mirror.py) for a legacy client whose answer only the modern front can give.
+
+Two such clients: one on an aggregated route (proxy/routes/: the route's naming, merged lists and tool policy
+live in the modern front), and one calling a tool a two-era upstream names in `legacy_tools` (the tool asks
+with `ctx.elicit`, which such a server refuses at 2026-07-28: the proxy runs it on a legacy session and turns
+its inline requests into `input_required` rounds, its own sealed handle as the `requestState`). The mirror
+then asks the legacy client inline and retries, exactly as it does with a modern upstream.
+
+Everything the modern front does for a request over HTTP happens here too — the checks, the route, the
+native relay or the proxy's MRTR over a legacy session, Tasks, the sealed handle — but not what is HTTP's:
+notifications go to the mirror's callback, a refusal is a JSON-RPC error, and a retry is never forwarded to
+another replica (the mirror's call lives on the replica holding its client's stream, which sealed the
+handle; `local_only`). No rate check: the endpoint counted the legacy request this runs for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import structlog
+from aiohttp import web
+from multidict import CIMultiDict
+
+from proxy.calls.outcomes import CallLink, Forward
+from proxy.calls.service import CallService
+from proxy.calls.wording import unavailable_answer
+from proxy.front.address import AddressSource
+from proxy.front.checks import Refusal, check_modern
+from proxy.front.modern.aggregate import Own
+from proxy.front.modern.front import ModernFront
+from proxy.front.reply import InProcess
+from proxy.routes.policy import Grant
+from proxy.routes.table import Route
+from proxy.upstream.modern import NotModern, metadata_headers
+from proxy.upstream.pool import PoolKey
+from proxy.wire import jsonrpc, mcp
+
+Notify = Callable[[jsonrpc.Notification], Awaitable[None]]
+log = structlog.get_logger("proxy.front.mirror")
+
+
+class InnerFront:
+    def __init__(self, front: ModernFront, addresses: AddressSource, calls: CallService) -> None:
+        self._front = front
+        self._addresses = addresses
+        self._calls = calls
+
+    async def end(self, request_state: str, *, principal: str, reason: str) -> None:
+        """The legacy client will not go on with the call `request_state` (the modern front's answer) is of:
+        a call the proxy parked for it ends now, upstream told (a native upstream's state: nothing to do)."""
+        if await self._calls.end_parked(request_state, principal=principal, reason=reason):
+            log.info("inner.call_ended", reason=reason)
+
+    async def __call__(
+        self,
+        request: web.Request,
+        upstream: str,
+        msg: jsonrpc.Request,
+        *,
+        principal: str,
+        upstream_headers: tuple[tuple[str, str], ...] | None,
+        route: Route | None,
+        grant: Grant | None,
+        notify: Notify,
+        line: dict[str, Any],
+    ) -> jsonrpc.Response:
+        """The modern front's answer to `msg` (its `_meta` the mirror's) for the legacy client's `request`,
+        on `upstream` (or, with `route`, the aggregated route of that name). Raises UpstreamAuthChallenge
+        (the upstream's 401/403: the mirror relays it)."""
+        front = self._front
+        headers = CIMultiDict(request.headers)
+        headers.update(metadata_headers(msg))
+        sink = InProcess(notify)
+        try:
+            req = check_modern(msg, headers, limits=front.limits)
+
+            def key_for(name: str) -> PoolKey:
+                return front.pool_key(name, req, request, principal, upstream_headers)
+
+            own: Own | None = None
+            if route is not None:
+                upstream, req, own = await front.routed(
+                    route, req, principal=principal, grant=grant, key_for=key_for, line=line
+                )
+            if own is not None:
+                return await own()
+            key = front.pool_key(upstream, req, request, principal, upstream_headers)
+            relay = front.relay
+            if relay and relay.takes(upstream, req.request) and await relay.modern(upstream, key.forwarded):
+                try:
+                    return await relay.relay(
+                        request,
+                        upstream,
+                        req,
+                        principal=principal,
+                        forwarded=key.forwarded,
+                        replier=sink,
+                        line=line,
+                    )
+                except NotModern as exc:
+                    relay.eras.suspect(upstream, f"a modern request was answered the legacy way: {exc}")
+                    if await relay.modern(upstream, key.forwarded):
+                        return unavailable_answer(msg.id, upstream, exc, line)
+            if msg.method == mcp.LISTEN:  # a long-lived stream: not a round of the mirror's
+                return jsonrpc.error(msg.id, jsonrpc.METHOD_NOT_FOUND, f"Method not found: {msg.method}")
+            answer = await front.dispatch(
+                upstream=upstream,
+                req=req,
+                key=key,
+                principal=principal,
+                replier=sink,
+                line=line,
+                local_only=True,
+                link=CallLink(),
+                address=self._addresses.of(request),
+            )
+        except Refusal as refusal:
+            line["outcome"] = f"refused:{refusal.error.code}"
+            return jsonrpc.Error(msg.id, refusal.error)
+        assert not isinstance(answer, Forward)  # local_only: never sent on to another replica
+        return answer

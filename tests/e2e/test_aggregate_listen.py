@@ -5,12 +5,14 @@ legacy member's (FastMCP 1.30's `change_tools`), in either route order."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 
 import aiohttp
 import peers
 import pytest
 import pytest_asyncio
+from structlog.testing import capture_logs
 
 from e2e.harness import NO_ROOTS_CAPS, RawClient, RunningProxy, running_proxy
 from e2e.test_aggregate import all_names, text_of
@@ -68,3 +70,46 @@ async def test_list_changed_from_a_modern_member_reaches_the_aggregates_listener
         names, _ = await all_names(client)
         assert f"modern__{added}" in names  # the change the notification announced
         assert text_of(await client.call(f"modern__{added}", {"text": "new"})) == "new"
+
+
+async def test_a_modern_member_that_does_not_acknowledge_is_left_out(fastmcp_url: str) -> None:
+    """The mcp 2.3.0 server stops after its era is known: the route's listen goes on with the legacy member
+    (logged), and a route whose only member it is refuses the listen with -31001, as for a legacy one."""
+    routes = (
+        RouteConfig("mix", (RouteMember("modern"), RouteMember("fast"))),
+        RouteConfig("alone", (RouteMember("modern"),)),
+    )
+    async with contextlib.AsyncExitStack() as stack:
+        server = contextlib.AsyncExitStack()
+        modern = await server.enter_async_context(peers.start_mcp2_server())
+        stack.push_async_callback(server.aclose)
+        proxy = await stack.enter_async_context(
+            running_proxy(
+                fastmcp_url,
+                names=("fast",),
+                extra=(UpstreamConfig(name="modern", url=str(modern)),),
+                routes=routes,
+            )
+        )
+        http = await stack.enter_async_context(aiohttp.ClientSession())
+
+        def client(route: str) -> RawClient:
+            url = proxy.url.replace("/mcp", f"/servers/{route}/mcp")
+            return RawClient(url, http, capabilities=dict(NO_ROOTS_CAPS))
+
+        mix = client("mix")
+        assert text_of(await mix.call("modern__echo", {"text": "up"})) == "up"  # its era is known
+        await server.aclose()
+        with capture_logs() as logs:
+            async with listening(mix, {"toolsListChanged": True}) as stream:
+                ack = await stream.next()
+                assert ack["params"]["notifications"] == {"toolsListChanged": True}
+                assert int(text_of(await mix.call("fast__change_tools"))) >= 2
+                assert (await stream.next())["method"] == "notifications/tools/list_changed"
+        left = [e for e in logs if e.get("event") == "listen.upstream_left_out"]
+        assert [e["upstream"] for e in left] == ["modern"], left
+        alone = client("alone")
+        body = alone.body("subscriptions/listen", {"notifications": {"toolsListChanged": True}})
+        refused = await alone.send(body)
+        assert refused.error["code"] == -31001, refused.body
+        assert refused.error["message"].startswith("Upstream 'modern' unavailable")

@@ -79,7 +79,6 @@ class _Subscription:
     sessions: list[tuple[str, PoolKey, UpstreamSession]] = field(default_factory=list)  # upstream, key
     modern: list[ModernMember] = field(default_factory=list)  # an aggregate's 2026-07-28 upstreams
     uri_sessions: dict[str, UpstreamSession] = field(default_factory=dict)  # who took each subscription
-    uri_modern: dict[str, str] = field(default_factory=dict)  # the URIs a modern member took, and which
     unwatch: list[Callable[[], None]] = field(default_factory=list)
     queue: asyncio.Queue[jsonrpc.Notification | None] = field(default_factory=lambda: asyncio.Queue(BACKLOG))
 
@@ -230,7 +229,7 @@ class ListenFront:
                     sub.uris.append(uri)
                     break
         for one in modern:
-            await self._listen_modern(sub, one, wanted=wanted, owners=owners, req=req)
+            refused = await self._listen_modern(sub, one, wanted=wanted, owners=owners, req=req) or refused
         if not (sub.sessions or sub.modern) and refused is not None:
             raise refused
         if sub.uris:
@@ -244,8 +243,9 @@ class ListenFront:
         wanted: _Wanted,
         owners: Mapping[str, str | None],
         req: ModernRequest,
-    ) -> None:
-        """Listen to one modern member of an aggregate for the client's flags and the URIs that are its."""
+    ) -> _Refused | None:
+        """Listen to one modern member of an aggregate for the client's flags and the URIs that are its
+        (the refusal to give if no upstream can be listened to: this one did not acknowledge)."""
         assert self._native is not None
         upstream, key = member
         uris = [u for u, owner in owners.items() if owner in (None, upstream) and u not in sub.uris]
@@ -256,14 +256,14 @@ class ListenFront:
         meta = req.request.params.get("_meta")
         honored = await listener.open(sub.id, notifications, meta=meta, forwarded=key.forwarded)
         if honored is None:
-            return
+            return _Refused(unavailable(upstream, "no acknowledgement of the proxy's listen request"))
         sub.modern.append(listener)
         sub.methods.update(method for flag, (_, method) in LIST_CHANGED.items() if honored.get(flag) is True)
         taken = honored.get("resourceSubscriptions")
         for uri in taken if isinstance(taken, list) else []:
-            if uri in uris:
-                sub.uri_modern[uri] = upstream
+            if uri in uris:  # its own listen stream holds the subscription: nothing to undo here
                 sub.uris.append(uri)
+        return None
 
     async def _relay(self, request: web.Request, stream: web.StreamResponse, sub: _Subscription) -> str:
         """Write notifications as they come, keep-alives meanwhile. Returns how the stream ended."""

@@ -113,3 +113,31 @@ async def test_a_modern_member_that_does_not_acknowledge_is_left_out(fastmcp_url
         refused = await alone.send(body)
         assert refused.error["code"] == -31001, refused.body
         assert refused.error["message"].startswith("Upstream 'modern' unavailable")
+
+
+async def test_a_two_era_member_without_listen_is_left_out_and_the_others_heard(fastmcp_url: str) -> None:
+    """FastMCP 4.2.3 serves no subscriptions/listen (-32601, as on its own route): the route's listen goes
+    on with the legacy member, the refusal logged."""
+    route = RouteConfig("pair", (RouteMember("four"), RouteMember("fast")))
+    async with (
+        peers.start_fastmcp4() as four,
+        running_proxy(
+            fastmcp_url,
+            names=("fast",),
+            extra=(UpstreamConfig(name="four", url=str(four)),),
+            routes=(route,),
+        ) as proxy,
+        aiohttp.ClientSession() as http,
+    ):
+        client = RawClient(
+            proxy.url.replace("/mcp", "/servers/pair/mcp"), http, capabilities=dict(NO_ROOTS_CAPS)
+        )
+        assert text_of(await client.call("four__echo", {"text": "4"})) == "4"  # the native relay
+        with capture_logs() as logs:
+            async with listening(client, {"toolsListChanged": True}) as stream:
+                ack = await stream.next()
+                assert ack["params"]["notifications"] == {"toolsListChanged": True}
+                assert int(text_of(await client.call("fast__change_tools"))) >= 2
+                assert (await stream.next())["method"] == "notifications/tools/list_changed"
+        (left,) = [e for e in logs if e.get("event") == "listen.upstream_left_out"]
+        assert left["upstream"] == "four", left

@@ -72,6 +72,32 @@ async def test_list_changed_from_a_modern_member_reaches_the_aggregates_listener
         assert text_of(await client.call(f"modern__{added}", {"text": "new"})) == "new"
 
 
+async def test_a_resource_subscription_goes_to_the_modern_member_that_listed_the_uri(
+    mixed: RunningProxy,
+) -> None:
+    """`modern://status` is the mcp 2.3.0 server's: the subscription goes into the proxy's listen to it
+    (FastMCP, first in route order, takes subscriptions too), and the server's update reaches the client;
+    FastMCP's own URI is subscribed on FastMCP's session beside it."""
+    uri = "modern://status"
+    async with aiohttp.ClientSession() as http:
+        client = RawClient(
+            mixed.url.replace("/mcp", "/servers/legacy-first/mcp"), http, capabilities=dict(NO_ROOTS_CAPS)
+        )
+        read = await client.request("resources/read", {"uri": uri})
+        assert read.result["contents"][0]["text"] == "ok"
+        async with listening(client, {"resourceSubscriptions": [uri, "fixture://secret"]}) as stream:
+            ack = await stream.next()
+            assert ack["params"]["notifications"] == {"resourceSubscriptions": ["fixture://secret", uri]}
+            assert text_of(await client.call("fast__subscribed", {"uri": uri})) == "0"  # not FastMCP's
+            assert text_of(await client.call("modern__touch_resource", {"uri": uri})) == "1"
+            update = await stream.next()
+            assert update["method"] == "notifications/resources/updated"
+            assert update["params"]["uri"] == uri
+            assert update["params"]["_meta"][SUB_ID] == ack["params"]["_meta"][SUB_ID]
+            assert text_of(await client.call("fast__touch_resource", {"uri": "fixture://secret"})) == "1"
+            assert (await stream.next())["params"]["uri"] == "fixture://secret"
+
+
 async def test_a_modern_member_that_does_not_acknowledge_is_left_out(fastmcp_url: str) -> None:
     """The mcp 2.3.0 server stops after its era is known: the route's listen goes on with the legacy member
     (logged), and a route whose only member it is refuses the listen with -31001, as for a legacy one."""

@@ -153,6 +153,23 @@ class Modern:
             raise BenchError(f"tools/call failed: {msg}")
         return msg["result"]  # type: ignore[no-any-return]
 
+    async def list_tools(self) -> dict[str, Any]:
+        """One `tools/list` (the first page)."""
+        rid = next(self.ids)
+        params = {"_meta": self.meta}
+        body = json.dumps({"jsonrpc": "2.0", "id": rid, "method": "tools/list", "params": params})
+        headers = {
+            "Content-Type": "application/json",
+            "Accept": ACCEPT,
+            "MCP-Protocol-Version": MODERN,
+            "Mcp-Method": "tools/list",
+        }
+        async with self.http.post(self.url, data=body, headers=headers) as resp:
+            msg = await _read_reply(resp, rid)
+        if "result" not in msg:
+            raise BenchError(f"tools/list failed: {msg}")
+        return msg["result"]  # type: ignore[no-any-return]
+
     async def call(self, tool: str, args: dict[str, Any]) -> dict[str, Any]:
         result = await self.request_call(tool, {"arguments": args})
         if result.get("resultType") != "complete":

@@ -156,9 +156,62 @@ def goals(data: dict[str, Any], s: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def markdown_lines(rows: list[dict[str, Any]]) -> list[str]:
+AGGREGATE_GOAL = 1.2  # issue 30: an aggregate of 4 costs at most this many times a single route
+
+
+def aggregate_ratios(data: dict[str, Any]) -> dict[str, dict[str, dict[str, float | None]]]:
+    """Per operation and concurrency: aggregate ÷ single route, medians of per-repetition ratios (the two
+    cells of a repetition ran back to back) of the proxy's CPU per request, p50 latency and throughput."""
+    out: dict[str, dict[str, dict[str, float | None]]] = {}
+    for op, by_c in data.get("aggregate", {}).get("cells", {}).items():
+        for c, paths in by_c.items():
+            pairs = [
+                (a, b)
+                for a, b in zip(paths.get("aggregate", []), paths.get("single", []), strict=False)
+                if "failed" not in a and "failed" not in b and a.get("completed") and b.get("completed")
+            ]
+
+            def ratio(get: Any, pairs: list[tuple[dict[str, Any], dict[str, Any]]] = pairs) -> float | None:
+                values = [get(a) / get(b) for a, b in pairs if get(a) is not None and get(b)]
+                return _median(values)
+
+            out.setdefault(op, {})[c] = {
+                "cpu": ratio(lambda r: (r.get("cpu_us_per_req") or {}).get("proxy")),
+                "p50": ratio(lambda r: r.get("latency", {}).get("p50_ms")),
+                "rps": ratio(lambda r: r.get("throughput_rps")),
+            }
+    return out
+
+
+def aggregate_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """The issue-30 bench line: listing and calling through an aggregate of 4, each beside a single-upstream
+    route in the same run; the verdict is the proxy's CPU per request at 16 clients (else the highest)."""
+    rows = []
+    for op, by_c in aggregate_ratios(data).items():
+        cs = sorted(by_c, key=int)
+        top = by_c.get("16", by_c[cs[-1]])["cpu"]
+        text = "; ".join(
+            f"c={c}: CPU {_fmt(by_c[c]['cpu'], '.2f', '×')}, p50 {_fmt(by_c[c]['p50'], '.2f', '×')}, "
+            f"req/s {_fmt(by_c[c]['rps'], '.2f', '×')}"
+            for c in cs
+        )
+        rows.append(
+            {
+                "figure": f"proxy CPU per {op} through an aggregate of 4 ÷ through a single-upstream route",
+                "value": top,
+                "measured": text,
+                "goal": f"≤ {AGGREGATE_GOAL:g}",
+                "met": None if top is None else top <= AGGREGATE_GOAL,
+                "note": "4 minimal legacy servers behind one route (prefixed names) beside one of them on "
+                "its own route, one proxy, cells interleaved; verdict at 16 clients",
+            }
+        )
+    return rows
+
+
+def markdown_lines(rows: list[dict[str, Any]], title: str = "Goals of issue 18") -> list[str]:
     lines = [
-        "### Goals of issue 18",
+        f"### {title}",
         "",
         "| figure | measured | goal | met | how |",
         "|---|---|---|---|---|",

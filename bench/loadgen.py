@@ -16,6 +16,8 @@ on stdout. Every loop is bounded in count and in time. Modes:
 - ``roundtrip``: ``concurrency`` workers run one elicitation answered at once, back to back: legacy inline
   (answer POSTed while the call's SSE stream waits) or MRTR (``input_required``, then the retry).
 - ``park``: start ``count`` MRTR calls that elicit and leave them parked (``input_required`` received).
+- ``list``: as ``pass``, with ``tools/list`` (modern clients) instead of a call; ``expect_tools``: how many
+  tools the page must hold.
 
 With ``watch_pids``, the CPU time (utime+stime from /proc/<pid>/stat) of those processes over the window is
 reported too, next to this process's own.
@@ -95,7 +97,7 @@ async def run(spec: dict[str, Any]) -> dict[str, Any]:
 
 async def _timed(clients: list[Legacy | Modern], spec: dict[str, Any]) -> dict[str, Any]:
     mode = spec["mode"]
-    tool = spec["tool"]
+    tool = spec.get("tool", "")
     args = spec.get("args", {})
     expect = spec.get("expect")
     warmup, duration = float(spec.get("warmup", 0.5)), float(spec["duration"])
@@ -156,13 +158,18 @@ async def _timed(clients: list[Legacy | Modern], spec: dict[str, Any]) -> dict[s
         while done < max_requests and not stopped:
             t0 = loop.time()
             try:
-                if mode == "pass":
+                result: dict[str, Any] | None = None
+                if mode == "list" and isinstance(client, Modern):
+                    count = len((await client.list_tools()).get("tools", []))
+                    if count != spec.get("expect_tools", count):
+                        raise BenchError(f"{count} tools listed, wanted {spec['expect_tools']}")
+                elif mode == "pass":
                     result = await client.call(tool, args)
                 elif isinstance(client, Legacy):
                     result = await client.ask_inline(tool)
                 else:
                     result = await client.ask_mrtr(tool)
-                if expect is not None and result_text(result) != expect:
+                if expect is not None and result is not None and result_text(result) != expect:
                     raise BenchError(f"unexpected result {result_text(result)!r}, wanted {expect!r}")
             except (BenchError, aiohttp.ClientError, TimeoutError, ValueError) as exc:
                 errors.append(f"{type(exc).__name__}: {exc}"[:300])

@@ -50,10 +50,16 @@ async def legacy_server(kind: str, *, get_stream: bool = True) -> AsyncIterator[
 
 @contextlib.asynccontextmanager
 async def mrtr_proxy(
-    upstream: str, tmp: Path, *, gather_window_ms: int = 50, big: bool = False
+    upstream: str,
+    tmp: Path,
+    *,
+    gather_window_ms: int = 50,
+    big: bool = False,
+    more: dict[str, Any] | None = None,
 ) -> AsyncIterator[Piece]:
     """mrtr-proxy as operators run it (`mrtr-proxy serve --config`), at its default log level (info: one JSON
-    line per request, to a file). `big` raises the limits for the parked-calls section."""
+    line per request, to a file). `big` raises the limits for the parked-calls section; `more`: top-level
+    settings over these (e.g. `upstreams` and `routes`)."""
     key = tmp / f"key-{secrets.token_hex(4)}"
     key.write_text(base64.b64encode(os.urandom(32)).decode() + "\n")
     key.chmod(0o600)
@@ -73,6 +79,7 @@ async def mrtr_proxy(
                     "logging": {"level": "info", "format": "json"},
                     "calls": calls,
                     "upstreams": [{"name": "bench", "url": upstream, **({"pool": pool} if pool else {})}],
+                    **(more or {}),
                 }
             )
         )

@@ -16,6 +16,8 @@ Sections:
    default 50 ms gather window and with 0), and inline through FastMCP's proxy.
 3. parked calls: proxy RSS and latency of new plain calls while N calls are parked waiting for input.
 4. handle: seal and unseal per handle (µs), handle size (bytes).
+5. aggregated routes: tools/list and tools/call through an aggregate of 4 minimal servers vs a
+   single-upstream route, in one proxy, interleaved (bench/aggregate.py).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import report
+from aggregate import aggregate
 from handles import handles
 from machine import background_cpu, machine, raise_nofile, wait_quiet
 from parked import parked
@@ -87,6 +90,8 @@ async def main_async(plan: Plan, args: argparse.Namespace, nofile: int) -> dict[
             )
         if not args.no_parked:
             data["parked"] = await parked(plan, tmp, nofile)
+        if not args.no_aggregate:
+            data["aggregate"] = await aggregate(plan, tmp)
     data["elapsed_s"] = round(time.time() - started, 1)
     data["machine"]["background_cpu_pct_after"] = background_cpu()
     return data
@@ -104,6 +109,7 @@ def main() -> int:
     )
     parser.add_argument("--no-parked", action="store_true", help="skip the parked-calls section")
     parser.add_argument("--no-profile", action="store_true", help="skip the py-spy profile")
+    parser.add_argument("--no-aggregate", action="store_true", help="skip the aggregated-routes section")
     parser.add_argument(
         "--no-fastmcp-shared",
         action="store_true",

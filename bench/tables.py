@@ -303,6 +303,8 @@ def markdown(data: dict[str, Any], s: dict[str, Any]) -> str:
         lines.append(_row(t["target"], t["measured"], verdict, t["note"]))
     lines.append("")
     lines += goals.markdown_lines(s.get("goals") or goals.goals(data, s))
+    if data.get("aggregate"):
+        lines += goals.markdown_lines(goals.aggregate_rows(data), "Goals of issue 30 (aggregated routes)")
     prof = profile_of(data)
     if prof and prof.get("samples"):
         lines += _profile_lines(prof)

@@ -225,6 +225,7 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
     )
     principal = resolver(config.principal)
     app[OAUTH] = OAuthFront.from_config(config, app[PREPARED], http, clients)
+    relay = NativeRelay.from_config(config, clients, eras, app[CODEC])  # to 2026-07-28 upstreams
     modern = ModernFront(
         front=config.front,
         upstreams=upstreams,
@@ -234,9 +235,9 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
         peers=app[PEERS],
         state=app[STATE],
         tasks=tasks,
-        listen=ListenFront(front=config.front, pools=pools, state=app[STATE], tasks=tasks),
+        listen=ListenFront(front=config.front, pools=pools, state=app[STATE], tasks=tasks, relay=relay),
         oauth=app[OAUTH],
-        relay=NativeRelay.from_config(config, clients, eras, app[CODEC]),
+        relay=relay,
         aggregate=aggregated(app, pools, tasks, clients, eras),  # routes of several upstreams
     )
     mirror.inner = InnerFront(modern, addresses, app[CALLS])  # legacy clients of routes and of `legacy_tools`

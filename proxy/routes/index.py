@@ -5,17 +5,27 @@ Tools and prompts of a prefixing route are routed by their prefix alone (table.R
 routes the rest: bare names (prefix_mode never, or one upstream), resource URIs (exact, then by the
 templates each upstream listed) and completion references. Two upstreams claiming one key is a clash:
 the first in route order keeps it, and the clash is recorded naming both.
+
+What a route's upstreams list can differ between clients: each is asked with what goes to it of the
+client (its token, in validate mode by default, or its forwarded headers; the claim headers), and an
+upstream that refuses one client's credentials is left out of that client's lists only. So an index is
+kept per view (`view_of`): clients the upstreams cannot tell apart share one, and one client's lists never
+decide where another's calls go. `IndexBook` keeps them, a bounded number per route and list.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from proxy.routes.names import Entry
 
 MAX_KEYS = 50_000  # per route: a server listing more than this is not indexed past it (counted as dropped)
+MAX_VIEWS = 256  # indexes kept per route and list, one per view: the least recently used is dropped past it
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +88,34 @@ class NameIndex:
 
     def __len__(self) -> int:
         return len(self._owners)
+
+
+def view_of(sent: Iterable[tuple[tuple[str, str], ...]]) -> str:
+    """A digest of what a client's requests carry to each upstream of a route (in route order): clients
+    with the same view are the same client to every upstream, so they share an index."""
+    return hashlib.sha256(json.dumps([list(map(list, headers)) for headers in sent]).encode()).hexdigest()
+
+
+@dataclass(slots=True)
+class IndexBook:
+    """The indexes of the routes' lists, by route, list method and view, each with when it was built (the
+    caller's clock); at most MAX_VIEWS per route and method, the least recently used dropped."""
+
+    _held: dict[tuple[str, str], OrderedDict[str, tuple[NameIndex, float]]] = field(default_factory=dict)
+
+    def get(self, route: str, method: str, view: str) -> tuple[NameIndex, float] | None:
+        views = self._held.get((route, method))
+        held = views.get(view) if views is not None else None
+        if views is not None and held is not None:
+            views.move_to_end(view)
+        return held
+
+    def put(self, route: str, method: str, view: str, index: NameIndex, built: float) -> None:
+        views = self._held.setdefault((route, method), OrderedDict())
+        views[view] = (index, built)
+        views.move_to_end(view)
+        while len(views) > MAX_VIEWS:
+            views.popitem(last=False)
 
 
 _EXPRESSION = re.compile(r"\{([+#./;?&]?)([^}]*)\}")

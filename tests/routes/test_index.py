@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from proxy.routes.index import NameIndex, template_pattern
+from proxy.routes.index import MAX_VIEWS, IndexBook, NameIndex, template_pattern, view_of
 from proxy.routes.names import entries
 
 from .conftest import route
@@ -65,3 +65,24 @@ def test_entries_without_a_name_are_left_out_and_uris_are_not_renamed() -> None:
 )
 def test_template_patterns(template: str, uri: str, matches: bool) -> None:
     assert bool(template_pattern(template).fullmatch(uri)) is matches
+
+
+def test_a_view_is_what_goes_to_each_upstream_in_route_order() -> None:
+    alice = (("authorization", "Bearer a"),)
+    bob = (("authorization", "Bearer b"),)
+    assert view_of([alice, ()]) == view_of([alice, ()])
+    assert len({view_of([alice, ()]), view_of([bob, ()]), view_of([(), alice]), view_of([(), ()])}) == 4
+    assert "Bearer a" not in view_of([alice])  # a digest: the book holds no credential
+
+
+def test_the_book_keeps_one_index_per_view_and_drops_the_least_recently_used() -> None:
+    book = IndexBook()
+    first = NameIndex()
+    book.put("r", "tools/list", "v0", first, 1.0)
+    for i in range(1, MAX_VIEWS):
+        book.put("r", "tools/list", f"v{i}", NameIndex(), 1.0)
+    assert book.get("r", "tools/list", "v0") == (first, 1.0)  # used: now the most recent
+    assert book.get("r", "prompts/list", "v0") is None and book.get("other", "tools/list", "v0") is None
+    book.put("r", "tools/list", "new", NameIndex(), 2.0)
+    assert book.get("r", "tools/list", "v1") is None  # the least recently used went
+    assert book.get("r", "tools/list", "v0") == (first, 1.0)

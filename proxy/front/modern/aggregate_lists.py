@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -21,7 +22,7 @@ from proxy.front.modern.relay import NativeRelay
 from proxy.handle import HandleError, KeyRing
 from proxy.routes.cursor import ListPosition, open_cursor, seal_cursor
 from proxy.routes.health import RouteHealth
-from proxy.routes.index import Clash, NameIndex
+from proxy.routes.index import Clash, IndexBook, NameIndex, view_of
 from proxy.routes.merge import Answered, Page, assemble, list_kind, pending
 from proxy.routes.names import RENAMED, Entry, entries
 from proxy.routes.table import Member, Route
@@ -75,8 +76,10 @@ class RouteLists:
         self._health = health
         self._tasks = tasks
         self._observer = observer or _NoObserver()
-        self._indexes: dict[tuple[str, str], tuple[NameIndex, float]] = {}
-        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
+        self._indexes = IndexBook()  # per route, list and view (routes/index.py)
+        self._locks: weakref.WeakValueDictionary[tuple[str, str, str], asyncio.Lock] = (
+            weakref.WeakValueDictionary()  # a refresh's lock lives as long as someone holds or awaits it
+        )
 
     async def merged(
         self,
@@ -154,25 +157,31 @@ class RouteLists:
 
     async def owner(self, route: Route, method: str, key: str, key_for: KeyFor) -> Entry | None:
         """Which upstream listed `key` in `method`'s list (resources/list: a URI, also matched against the
-        templates). An unknown key refreshes the index first (at most every REFRESH_EVERY seconds)."""
-        found = self._look(route, method, key)
+        templates), as the client sees the route's upstreams (its view's index). An unknown key refreshes
+        that index first (at most every REFRESH_EVERY seconds)."""
+        view = _view(route, key_for)
+        found = self._look(route, method, key, view)
         if found is None:
             await self._index(route, method, key_for, REFRESH_EVERY)
-            found = self._look(route, method, key)
+            found = self._look(route, method, key, view)
         return found
 
     async def _index(self, route: Route, method: str, key_for: KeyFor, max_age: float) -> NameIndex:
-        """The route's index of `method`, refreshed first when older than `max_age` seconds; the requests
-        that find it stale together share one refresh."""
-        async with self._locks.setdefault((route.name, method), asyncio.Lock()):
-            held = self._indexes.get((route.name, method))
+        """The index of `method` on `route` for the client's view, refreshed first when older than `max_age`
+        seconds; the requests of one view that find it stale together share one refresh."""
+        view = _view(route, key_for)
+        lock = self._locks.get((route.name, method, view))
+        if lock is None:
+            self._locks[(route.name, method, view)] = lock = asyncio.Lock()
+        async with lock:
+            held = self._indexes.get(route.name, method, view)
             if held is not None and time.monotonic() - held[1] < max_age:
                 return held[0]
             return await self.refresh(route, method, key_for)
 
     async def refresh(self, route: Route, method: str, key_for: KeyFor) -> NameIndex:
-        """Read every page of `method` from every upstream of `route` and index it (clashes reported);
-        resources/list's index has the templates too."""
+        """Read every page of `method` from every upstream of `route`, as the client of `key_for` sees them,
+        and index it for that view (clashes reported); resources/list's index has the templates too."""
         methods = (method, "resources/templates/list") if method == "resources/list" else (method,)
         index = NameIndex()
         for one in methods:
@@ -185,7 +194,7 @@ class RouteLists:
                     self._health.listed(route.name, page.member.upstream)
                     index.add(entries(route, page.member, one, page.result))
         self._clashes(route, index.clashes)
-        self._indexes[(route.name, method)] = (index, time.monotonic())
+        self._indexes.put(route.name, method, _view(route, key_for), index, time.monotonic())
         return index
 
     async def _owners(self, route: Route, method: str, key_for: KeyFor) -> NameIndex | None:
@@ -195,8 +204,8 @@ class RouteLists:
             return None
         return await self._index(route, method, key_for, INDEX_TTL)
 
-    def _look(self, route: Route, method: str, key: str) -> Entry | None:
-        held = self._indexes.get((route.name, method))
+    def _look(self, route: Route, method: str, key: str, view: str) -> Entry | None:
+        held = self._indexes.get(route.name, method, view)
         if held is None:
             return None
         index = held[0]
@@ -323,6 +332,11 @@ class RouteLists:
                 dropped=clash.dropped,
                 hint="prefix_mode never: the first upstream in route order keeps the name",
             )
+
+
+def _view(route: Route, key_for: KeyFor) -> str:
+    """The client's view of `route`: what its requests carry to each upstream (routes/index.py)."""
+    return view_of(key_for(m.upstream).forwarded for m in route.members)
 
 
 def _discovered(reply: jsonrpc.Response) -> ServerInfo:

@@ -153,7 +153,8 @@ class ModernFront:
                     "replica will take it)",
                 ),
             )
-        relay = self.relay if own is None else None  # never a route's own answers (lists, discover)
+        # Never a route's own answers (lists, discover), nor its listen: that one listens to every upstream.
+        relay = self.relay if own is None and (route is None or msg.method != mcp.LISTEN) else None
         if relay and relay.takes(upstream, req.request) and await relay.modern(upstream, key.forwarded):
             relayed = await self._relayed(request, upstream, req=req, key=key, principal=principal, line=line)
             if relayed is not None:

@@ -11,6 +11,11 @@ request's result; an upstream session that dies ends it abruptly (the client re-
 
 A legacy server's notifications belong to one session: the listener hears what the server tells every
 session (a changed tool list announced to all) and the updates of the resources it subscribed itself.
+
+On an aggregated route every upstream is listened to: a legacy one on a session as above, a 2026-07-28 one
+(upstream/era.py) with a listen stream of the proxy's own (listen_modern.py) whose filter is the client's
+part for it (a URI goes to the upstream that listed it; one no upstream listed, to the first legacy upstream
+that takes it, else to the modern ones).
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ from aiohttp import web
 
 from proxy.calls.wording import unavailable
 from proxy.config import FrontConfig
+from proxy.front.modern.listen_modern import ModernMember
+from proxy.front.modern.relay import NativeRelay
 from proxy.front.reply import SSE_HEADERS, json_response
 from proxy.tasks.front import TaskFront
 from proxy.tasks.policy import declares_tasks, missing_capability
@@ -70,6 +77,7 @@ class _Subscription:
     uris: list[str] = field(default_factory=list)  # subscribed upstream
     task_ids: list[str] = field(default_factory=list)
     sessions: list[tuple[str, PoolKey, UpstreamSession]] = field(default_factory=list)  # upstream, key
+    modern: list[ModernMember] = field(default_factory=list)  # an aggregate's 2026-07-28 upstreams
     uri_sessions: dict[str, UpstreamSession] = field(default_factory=dict)  # who took each subscription
     unwatch: list[Callable[[], None]] = field(default_factory=list)
     queue: asyncio.Queue[jsonrpc.Notification | None] = field(default_factory=lambda: asyncio.Queue(BACKLOG))
@@ -106,11 +114,13 @@ class ListenFront:
         pools: Mapping[str, SessionPool],
         state: RuntimeStateView,
         tasks: TaskFront | None = None,
+        relay: NativeRelay | None = None,  # an aggregate's modern upstreams (None: every one taken as legacy)
     ) -> None:
         self._front = front
         self._pools = pools
         self._state = state
         self._tasks = tasks
+        self._native = relay
 
     async def serve(
         self,
@@ -186,7 +196,11 @@ class ListenFront:
         if not (wanted.flags or wanted.uris):
             return
         refused: _Refused | None = None
+        modern: list[tuple[str, PoolKey]] = []
         for upstream, key in members:
+            if self._native is not None and await self._native.modern(upstream, key.forwarded):
+                modern.append((upstream, key))
+                continue
             try:
                 session = await self._pools[upstream].acquire(key)
             except PoolExhausted as exc:
@@ -198,8 +212,7 @@ class ListenFront:
                 continue
             if len(members) > 1:
                 log.warning("listen.upstream_left_out", upstream=upstream, reason=refused.error.message)
-        if not sub.sessions and refused is not None:
-            raise refused
+        owners = {uri: await owner_of(uri) if owner_of is not None else None for uri in wanted.uris}
         for _, _, session in sub.sessions:
             capabilities = session.info.capabilities
             for flag in wanted.flags:
@@ -207,8 +220,7 @@ class ListenFront:
                 if kind in capabilities:  # a server without prompts never changes its prompt list
                     sub.methods.add(method)
             session.watch(sub.on_upstream)
-        for uri in wanted.uris:  # on the upstream that listed it (an aggregate), else the first that takes it
-            owner = await owner_of(uri) if owner_of is not None else None
+        for uri, owner in owners.items():  # on the upstream that listed it (an aggregate), else the first
             for upstream, _, session in sub.sessions:
                 if "resources" not in session.info.capabilities or owner not in (None, upstream):
                     continue
@@ -216,8 +228,42 @@ class ListenFront:
                     sub.uri_sessions[uri] = session
                     sub.uris.append(uri)
                     break
+        for one in modern:
+            refused = await self._listen_modern(sub, one, wanted=wanted, owners=owners, req=req) or refused
+        if not (sub.sessions or sub.modern) and refused is not None:
+            raise refused
         if sub.uris:
             sub.methods.add(RESOURCE_UPDATED)
+
+    async def _listen_modern(
+        self,
+        sub: _Subscription,
+        member: tuple[str, PoolKey],
+        *,
+        wanted: _Wanted,
+        owners: Mapping[str, str | None],
+        req: ModernRequest,
+    ) -> _Refused | None:
+        """Listen to one modern member of an aggregate for the client's flags and the URIs that are its
+        (the refusal to give if no upstream can be listened to: this one did not acknowledge)."""
+        assert self._native is not None
+        upstream, key = member
+        uris = [u for u, owner in owners.items() if owner in (None, upstream) and u not in sub.uris]
+        notifications: dict[str, Any] = {flag: True for flag in wanted.flags}
+        if uris:
+            notifications["resourceSubscriptions"] = uris
+        listener = ModernMember(self._native, upstream, sub.on_upstream)
+        meta = req.request.params.get("_meta")
+        honored = await listener.open(sub.id, notifications, meta=meta, forwarded=key.forwarded)
+        if honored is None:
+            return _Refused(unavailable(upstream, "no acknowledgement of the proxy's listen request"))
+        sub.modern.append(listener)
+        sub.methods.update(method for flag, (_, method) in LIST_CHANGED.items() if honored.get(flag) is True)
+        taken = honored.get("resourceSubscriptions")
+        for uri in taken if isinstance(taken, list) else []:
+            if uri in uris:  # its own listen stream holds the subscription: nothing to undo here
+                sub.uris.append(uri)
+        return None
 
     async def _relay(self, request: web.Request, stream: web.StreamResponse, sub: _Subscription) -> str:
         """Write notifications as they come, keep-alives meanwhile. Returns how the stream ended."""
@@ -234,7 +280,7 @@ class ListenFront:
                     return "client_closed"
                 if self._state.draining:
                     return "complete"
-                if any(not session.alive for _, _, session in sub.sessions):
+                if any(not s.alive for _, _, s in sub.sessions) or any(not m.alive for m in sub.modern):
                     return "upstream_lost"
                 if next_keepalive is not None and loop.time() >= next_keepalive:
                     await stream.write(encode_comment(" keep-alive"))
@@ -247,6 +293,8 @@ class ListenFront:
     async def _undo(self, sub: _Subscription) -> None:
         for unwatch in sub.unwatch:
             unwatch()
+        members, sub.modern = sub.modern, []
+        await asyncio.gather(*(member.close() for member in members))
         sessions, sub.sessions = sub.sessions, []
         for upstream, key, session in sessions:
             session.watch(None)

@@ -40,7 +40,7 @@ from proxy.handle.relay_state import (
 from proxy.translate.request import ModernRequest
 from proxy.upstream.base import UpstreamAuthChallenge, UpstreamError
 from proxy.upstream.era import EraBook
-from proxy.upstream.modern import ModernTarget, NotModern, post
+from proxy.upstream.modern import ModernTarget, Notify, NotModern, post
 from proxy.wire import jsonrpc, mcp
 
 INVALID_STATE_MESSAGE = "Invalid requestState"  # the modern front's one message for every handle rejection
@@ -162,14 +162,23 @@ class NativeRelay:
         return self._answer(upstream, msg, answer, principal, line, bound=bound)
 
     async def plain(
-        self, upstream: str, msg: jsonrpc.Request, forwarded: tuple[tuple[str, str], ...], timeout: float
+        self,
+        upstream: str,
+        msg: jsonrpc.Request,
+        forwarded: tuple[tuple[str, str], ...],
+        timeout: float | None,
+        *,
+        on_note: Notify | None = None,
     ) -> jsonrpc.Response:
-        """A request whose answer is all that matters (an aggregated route's lists and discover), sent as
-        it is. Raises as `modern.post` does."""
+        """A request of the proxy's own, sent as it is: an aggregated route's lists and discover (only the
+        answer matters), or its listen to a modern member (`on_note` gets the stream's notifications; no
+        `timeout`: the proxy ends it). Raises as `modern.post` does."""
         up = self._upstreams[upstream]
         assert up.url is not None  # a modern upstream is a Streamable HTTP one
-        target = ModernTarget(up.url, {**up.headers, **dict(forwarded)}, timeout=timeout)
-        return await post(self._clients[upstream], target, msg)
+        target = ModernTarget(
+            up.url, {**up.headers, **dict(forwarded)}, timeout=timeout, max_message_bytes=up.max_message_bytes
+        )
+        return await post(self._clients[upstream], target, msg, on_note=on_note)
 
     def _unwrap(self, upstream: str, msg: jsonrpc.Request, token: str, principal: str) -> str:
         state = open_relay_state(self._codec, token, self._clock())

@@ -1,8 +1,9 @@
 """The native relay: a 2026-07-28 client's request to a 2026-07-28 upstream goes upstream as it came.
 
 No legacy session and no parking: the request (its params, `_meta`, `inputResponses`, the client's own id)
-is POSTed upstream by the stateless client (upstream/modern.py) with the request metadata headers and the
-client's `Mcp-Param-*` headers; the upstream's answer comes back as it is, `input_required` with the
+is sent upstream by the stateless client (upstream/senders.py: POSTed by upstream/modern.py with the request
+metadata headers and the client's `Mcp-Param-*` headers, or written to a stdio upstream's shared 2026-07-28
+child by upstream/modern_stdio.py); the upstream's answer comes back as it is, `input_required` with the
 server's own `inputRequests` and `requestState` included, and the retry goes upstream the same way, from
 any replica: nothing of a call lives in the proxy. Progress and log notifications of the upstream's stream
 reach the client's stream as they come; a client that goes away closes the upstream's stream (that is the
@@ -21,7 +22,6 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import aiohttp
 from aiohttp import web
 
 from proxy.calls.wording import unavailable_answer
@@ -40,7 +40,8 @@ from proxy.handle.relay_state import (
 from proxy.translate.request import ModernRequest
 from proxy.upstream.base import UpstreamAuthChallenge, UpstreamError
 from proxy.upstream.era import EraBook
-from proxy.upstream.modern import ModernTarget, Notify, NotModern, post
+from proxy.upstream.modern import Notify, NotModern
+from proxy.upstream.senders import ModernSenders
 from proxy.wire import jsonrpc, mcp
 
 INVALID_STATE_MESSAGE = "Invalid requestState"  # the modern front's one message for every handle rejection
@@ -60,7 +61,7 @@ class NativeRelay:
         self,
         *,
         upstreams: Mapping[str, UpstreamConfig],
-        clients: Mapping[str, aiohttp.ClientSession],
+        senders: ModernSenders,
         eras: EraBook,
         codec: HandleCodec,
         principal_source: PrincipalSource,
@@ -69,7 +70,7 @@ class NativeRelay:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._upstreams = upstreams
-        self._clients = clients
+        self._senders = senders
         self.eras = eras
         self._codec = codec
         self._binds = {name: binds_state(up, principal_source) for name, up in upstreams.items()}
@@ -82,13 +83,13 @@ class NativeRelay:
     def from_config(
         cls,
         config: Config,
-        clients: Mapping[str, aiohttp.ClientSession],
+        senders: ModernSenders,
         eras: EraBook,
         codec: HandleCodec,
     ) -> NativeRelay:
         return cls(
             upstreams={u.name: u for u in config.upstreams},
-            clients=clients,
+            senders=senders,
             eras=eras,
             codec=codec,
             principal_source=config.principal.source,
@@ -133,24 +134,16 @@ class NativeRelay:
                 if exc.reason == "unknown_key":  # sealed by a key another replica holds: 503, try elsewhere
                     raise key_not_held(req.request_state, self._codec.ring, line) from None
                 return jsonrpc.error(msg.id, jsonrpc.INVALID_PARAMS, INVALID_STATE_MESSAGE)
-        up = self._upstreams[upstream]
-        assert up.url is not None  # a modern upstream is a Streamable HTTP one
         listen = msg.method == mcp.LISTEN
-        target = ModernTarget(
-            up.url,
-            {**up.headers, **dict(forwarded)},
-            timeout=None if listen else self._call_timeout,
-            max_message_bytes=up.max_message_bytes,
-        )
         extra = {k: v for k, v in request.headers.items() if k.lower().startswith("mcp-param-")}
+        send = self._senders.sender(
+            upstream,
+            timeout=None if listen else self._call_timeout,
+            headers=dict(forwarded),
+            extra_headers=extra,
+        )
         try:
-            answer = await post(
-                self._clients[upstream],
-                target,
-                jsonrpc.Request(msg.id, msg.method, params),
-                on_note=replier.notify,
-                extra_headers=extra,
-            )
+            answer = await send(jsonrpc.Request(msg.id, msg.method, params), replier.notify)
         except TimeoutError:
             line["outcome"] = f"failed:{jsonrpc.UPSTREAM_TIMEOUT}"
             text = f"Upstream {upstream!r} did not answer within {self._call_timeout:g}s"
@@ -172,13 +165,9 @@ class NativeRelay:
     ) -> jsonrpc.Response:
         """A request of the proxy's own, sent as it is: an aggregated route's lists and discover (only the
         answer matters), or its listen to a modern member (`on_note` gets the stream's notifications; no
-        `timeout`: the proxy ends it). Raises as `modern.post` does."""
-        up = self._upstreams[upstream]
-        assert up.url is not None  # a modern upstream is a Streamable HTTP one
-        target = ModernTarget(
-            up.url, {**up.headers, **dict(forwarded)}, timeout=timeout, max_message_bytes=up.max_message_bytes
-        )
-        return await post(self._clients[upstream], target, msg, on_note=on_note)
+        `timeout`: the proxy ends it). Raises as a `ModernSender` does."""
+        send = self._senders.sender(upstream, timeout=timeout, headers=dict(forwarded))
+        return await send(msg, on_note)
 
     def _unwrap(self, upstream: str, msg: jsonrpc.Request, token: str, principal: str) -> str:
         state = open_relay_state(self._codec, token, self._clock())

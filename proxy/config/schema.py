@@ -197,7 +197,8 @@ def _era_problems(p: str, up: dict[str, Any]) -> Iterator[str]:
     transport = up.get("transport") or ("stdio" if up.get("command") is not None else "streamable-http")
     if (era == "modern" or only_modern) and transport == "sse":
         what = "era: modern" if era == "modern" else "protocol_versions: [2026-07-28]"
-        yield f"{p}: {what} needs transport streamable-http or stdio (an sse upstream is legacy by definition)"
+        why = "an sse upstream is legacy by definition"
+        yield f"{p}: {what} needs transport streamable-http or stdio ({why})"
     if era == "legacy" and modern_listed:
         yield f"{p}.protocol_versions: 2026-07-28 is listed but era is legacy (drop one of them)"
 

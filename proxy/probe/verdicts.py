@@ -192,7 +192,11 @@ def modern_verdicts(f: Findings) -> tuple[Verdict, ...]:
         f" and legacy ({f.negotiated}: two eras)" if two_eras else " only"
     )
     out = [
-        Verdict("fronting", WORKS, f"a modern MCP server over streamable-http: speaks {speaks}; era: modern"),
+        Verdict(
+            "fronting",
+            WORKS,
+            f"a modern MCP server over {f.transport or 'streamable-http'}: speaks {speaks}; era: modern",
+        ),
         Verdict(
             "2026-07-28 clients",
             WORKS,

@@ -437,8 +437,8 @@ def test_era_defaults_to_auto_and_2026_in_protocol_versions_says_modern(tmp_path
 def test_a_stdio_upstream_may_be_modern(tmp_path: Path) -> None:
     cfg = load_text(
         tmp_path,
-        "upstreams: [{name: a, command: srv, era: modern}, {name: b, command: srv, protocol_versions: [2026-07-28]},"
-        " {name: c, command: srv}]",
+        "upstreams: [{name: a, command: srv, era: modern},"
+        " {name: b, command: srv, protocol_versions: [2026-07-28]}, {name: c, command: srv}]",
     )
     assert [(u.transport, u.era) for u in cfg.upstreams] == [
         ("stdio", "modern"),

@@ -21,6 +21,7 @@ import pytest_asyncio
 from e2e.harness import RawClient, RunningProxy, accept_name, running_proxy
 from e2e.test_mirror import NATIVE, python_client, texts
 from e2e.test_modern_upstream_clients import COMMON, COMMON_EXPECTED, py_client
+from e2e.test_probe import report, verdict
 from proxy.config import UpstreamConfig
 from proxy.process.appstate import ERAS, MIRROR
 from proxy.upstream.era import EraBook
@@ -165,3 +166,19 @@ async def test_a_legacy_stdio_server_is_probed_and_served_as_before() -> None:
         assert (await client.call("echo", {"text": "old"})).result["content"][0]["text"] == "old"
         assert proxy.app[ERAS].describe() == {"default": "legacy"}
         assert children_of(proxy).child("default") is None
+
+
+@pytest.mark.parametrize("kind", ["fastmcp4", "mcp2"])
+async def test_probe_sends_server_discover_first_over_stdio(kind: str) -> None:
+    up = stdio_upstream(kind)
+    assert up.command is not None
+    out = await report(up.command, *up.args, extra=("--call", "guard_name", "--"))
+    assert out["modern"]["era"] == "modern" and out["modern"]["versions"] == ["2026-07-28"], out["modern"]
+    assert {"echo", "guard_name", "guard_two"} <= set(out["modern"]["tools"])
+    assert out["modern"]["call"]["outcome"] == "input_required"
+    assert verdict(out, "2026-07-28 clients")[0] == "works"
+    assert "over stdio" in verdict(out, "fronting")[1]
+    if kind == "mcp2":  # modern only: its initialize is refused
+        assert out["negotiated"] is None and out["transports"]["legacy_initialize"]["answer"] == "no", out
+    else:  # two eras: its legacy side is probed too
+        assert out["negotiated"] == "2025-11-25"

@@ -4,7 +4,8 @@ ones.
 A legacy client (2024-11-05 … 2025-11-25, Streamable HTTP) cannot speak to a server that has dropped the
 handshake, nor use a migrated server's native `input_required` tools. For an upstream whose era
 (upstream/era.py) is modern, the proxy is the legacy server to the client and a stateless 2026-07-28 client
-upstream (upstream/modern.py):
+upstream (a `ModernSender`, upstream/senders.py: a POST per request, or a line on a stdio upstream's shared
+2026-07-28 child):
 
 - **initialize** is answered from the upstream's `server/discover` (translate/mirror.py): the client's own
   protocol version if the proxy knows it, the server's capabilities a legacy client knows, its serverInfo

@@ -113,6 +113,7 @@ class EraBook:
             children.on_lost = self.suspect  # the verdict holds for the life of the child that was probed
         self._suspect: set[str] = set()  # probe again at the next request
         self._locks = {name: asyncio.Lock() for name in upstreams}
+        self._stdio_probes: dict[str, asyncio.Task[EraName]] = {}
         self.probes = 0  # how many probes were sent (tests, and the log)
 
     def verdict(self, name: str) -> Verdict | None:
@@ -128,11 +129,20 @@ class EraBook:
         known = self._verdicts.get(name)
         if known is not None and name not in self._suspect:
             return known.era
+        if self._upstreams[name].url is None:  # stdio: the probe outlives a caller that stops waiting
+            task = self._stdio_probes.get(name)
+            if task is None:
+                task = self._stdio_probes[name] = asyncio.ensure_future(self._decide(name, {}))
+                task.add_done_callback(lambda _: self._stdio_probes.pop(name, None))
+            return await asyncio.shield(task)
+        return await self._decide(name, headers or {})
+
+    async def _decide(self, name: str, headers: Mapping[str, str]) -> EraName:
         async with self._locks[name]:  # one probe at a time per upstream; those waiting share its verdict
             known = self._verdicts.get(name)
             if known is not None and name not in self._suspect:
                 return known.era
-            verdict = await self._probe(name, headers or {})
+            verdict = await self._probe(name, headers)
             if verdict is None:
                 return known.era if known is not None else "legacy"
             self._suspect.discard(name)

@@ -16,9 +16,10 @@ logged and it is stopped by child.py, as a legacy stdio session's is; lines are 
 - **Notifications of a request** reach its caller: `notifications/progress` by its `progressToken` (made
   unique on the channel by the proxy, and given back as the caller's), `notifications/message` to the one
   request in flight that asked for logs (`_meta` `logLevel`; with several, the channel cannot say whose
-  it is and it is dropped: 2026-07-28 deprecates protocol logging, a stdio server logs to stderr).
-  Anything else (another request's, a listen notification, a request, which the binding forbids) is
-  dropped, logged at debug.
+  it is and it is dropped: 2026-07-28 deprecates protocol logging, a stdio server logs to stderr), and
+  a `subscriptions/listen` stream's notifications to that listen request by their `subscriptionId` (the
+  listen request's id on the channel, given back as the caller's). Anything else (another request's, a
+  request, which the binding forbids) is dropped, logged at debug.
 - **Cancellation**: a request whose caller goes away or times out gets `notifications/cancelled` with the
   id the child knows it by.
 """
@@ -55,6 +56,7 @@ Lost = Callable[[str, str], None]  # (upstream, why): a modern child died
 
 @dataclass(slots=True)
 class _Pending:
+    rid: jsonrpc.RequestId  # the caller's id
     answer: asyncio.Future[jsonrpc.Response]
     token: object  # the caller's progressToken (None: it asked for no progress)
     on_note: Notify | None
@@ -108,7 +110,7 @@ class ModernChild:
             meta["progressToken"] = f"{_PROGRESS_PREFIX}{ours}"
             params["_meta"] = meta
         waiting = _Pending(
-            asyncio.get_running_loop().create_future(), token, on_note, mcp.META_LOG_LEVEL in meta
+            msg.id, asyncio.get_running_loop().create_future(), token, on_note, mcp.META_LOG_LEVEL in meta
         )
         self._pending[ours] = waiting
         try:
@@ -202,6 +204,12 @@ class ModernChild:
                     return waiting, jsonrpc.Notification(
                         note.method, {**note.params, "progressToken": waiting.token}
                     )
+        elif isinstance(meta := note.params.get("_meta"), dict) and mcp.META_SUBSCRIPTION_ID in meta:
+            sub = meta[mcp.META_SUBSCRIPTION_ID]  # the listen request's id: ours on the channel
+            waiting = self._pending.get(sub) if isinstance(sub, int) else None
+            if waiting is not None:
+                theirs = {**meta, mcp.META_SUBSCRIPTION_ID: waiting.rid}
+                return waiting, jsonrpc.Notification(note.method, {**note.params, "_meta": theirs})
         elif note.method == mcp.LOG_MESSAGE:
             asking = [p for p in self._pending.values() if p.logs]
             if len(asking) == 1:

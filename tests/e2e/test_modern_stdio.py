@@ -8,6 +8,7 @@ call runs on a fresh child."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 from collections.abc import AsyncIterator
@@ -182,3 +183,31 @@ async def test_probe_sends_server_discover_first_over_stdio(kind: str) -> None:
         assert out["negotiated"] is None and out["transports"]["legacy_initialize"]["answer"] == "no", out
     else:  # two eras: its legacy side is probed too
         assert out["negotiated"] == "2025-11-25"
+
+
+async def test_subscriptions_listen_over_stdio_gets_its_own_notifications() -> None:
+    """The mcp 2.3.0 server's listen stream over the shared child: its acknowledgement and a tools
+    list_changed reach the listening client, under the client's own subscription id, while other requests
+    go on on the same child."""
+    async with running_proxy(stdio_upstream("mcp2")) as proxy, aiohttp.ClientSession() as http:
+        client = RawClient(proxy.url, http)
+        body = client.body("subscriptions/listen", {"notifications": {"toolsListChanged": True}})
+        async with http.post(proxy.url, json=body, headers=client.headers(body)) as resp:
+            assert resp.status == 200 and resp.content_type == "text/event-stream"
+            seen: list[dict[str, Any]] = []
+
+            async def until(method: str) -> None:
+                while not any(m.get("method") == method for m in seen):
+                    chunk = await resp.content.readuntil(b"\n\n")
+                    assert chunk, "the stream ended"
+                    for line in chunk.decode().splitlines():
+                        if line.startswith("data:") and line[5:].strip():
+                            seen.append(json.loads(line[5:]))
+
+            async with asyncio.timeout(30):
+                await until("notifications/subscriptions/acknowledged")
+                added = await client.call("add_tool", {"name": "fresh"})
+                assert not added.result.get("isError"), added.body
+                await until("notifications/tools/list_changed")
+        subs = {m["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] for m in seen}
+        assert subs == {body["id"]}, seen

@@ -11,6 +11,7 @@ import asyncio
 import json
 import os
 import signal
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -24,7 +25,8 @@ from e2e.test_mirror import NATIVE, python_client, texts
 from e2e.test_modern_upstream_clients import COMMON, COMMON_EXPECTED, py_client
 from e2e.test_probe import report, verdict
 from proxy.config import UpstreamConfig
-from proxy.process.appstate import ERAS, MIRROR
+from proxy.handle.relay_state import open_relay_state
+from proxy.process.appstate import CODEC, ERAS, MIRROR
 from proxy.upstream.era import EraBook
 
 pytestmark = [pytest.mark.peers, pytest.mark.asyncio(loop_scope="session")]
@@ -211,3 +213,21 @@ async def test_subscriptions_listen_over_stdio_gets_its_own_notifications() -> N
                 await until("notifications/tools/list_changed")
         subs = {m["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] for m in seen}
         assert subs == {body["id"]}, seen
+
+
+async def test_the_childs_request_state_is_bound_to_the_principal() -> None:
+    """One child serves every user and no credential reaches it: its requestState would be a bearer token.
+    The proxy wraps it in its own handle bound to the principal; replayed by another user it is refused."""
+    async with running_proxy(stdio_upstream("fastmcp4")) as proxy, aiohttp.ClientSession() as http:
+        alice = RawClient(proxy.url, http, authorization="Bearer alice")
+        mallory = RawClient(proxy.url, http, authorization="Bearer mallory")
+        first = await alice.call("guard_two")
+        wrapped = first.result["requestState"]
+        inner = open_relay_state(proxy.app[CODEC], wrapped, time.time())  # the proxy's handle (format 4)
+        assert inner.state.startswith("v1.") and inner.state not in wrapped  # the server's, sealed inside
+        answers = {"first": accept_name("X")}
+        replayed = await mallory.call("guard_two", inputResponses=answers, requestState=wrapped)
+        assert replayed.error == {"code": -32602, "message": "Invalid requestState"}
+        second = await alice.retry(first, answers, "guard_two")
+        done = await alice.retry(second, {"second": accept_name("Y")}, "guard_two")
+        assert done.result["content"][0]["text"] == "two:X+Y"

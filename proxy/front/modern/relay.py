@@ -49,7 +49,10 @@ INVALID_STATE_MESSAGE = "Invalid requestState"  # the modern front's one message
 
 def binds_state(upstream: UpstreamConfig, principal_source: PrincipalSource) -> bool:
     """Whether the upstream's `requestState` must be bound to the principal: unless the client's own
-    credential, the one its principal comes from, goes upstream with every request."""
+    credential, the one its principal comes from, goes upstream with every request. A stdio upstream
+    never sees a credential (its one child serves every user): always bound."""
+    if upstream.command is not None:
+        return True
     auth = upstream.auth
     if auth.mode == "validate":
         return auth.upstream_credential.source != "client_token"

@@ -13,6 +13,7 @@ import os
 import signal
 import time
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 import aiohttp
@@ -41,6 +42,7 @@ def stdio_upstream(kind: str, era: str = "auto") -> UpstreamConfig:
         name="default",
         command=str(python),
         args=(str(script), "--stdio"),
+        transport="stdio",
         era=era,  # type: ignore[arg-type]
     )
 
@@ -231,3 +233,20 @@ async def test_the_childs_request_state_is_bound_to_the_principal() -> None:
         second = await alice.retry(first, answers, "guard_two")
         done = await alice.retry(second, {"second": accept_name("Y")}, "guard_two")
         assert done.result["content"][0]["text"] == "two:X+Y"
+
+
+async def test_legacy_tools_of_a_two_era_stdio_server_run_on_a_legacy_child() -> None:
+    """FastMCP 4.2.3 refuses ctx.elicit on a 2026-07-28 request; named in legacy_tools, such a tool runs on
+    a legacy session (a child of its own, with its initialize) and parks in the proxy, while the native
+    tools go on on the shared 2026-07-28 child."""
+    upstream = replace(stdio_upstream("fastmcp4"), legacy_tools=("ask_name",))
+    async with running_proxy(upstream) as proxy, aiohttp.ClientSession() as http:
+        client = RawClient(proxy.url, http)
+        first = await client.call("ask_name")
+        assert first.result["resultType"] == "input_required" and proxy.parked == 1  # the proxy's round
+        (key,) = first.result["inputRequests"]
+        done = await client.retry(first, {key: {"action": "accept", "content": {"value": "Ada"}}}, "ask_name")
+        assert done.result["content"][0]["text"] == "accept:Ada"
+        native = await client.call("guard_name")
+        assert native.result["inputRequests"]["name"]["method"] == "elicitation/create"
+        assert proxy.app[ERAS].describe() == {"default": "modern"}

@@ -13,8 +13,11 @@ logged and it is stopped by child.py, as a legacy stdio session's is; lines are 
   caller under the caller's id. A pending-call registry keeps the waiters; a waiter is popped in a
   `finally`, and when the child dies every waiter still there fails with an `UpstreamError` naming the exit
   code or signal (in-flight requests are lost, as the spec says; the client may send them again).
-- **Notifications of a request** reach its caller: `notifications/progress` by its `progressToken` (made
-  unique on the channel by the proxy, and given back as the caller's), `notifications/message` to the one
+- **Notifications of a request** reach its caller in order, handed over apart from the channel's reader (a
+  caller slow to take them holds up no other request; past `_MAX_QUEUED_NOTES` waiting, more are dropped;
+  those that came before the answer are taken before it is returned): `notifications/progress` by its
+  `progressToken` (made unique on the channel by the proxy, and given back as the caller's),
+  `notifications/message` to the one
   request in flight that asked for logs (`_meta` `logLevel`; with several, the channel cannot say whose
   it is and it is dropped: 2026-07-28 deprecates protocol logging, a stdio server logs to stderr), and
   a `subscriptions/listen` stream's notifications to that listen request by their `subscriptionId` (the
@@ -29,8 +32,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 import structlog
@@ -50,6 +54,8 @@ log = structlog.get_logger("proxy.upstream.stdio")
 _PROGRESS_PREFIX: Final = "mrtr-proxy:"  # the progress tokens the proxy gives its requests on a channel
 _DRAIN_GRACE: Final = 1.0  # after the child exits: time to read what it wrote before it died
 _WRITE_TIMEOUT: Final = 30.0
+_MAX_QUEUED_NOTES: Final = 256  # per request, while its caller is slow to take them: more are dropped
+_NOTES_GRACE: Final = 10.0  # after the answer: time for the caller to take the notes that came before it
 
 Lost = Callable[[str, str], None]  # (upstream, why): a modern child died
 
@@ -61,6 +67,8 @@ class _Pending:
     token: object  # the caller's progressToken (None: it asked for no progress)
     on_note: Notify | None
     logs: bool  # it asked for log messages
+    notes: deque[jsonrpc.Notification] = field(default_factory=deque)  # not yet handed to on_note
+    pump: asyncio.Task[None] | None = None  # hands them over, in order
 
 
 class ModernChild:
@@ -117,12 +125,17 @@ class ModernChild:
             await self._write(jsonrpc.Request(ours, msg.method, params))
             async with asyncio.timeout(timeout):
                 answer = await waiting.answer
+            self._pending.pop(ours, None)
+            if waiting.pump is not None:  # the notes that came before the answer go before it
+                await asyncio.wait({waiting.pump}, timeout=_NOTES_GRACE)
         except BaseException:
             if not waiting.answer.done() and self._lost is None:  # the child works on: tell it to stop
                 self._spawn(self._cancel(ours))
             raise
         finally:
             self._pending.pop(ours, None)
+            if waiting.pump is not None:
+                waiting.pump.cancel()
         if isinstance(answer, jsonrpc.Result):
             return jsonrpc.Result(msg.id, answer.result)
         return jsonrpc.Error(msg.id, answer.error)
@@ -186,13 +199,22 @@ class ModernChild:
             return
         if isinstance(msg, jsonrpc.Notification):
             target, item = self._note_for(msg)
-            if target is not None and target.on_note is not None:
-                try:
-                    await target.on_note(item)
-                except Exception:  # a caller's failing callback must not stop the channel
-                    log.exception("upstream.note_failed", upstream=self._settings.upstream)
+            if target is not None and target.on_note is not None:  # never waited for here: a slow caller
+                if len(target.notes) >= _MAX_QUEUED_NOTES:  # must not hold up the others on the channel
+                    log.debug("upstream.note_dropped", upstream=self._settings.upstream, method=item.method)
+                    return
+                target.notes.append(item)
+                if target.pump is None or target.pump.done():
+                    target.pump = asyncio.ensure_future(self._pump(target, target.on_note))
                 return
         log.debug("upstream.unrouted", upstream=self._settings.upstream, kind=type(msg).__name__)
+
+    async def _pump(self, target: _Pending, on_note: Notify) -> None:
+        while target.notes:
+            try:
+                await on_note(target.notes.popleft())
+            except Exception:  # a caller's failing callback ends nothing but its own notes
+                log.exception("upstream.note_failed", upstream=self._settings.upstream)
 
     def _note_for(self, note: jsonrpc.Notification) -> tuple[_Pending | None, jsonrpc.Notification]:
         if note.method == mcp.PROGRESS:

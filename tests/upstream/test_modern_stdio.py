@@ -123,3 +123,26 @@ async def test_a_child_that_never_answers_times_out_and_leaves_no_waiter() -> No
         assert child is not None and child.alive and child.in_flight == 0  # nothing left behind
     finally:
         await kids.close()
+
+
+async def test_a_caller_slow_to_take_its_notes_holds_up_no_other_request() -> None:
+    """The first request's progress note waits on its caller; the second's answer, behind it on the channel,
+    still comes at once; the first's answer comes after its note."""
+    kids = children(REVERSED)
+    release = asyncio.Event()
+    order: list[str] = []
+
+    async def stuck(item: jsonrpc.Notification) -> None:
+        await release.wait()
+        order.append("note")
+
+    try:
+        first = asyncio.ensure_future(kids.request("up", request("a", "tools/list", "t"), stuck, 10))
+        await asyncio.sleep(0.1)
+        second = await kids.request("up", request("b", "prompts/list"), None, 10)
+        assert second == jsonrpc.Result("b", {"said": "prompts/list"}) and not first.done()
+        release.set()
+        assert await first == jsonrpc.Result("a", {"said": "tools/list"})
+        assert order == ["note"]
+    finally:
+        await kids.close()

@@ -32,6 +32,7 @@ __all__ = [
     "load_named_keys",
     "parse_key",
     "token_kid",
+    "token_version",
 ]
 
 SECRET_LEN = 32
@@ -184,6 +185,16 @@ def token_kid(token: object) -> str | None:
     if len(raw) < MIN_TOKEN_BYTES:
         return None
     return raw[1:HEADER_LEN].decode("ascii", "replace")
+
+
+def token_version(token: object) -> int | None:
+    """The version byte in a token's clear header (which kind of token it says it is; only unsealing
+    proves it), or None if the token is not even well-formed."""
+    try:
+        raw = _b64url_decode(token)
+    except HandleError:
+        return None
+    return raw[0] if len(raw) >= MIN_TOKEN_BYTES else None
 
 
 _B64_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"

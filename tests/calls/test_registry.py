@@ -402,5 +402,5 @@ def test_calls_held_elsewhere_share_every_limit(reg: CallRegistry) -> None:
     assert reg.held == 0
     by_address = CallRegistry(max_calls=10, max_per_principal=10, max_per_address=1)
     by_address.hold("alice", "10.0.0.1")
-    with pytest.raises(LimitExceeded, match="calls.max_calls_per_address"):
+    with pytest.raises(LimitExceeded, match=r"calls\.max_calls_per_address"):
         by_address.hold("bob", "10.0.0.1")

@@ -1,10 +1,12 @@
-"""The mirror's calls count against the proxy's call limits (calls.max_parked, max_parked_per_principal):
-a legacy client of a 2026-07-28 upstream (FastMCP 4.2.3) cannot hold more calls waiting for its answers
-than a 2026-07-28 client could hold parked calls."""
+"""The mirror's limits, against FastMCP 4.2.3: its calls count against the proxy's call limits
+(calls.max_parked, max_parked_per_principal), so a legacy client of a 2026-07-28 upstream cannot hold more
+calls waiting for its answers than a 2026-07-28 client could hold parked calls; and its session ids
+expire (front.mirror_session_ttl_s)."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -15,7 +17,9 @@ import pytest_asyncio
 
 from e2e.harness import running_proxy
 from e2e.test_mirror import ELICIT, RawLegacy
-from proxy.process.appstate import CALLS, MIRROR
+from proxy.config import FrontConfig
+from proxy.handle.mirror_ids import open_mirror_session
+from proxy.process.appstate import CALLS, CODEC, MIRROR
 
 pytestmark = [pytest.mark.peers, pytest.mark.asyncio(loop_scope="session")]
 
@@ -87,3 +91,30 @@ async def test_mirrored_calls_count_against_the_call_limits(fastmcp4_url: str) -
         for call, name in ((held[1], "A2"), (held[2], "B"), (again, "A3")):
             assert await call.finish(name) == f"hello:{name}"
         assert registry.held == 0 and len(proxy.app[MIRROR].calls) == 0
+
+
+async def test_a_mirror_session_id_expires_and_the_client_initializes_again(fastmcp4_url: str) -> None:
+    """front.mirror_session_ttl_s: the sealed id carries its absolute expiry (using it does not extend
+    it); past it every request of the session, a DELETE included, is 404 "Session not found", and a new
+    initialize gives a new, working session."""
+    front = FrontConfig(mirror_session_ttl_s=1)
+    async with running_proxy(fastmcp4_url, front=front) as proxy, aiohttp.ClientSession() as http:
+        client = RawLegacy(proxy.url, http)
+        first = await client.initialize(ELICIT)
+        opened = open_mirror_session(proxy.app[CODEC], first)
+        assert 0 < opened.expires_at - time.time() <= 1
+        listed = {"jsonrpc": "2.0", "id": 7, "method": "tools/list", "params": {}}
+        headers = {**client.headers, "Accept": "application/json"}
+        async with http.post(proxy.url, json=listed, headers=headers) as resp:
+            assert resp.status == 200 and "tools" in (await resp.json())["result"]
+        await asyncio.sleep(max(0.0, opened.expires_at - time.time()) + 0.2)  # past the sealed expiry
+        async with http.post(proxy.url, json=listed, headers=headers) as resp:
+            assert resp.status == 404
+            assert (await resp.json())["error"] == {"code": -32600, "message": "Session not found"}
+        async with http.delete(proxy.url, headers=headers) as resp:
+            assert resp.status == 404
+        del client.headers["Mcp-Session-Id"]
+        second = await client.initialize(ELICIT)
+        assert second != first
+        status, messages = await client.call("echo", arguments={"text": "again"})
+        assert status == 200 and messages[-1]["result"]["content"][0]["text"] == "again"

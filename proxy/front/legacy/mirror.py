@@ -36,6 +36,7 @@ gets 404, so the client initializes again, and the era probed again sends it to 
 from __future__ import annotations
 
 import secrets
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -136,7 +137,12 @@ class LegacyMirror:
         admission: Admission | None = None,
         addresses: AddressSource = TCP_PEER,
     ) -> LegacyMirror:
-        settings = MirrorSettings(config.calls.parked_ttl_s, config.front.keepalive_s, config.replica_address)
+        settings = MirrorSettings(
+            config.calls.parked_ttl_s,
+            config.front.keepalive_s,
+            config.replica_address,
+            config.front.mirror_session_ttl_s,
+        )
         upstreams = {u.name: u for u in config.upstreams}
         return cls(
             upstreams=upstreams,
@@ -191,8 +197,8 @@ class LegacyMirror:
         if isinstance(msg, jsonrpc.Request) and msg.method == "initialize":
             return await self._initialize(caller, upstream, msg)
         try:
-            session = open_mirror_session(self._codec, request.headers[mcp.SESSION_HEADER])
-        except HandleError:
+            session = open_mirror_session(self._codec, request.headers[mcp.SESSION_HEADER], time.time())
+        except HandleError:  # expired too: the client initializes again
             return error_response(404, "Session not found")
         if session.upstream != upstream or session.principal != principal:
             return error_response(404, "Session not found")
@@ -273,7 +279,8 @@ class LegacyMirror:
         reply = BridgeReply(caller.request)
         if isinstance(answer, jsonrpc.Error):
             return await reply.finish(answer)
-        session = MirrorSession(upstream, caller.principal, secrets.token_urlsafe(12), version, client, caps)
+        token, expires = secrets.token_urlsafe(12), int(time.time() + self._settings.session_ttl)
+        session = MirrorSession(upstream, caller.principal, token, version, client, caps, expires)
         sealed = seal_mirror_session(self._codec, session)
         log.info("mirror.session", upstream=upstream, client=client[0], version=version)
         result = jsonrpc.Result(msg.id, tr.initialize_result(answer.result, version))

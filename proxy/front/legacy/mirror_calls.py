@@ -50,6 +50,7 @@ class MirrorSettings:
     answer_timeout: float = 600.0  # calls.parked_ttl_s: a round's wait for the client's answers
     keepalive: float = 15.0  # front.keepalive_s: SSE comment interval on quiet streams (0: none)
     owner: str = ""  # this replica's peer address (replica address), named in ask ids
+    session_ttl: float = 86400.0  # front.mirror_session_ttl_s: a mirror session id's absolute lifetime
 
 
 class Admission(Protocol):

@@ -17,9 +17,10 @@ It keeps every request it received (`seen`), checks `Mcp-Name` against the body 
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
-import string
+import random
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +32,7 @@ from proxy.wire.sse import encode_event
 
 VERSION = "2026-07-28"
 TASKS = "io.modelcontextprotocol/tasks"
+CREATED = "2026-12-03T00:00:00Z"
 
 
 @dataclass
@@ -92,7 +94,7 @@ class ScriptedModern:
 
     def _detail(self, task_id: str) -> dict[str, Any]:
         task = self.tasks[task_id]
-        detail = {"taskId": task_id, "status": task["status"], "ttlMs": 60000, "createdAt": "2026-12-03T00:00Z"}
+        detail = {"taskId": task_id, "status": task["status"], "ttlMs": 60000, "createdAt": CREATED}
         if task["status"] == "completed":
             detail["result"] = {"content": [{"type": "text", "text": f"job:{task['text']}"}]}
         return detail
@@ -111,15 +113,10 @@ class ScriptedModern:
 
 
 def big_state(size: int) -> str:
-    """A requestState of `size` characters that compresses as a real server's does (a JSON-ish, base64-ish
-    mixture: repetitive field names around values that vary)."""
-    alphabet = string.ascii_letters + string.digits
-    parts: list[str] = []
-    n = 0
-    while sum(map(len, parts)) < size:
-        parts.append(f'{{"step":{n},"key":"{alphabet[n % 62]}{alphabet[(n * 7) % 62]}{alphabet[(n * 13) % 62]}"}}')
-        n += 1
-    return "".join(parts)[:size]
+    """A requestState of `size` characters shaped as the mcp 2.3.0 SDK's sealed ones are (`v1.` and
+    base64url of ciphertext): random, so nothing compresses it."""
+    raw = random.Random(size).randbytes(size)
+    return ("v1." + base64.urlsafe_b64encode(raw).decode().rstrip("="))[:size]
 
 
 def _result(rid: Any, result: dict[str, Any]) -> web.Response:

@@ -1,6 +1,7 @@
 """The Tasks extension (SEP-2663) through the native relay (front/modern/relay_tasks.py), against a scripted
 2026-07-28 upstream (tests/e2e/modern_scripted.py): no installed peer serves `tasks/*` at 2026-07-28
-(FastMCP 4.2.3 needs the separate `fastmcp-tasks` package, the mcp 2.3.0 SDK's server has none).
+(FastMCP 4.2.3 needs the separate `fastmcp-tasks` package, the mcp 2.3.0 SDK's server has none). And a bound
+relay's large upstream requestState (handle/relay_state.py), which the same upstream makes to measure.
 
 Where the upstream cannot tell users apart, its task id is bound to the principal: another user who learns
 the client's task id gets the extension's own "Task not found" and the upstream never hears of it."""
@@ -18,9 +19,10 @@ import pytest
 import pytest_asyncio
 
 from e2e.harness import ALL_CAPS, RawClient, running_proxy
-from e2e.modern_scripted import TASKS, ScriptedModern, scripted_modern
+from e2e.modern_scripted import TASKS, ScriptedModern, big_state, scripted_modern
 from proxy.config import UpstreamConfig
 from proxy.handle import HandleCodec, KeyRing
+from proxy.handle.relay_state import MAX_STATE_CHARS, open_relay_state
 from proxy.handle.relay_task import RelayTask, open_relay_task, seal_relay_task
 from proxy.process.appstate import CODEC
 from proxy.wire.sse import SSEDecoder
@@ -131,3 +133,27 @@ async def listen(who: RawClient, task_ids: list[str]) -> list[dict[str, Any]]:
             raw = await resp.read()  # the scripted upstream ends its stream after its notifications
     messages = [json.loads(e.data) for e in SSEDecoder().feed(raw) if e.data.strip()]
     return [m for m in messages if "method" in m]
+
+
+async def test_a_bound_relay_carries_a_large_upstream_state_and_refuses_one_beyond_its_max(
+    upstream: ScriptedModern,
+) -> None:
+    """A 20 KB requestState (random, as a sealed SDK state: nothing to deflate) is bound and relayed, and
+    the upstream gets it back intact; one beyond MAX_STATE_CHARS gets a clear error, not a broken handle."""
+    config = UpstreamConfig(name="default", url=upstream.url, forward_headers=(), era="modern")
+    async with running_proxy(config) as proxy, aiohttp.ClientSession() as http:
+        alice, mallory = client(proxy.url, http, "alice"), client(proxy.url, http, "mallory")
+        first = await alice.call("big", {"size": 20_000})
+        wrapped = first.result["requestState"]
+        assert open_relay_state(proxy.app[CODEC], wrapped, time.time()).state == big_state(20_000)
+        answers = {"name": {"action": "accept", "content": {"name": "Ada"}}}
+        stolen = await mallory.call("big", {"size": 20_000}, inputResponses=answers, requestState=wrapped)
+        assert stolen.error == {"code": -32602, "message": "Invalid requestState"}
+        done = await alice.call("big", {"size": 20_000}, inputResponses=answers, requestState=wrapped)
+        assert done.result["content"][0]["text"] == "big:Ada:20000"
+        over = await alice.call("big", {"size": MAX_STATE_CHARS + 1})
+        assert over.error == {
+            "code": -31001,
+            "message": "Upstream 'default' gave a requestState the proxy cannot bind to you (requestState "
+            f"of {MAX_STATE_CHARS + 1} characters; at most {MAX_STATE_CHARS})",
+        }

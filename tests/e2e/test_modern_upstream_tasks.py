@@ -20,7 +20,7 @@ import pytest_asyncio
 
 from e2e.harness import ALL_CAPS, RawClient, running_proxy
 from e2e.modern_scripted import TASKS, ScriptedModern, big_state, scripted_modern
-from proxy.config import UpstreamConfig
+from proxy.config import RouteConfig, RouteMember, UpstreamConfig
 from proxy.handle import HandleCodec, KeyRing
 from proxy.handle.relay_state import MAX_STATE_CHARS, open_relay_state
 from proxy.handle.relay_task import RelayTask, open_relay_task, seal_relay_task
@@ -157,3 +157,28 @@ async def test_a_bound_relay_carries_a_large_upstream_state_and_refuses_one_beyo
             "message": "Upstream 'default' gave a requestState the proxy cannot bind to you (requestState "
             f"of {MAX_STATE_CHARS + 1} characters; at most {MAX_STATE_CHARS})",
         }
+
+
+async def test_an_aggregated_route_sends_a_bound_task_to_the_upstream_that_issued_it() -> None:
+    """Two bound modern upstreams behind one route: a task of the second member comes back under its
+    handle, which names that member, so the route's tasks/get reaches it (not the route's first member),
+    and another principal still gets "Task not found"."""
+    async with scripted_modern() as one, scripted_modern() as two:
+        members = (
+            UpstreamConfig(name="one", url=one.url, forward_headers=(), era="modern"),
+            UpstreamConfig(name="two", url=two.url, forward_headers=(), era="modern"),
+        )
+        route = RouteConfig("both", (RouteMember("one"), RouteMember("two")))
+        async with (
+            running_proxy(members[0], names=("one",), extra=members[1:], routes=(route,)) as proxy,
+            aiohttp.ClientSession() as http,
+        ):
+            url = proxy.url.replace("/mcp", "/servers/both/mcp")
+            alice, mallory = client(url, http, "alice"), client(url, http, "mallory")
+            handle = (await alice.call("two__job", {"text": "second"})).result["taskId"]
+            assert two.tasks and not one.tasks
+            got = await alice.request("tasks/get", {"taskId": handle})
+            assert got.result["taskId"] == handle
+            assert got.result["result"]["content"][0]["text"] == "job:second"
+            assert (await mallory.request("tasks/get", {"taskId": handle})).error == NOT_FOUND
+            assert not one.task_ids_seen()

@@ -38,6 +38,7 @@ from proxy.handle.relay_state import (
     relay_target,
     seal_relay_state,
 )
+from proxy.handle.relay_task import open_relay_task
 from proxy.translate.request import ModernRequest
 from proxy.upstream.base import UpstreamAuthChallenge, UpstreamError
 from proxy.upstream.era import EraBook
@@ -197,6 +198,16 @@ class NativeRelay:
             up.url, {**up.headers, **dict(forwarded)}, timeout=timeout, max_message_bytes=up.max_message_bytes
         )
         return await post(self._clients[upstream], target, msg, on_note=on_note)
+
+    def task_upstream(self, token: object) -> str | None:
+        """The upstream a relay task handle (relay_tasks.py) names, so an aggregated route sends `tasks/*`
+        to the member that issued it; None for anything else (the route decides then)."""
+        if not isinstance(token, str) or token_version(token) != formats.RELAY_TASK:
+            return None
+        try:
+            return open_relay_task(self._codec, token, self._clock()).upstream
+        except HandleError:
+            return None
 
     def _unwrap(self, upstream: str, msg: jsonrpc.Request, token: str, principal: str) -> str:
         state = open_relay_state(self._codec, token, self._clock())

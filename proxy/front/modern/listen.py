@@ -9,6 +9,10 @@ keep-alive comments follow while nothing happens. Closing the stream ends the su
 subscriptions are undone and the session closed. At shutdown the stream ends gracefully with the listen
 request's result; an upstream session that dies ends it abruptly (the client re-listens).
 
+The same stream serves a legacy client's standalone GET stream (front/legacy/mirror_stream.py, through the
+modern front in process): written as its legacy server would, with no acknowledgement, no subscription-id
+stamps and no final result (`LegacyStream`).
+
 A legacy server's notifications belong to one session: the listener hears what the server tells every
 session (a changed tool list announced to all) and the updates of the resources it subscribed itself.
 
@@ -60,6 +64,14 @@ OwnerOf = Callable[[str], Awaitable[str | None]]  # the upstream that listed a U
 class RuntimeStateView(Protocol):
     @property
     def draining(self) -> bool: ...
+
+
+@dataclass(frozen=True, slots=True)
+class LegacyStream:
+    """A listen that feeds a legacy client's GET stream: notifications as a legacy server sends them; the
+    stream ends (cleanly) once `ended` is set, when another GET of the same session takes its place."""
+
+    ended: asyncio.Event
 
 
 class _Refused(Exception):
@@ -133,6 +145,7 @@ class ListenFront:
         line: dict[str, Any],
         members: Sequence[tuple[str, PoolKey]] | None = None,
         owner_of: OwnerOf | None = None,
+        legacy: LegacyStream | None = None,
     ) -> web.StreamResponse:
         """`members`: an aggregated route's upstreams (each with the client's key there), all listened to;
         one that cannot be reached is left out (logged), unless none can. `owner_of`: which of them listed a
@@ -148,6 +161,8 @@ class ListenFront:
         except _Refused as refused:
             await self._undo(sub)
             line["outcome"] = f"failed:{refused.error.code}"
+            if legacy is not None:  # a GET has no JSON-RPC answer: an HTTP error saying why
+                return json_response(jsonrpc.Error(None, refused.error), 503)
             return json_response(jsonrpc.Error(msg.id, refused.error))
         except BaseException:
             await asyncio.shield(self._undo(sub))
@@ -157,10 +172,13 @@ class ListenFront:
         stream = web.StreamResponse(status=200, headers=SSE_HEADERS)
         try:
             await stream.prepare(request)
-            ack = jsonrpc.Notification(mcp.LISTEN_ACKNOWLEDGED, {"notifications": honored})
-            await stream.write(_event(ack, sub.id))
-            line["outcome"] = await self._relay(request, stream, sub)
-            if line["outcome"] == "complete":  # graceful end: the listen request's own result
+            if legacy is None:
+                ack = jsonrpc.Notification(mcp.LISTEN_ACKNOWLEDGED, {"notifications": honored})
+                await stream.write(_event(ack, sub.id))
+            line["outcome"] = await self._relay(request, stream, sub, legacy)
+            if (
+                line["outcome"] == "complete" and legacy is None
+            ):  # graceful end: the listen request's own result
                 result = {"resultType": mcp.RESULT_COMPLETE, "_meta": {mcp.META_SUBSCRIPTION_ID: sub.id}}
                 await stream.write(encode_event(jsonrpc.dumps(jsonrpc.Result(sub.id, result)).decode()))
             if line["outcome"] != "client_closed":
@@ -265,7 +283,13 @@ class ListenFront:
                 sub.uris.append(uri)
         return None
 
-    async def _relay(self, request: web.Request, stream: web.StreamResponse, sub: _Subscription) -> str:
+    async def _relay(
+        self,
+        request: web.Request,
+        stream: web.StreamResponse,
+        sub: _Subscription,
+        legacy: LegacyStream | None,
+    ) -> str:
         """Write notifications as they come, keep-alives meanwhile. Returns how the stream ended."""
         loop = asyncio.get_running_loop()
         interval = self._front.keepalive_s
@@ -280,6 +304,8 @@ class ListenFront:
                     return "client_closed"
                 if self._state.draining:
                     return "complete"
+                if legacy is not None and legacy.ended.is_set():
+                    return "replaced"
                 if any(not s.alive for _, _, s in sub.sessions) or any(not m.alive for m in sub.modern):
                     return "upstream_lost"
                 if next_keepalive is not None and loop.time() >= next_keepalive:
@@ -288,7 +314,7 @@ class ListenFront:
                 continue
             if note is None:
                 return "backlog_overflow"
-            await stream.write(_event(note, sub.id))
+            await stream.write(_event(note, sub.id) if legacy is None else _legacy_event(note))
 
     async def _undo(self, sub: _Subscription) -> None:
         for unwatch in sub.unwatch:
@@ -341,6 +367,15 @@ def _event(note: jsonrpc.Notification, subscription: jsonrpc.RequestId) -> bytes
         **note.params,
         "_meta": {**(meta if isinstance(meta, dict) else {}), mcp.META_SUBSCRIPTION_ID: subscription},
     }
+    return encode_event(jsonrpc.dumps(jsonrpc.Notification(note.method, params)).decode())
+
+
+def _legacy_event(note: jsonrpc.Notification) -> bytes:
+    """One SSE event as a legacy server sends it: no subscription id (an upstream listen's stamp removed)."""
+    params = dict(note.params)
+    meta = params.pop("_meta", None)
+    if isinstance(meta, dict) and (rest := {k: v for k, v in meta.items() if k != mcp.META_SUBSCRIPTION_ID}):
+        params["_meta"] = rest
     return encode_event(jsonrpc.dumps(jsonrpc.Notification(note.method, params)).decode())
 
 

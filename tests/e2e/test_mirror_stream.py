@@ -153,3 +153,49 @@ async def test_the_get_stream_ends_cleanly_when_the_replica_drains() -> None:
         async with http.get(client.url, headers={**client.headers, "Accept": "text/event-stream"}) as resp:
             assert resp.status == 503 and resp.headers["Retry-After"] == "0"
         assert len(proxy.app[MIRROR].streams) == 0
+
+
+def updated(uri: str) -> dict[str, object]:
+    return {"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": uri}}
+
+
+async def test_resources_subscribe_before_the_get_stream_is_heard_on_it(mixed: RunningProxy) -> None:
+    """A legacy client may subscribe before its GET stream is up (mcp 1.30 opens it in the background):
+    the stream asks the modern upstream for the URI's updates as it opens."""
+    uri = "modern://status"
+    async with aiohttp.ClientSession() as http:
+        client = RawLegacy(url_of(mixed, "modern"), http)
+        await client.initialize({})
+        _, (subscribed,) = await client.call("", method="resources/subscribe", params={"uri": uri})
+        assert subscribed["result"] == {}  # the 2026-07-28 server itself has no such method (-32601)
+        async with get_stream(client) as stream:
+            assert await text(client, "touch_resource", {"uri": uri}) == "1"  # its listen stream: ours
+            assert await stream.next() == updated(uri)
+
+
+async def test_resources_subscribed_while_the_stream_runs_go_to_the_member_that_listed_them(
+    mixed: RunningProxy,
+) -> None:
+    """On the route, `fixture://secret` is the legacy member's (subscribed on the stream's session there),
+    `modern://status` the modern member's (a listen of its own): both updates reach the GET stream; after
+    `resources/unsubscribe` the modern one's no longer do."""
+    legacy_uri, modern_uri = "fixture://secret", "modern://status"
+    async with aiohttp.ClientSession() as http:
+        client = RawLegacy(url_of(mixed, "mix"), http)
+        await client.initialize({})
+        async with get_stream(client) as stream:
+            for uri in (legacy_uri, modern_uri):
+                _, (subscribed,) = await client.call("", method="resources/subscribe", params={"uri": uri})
+                assert subscribed["result"] == {}, subscribed
+            assert await text(client, "fast__subscribed", {"uri": legacy_uri}) == "1"
+            assert await text(client, "fast__subscribed", {"uri": modern_uri}) == "0"  # not FastMCP's
+            assert await text(client, "modern__touch_resource", {"uri": modern_uri}) == "1"
+            assert await stream.next() == updated(modern_uri)
+            assert await text(client, "fast__touch_resource", {"uri": legacy_uri}) == "1"
+            assert await stream.next() == updated(legacy_uri)
+            _, (gone,) = await client.call("", method="resources/unsubscribe", params={"uri": modern_uri})
+            assert gone["result"] == {}
+            assert await text(client, "modern__touch_resource", {"uri": modern_uri}) == "1"
+            assert await stream.silent(0.6)  # unsubscribed: not written
+        _, (bad,) = await client.call("", method="resources/subscribe", params={"uri": 5})
+        assert bad["error"] == {"code": -32602, "message": "params.uri must be a non-empty string"}

@@ -29,7 +29,8 @@ upstream (upstream/modern.py):
   it is: roots are never cached, every `roots/list` the upstream asks is asked of the client afresh.
 - **GET** opens the session's standalone stream (mirror_stream.py): a listen of the proxy's own modern
   front for every list_changed the upstream (or the route's members) offers, written as legacy
-  notifications; 405 when this proxy serves no listen. **DELETE** 200.
+  notifications; 405 when this proxy serves no listen. **resources/subscribe** and `unsubscribe` are
+  answered by the mirror: the URI joins that listen. **DELETE** 200 (and the stream here ends).
 
 A session whose upstream turns out legacy after all (a modern request answered the legacy way, `NotModern`)
 gets 404, so the client initializes again, and the era probed again sends it to the relay.
@@ -52,7 +53,7 @@ from proxy.front.legacy.bridge_session import RuntimeStateView
 from proxy.front.legacy.bridge_streams import BridgeReply, error_response
 from proxy.front.legacy.mirror_answers import MIRROR_PEER_PATH, MirrorAnswers
 from proxy.front.legacy.mirror_calls import End, MirrorCalls, MirrorSettings, Post
-from proxy.front.legacy.mirror_stream import Listener, MirrorStreams
+from proxy.front.legacy.mirror_stream import SUBSCRIBE, UNSUBSCRIBE, Listener, MirrorStreams
 from proxy.front.peers import NOT_PROCESSED, Peers
 from proxy.handle import HandleCodec, HandleError
 from proxy.handle.mirror_ids import MirrorSession, open_mirror_session, seal_mirror_session
@@ -206,6 +207,8 @@ class LegacyMirror:
                 grant=grant,
             )
         if request.method == "DELETE" or msg is None:
+            if request.method == "DELETE":
+                self.streams.forget(session)
             return web.Response(status=200)
         if isinstance(msg, jsonrpc.Result | jsonrpc.Error):
             return await self.answers.answer(session, msg, body or b"")
@@ -288,6 +291,8 @@ class LegacyMirror:
         reply = BridgeReply(caller.request)
         if msg.method in (mcp.SET_LOG_LEVEL, mcp.PING):  # neither exists at 2026-07-28: answered here
             return await reply.finish(jsonrpc.Result(msg.id, {}))
+        if msg.method in (SUBSCRIBE, UNSUBSCRIBE) and self.inner is not None:  # the GET stream's listen
+            return await reply.finish(await self.streams.subscription(session, msg))
         params = tr.modern_params(
             msg.params, client=session.client, capabilities=session.capabilities, log_level=self._log_level
         )

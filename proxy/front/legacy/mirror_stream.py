@@ -15,11 +15,20 @@ again is how a client resumes after a broken connection: a stream the client can
 lock it out (409 would, until the dead connection is noticed). Sessions are sealed and live in no replica,
 so two GETs of one session on two replicas are two listens, each hearing every change: what a client asks
 of two replicas it hears twice (list_changed is idempotent: the client lists again).
+
+`resources/subscribe` of a mirror session is the proxy's to answer (a 2026-07-28 server has no such
+method: its resource updates go to listen streams): the URI joins the session's subscriptions on this
+replica, and the session's GET stream here, open or opened later, asks for its updates (the listen's
+`add`: on the member that listed the URI); `{}` once an upstream took it, `-32602` when none would.
+`resources/unsubscribe` takes it out: its updates are no longer written. A replica keeps the
+subscriptions of at most `MAX_SESSIONS` sessions (the least recently used forgotten) and `MAX_URIS` per
+session; they live in the replica that was asked, so behind a load balancer that spreads one session's
+requests, a subscription made on one replica is heard only on a GET stream held by the same one.
 """
 
 from __future__ import annotations
 
-import asyncio
+from collections import OrderedDict
 from typing import Any, Protocol
 
 import structlog
@@ -27,11 +36,17 @@ from aiohttp import web
 
 from proxy.front.legacy.bridge_streams import error_response
 from proxy.front.reply import wants
+from proxy.front.standalone import LegacyStream
 from proxy.handle.mirror_ids import MirrorSession
 from proxy.routes.policy import Grant
 from proxy.routes.table import Route
+from proxy.wire import jsonrpc
 
 log = structlog.get_logger("proxy.front.mirror")
+
+SUBSCRIBE, UNSUBSCRIBE = "resources/subscribe", "resources/unsubscribe"
+MAX_SESSIONS = 4096  # sessions whose resource subscriptions a replica keeps
+MAX_URIS = 256  # resource subscriptions per session (as a listen's resourceSubscriptions)
 
 
 class Listener(Protocol):
@@ -47,7 +62,7 @@ class Listener(Protocol):
         route: Route | None,
         grant: Grant | None,
         meta: dict[str, Any],
-        ended: asyncio.Event,
+        feed: LegacyStream,
     ) -> web.StreamResponse | None: ...
 
 
@@ -61,7 +76,8 @@ class MirrorStreams:
 
     def __init__(self, state: Draining | None) -> None:
         self._state = state
-        self._open: dict[str, asyncio.Event] = {}  # session token: set to end that session's stream
+        self._open: dict[str, LegacyStream] = {}  # session token: the session's stream here
+        self._uris: OrderedDict[str, set[str]] = OrderedDict()  # session token: what it subscribed here
 
     def __len__(self) -> int:
         return len(self._open)
@@ -88,10 +104,10 @@ class MirrorStreams:
             return refused
         previous = self._open.pop(session.token, None)
         if previous is not None:
-            previous.set()  # that stream ends; this one takes its place
+            previous.ended.set()  # that stream ends; this one takes its place
             log.info("mirror.stream_replaced", upstream=session.upstream)
-        ended = asyncio.Event()
-        self._open[session.token] = ended
+        feed = LegacyStream(self._uris.get(session.token, ()))
+        self._open[session.token] = feed
         try:
             response = await listener.listen(
                 request,
@@ -101,12 +117,45 @@ class MirrorStreams:
                 route=route,
                 grant=grant,
                 meta=meta,
-                ended=ended,
+                feed=feed,
             )
         finally:
-            if self._open.get(session.token) is ended:
+            if self._open.get(session.token) is feed:
                 del self._open[session.token]
         return response if response is not None else _no_stream()
+
+    async def subscription(self, session: MirrorSession, msg: jsonrpc.Request) -> jsonrpc.Response:
+        """The answer to a `resources/subscribe` or `unsubscribe` of the session."""
+        uri = msg.params.get("uri")
+        if not isinstance(uri, str) or not uri:
+            return jsonrpc.error(msg.id, jsonrpc.INVALID_PARAMS, "params.uri must be a non-empty string")
+        uris = self._uris.setdefault(session.token, set())
+        self._uris.move_to_end(session.token)
+        while len(self._uris) > MAX_SESSIONS:
+            self._uris.popitem(last=False)
+        feed = self._open.get(session.token)
+        if msg.method == UNSUBSCRIBE:
+            uris.discard(uri)
+            if feed is not None:
+                feed.unsubscribe(uri)
+            return jsonrpc.Result(msg.id, {})
+        if uri not in uris and len(uris) >= MAX_URIS:
+            why = f"This session already subscribes to {MAX_URIS} resources; unsubscribe from one first"
+            return jsonrpc.error(msg.id, jsonrpc.INVALID_PARAMS, why)
+        uris.add(uri)
+        if feed is not None and not await feed.subscribe(uri):
+            uris.discard(uri)
+            return jsonrpc.error(
+                msg.id, jsonrpc.INVALID_PARAMS, f"No upstream takes a subscription to {uri!r}"
+            )
+        return jsonrpc.Result(msg.id, {})
+
+    def forget(self, session: MirrorSession) -> None:
+        """The session ended (DELETE): its subscriptions and its stream here."""
+        self._uris.pop(session.token, None)
+        feed = self._open.pop(session.token, None)
+        if feed is not None:
+            feed.ended.set()
 
 
 def _no_stream() -> web.Response:

@@ -29,7 +29,7 @@ from proxy.front.address import AddressSource
 from proxy.front.checks import InputLimits, Refusal, check_modern
 from proxy.front.modern.aggregate import AggregateFront, Own, Routed
 from proxy.front.modern.limits import RateGate
-from proxy.front.modern.listen import LegacyStream, ListenFront
+from proxy.front.modern.listen import ListenFront
 from proxy.front.modern.outcome import answer
 from proxy.front.modern.peer_route import check_peer_request, key_not_held, owner_refused
 from proxy.front.modern.plain import PlainRequests
@@ -91,7 +91,7 @@ class ModernFront:
         self.routes = aggregate.table if aggregate is not None else RouteTable({})  # the endpoint's to tell
         self._state = state
         self._tasks = tasks
-        self._listen = listen
+        self.listener = listen  # the endpoint's, and a legacy client's GET stream's (inner.py)
         self._front = front
         self._peers = peers
         self._principal = principal
@@ -159,9 +159,16 @@ class ModernFront:
             relayed = await self._relayed(request, upstream, req=req, key=key, principal=principal, line=line)
             if relayed is not None:
                 return relayed  # else the upstream turned out legacy: on the legacy way below
-        if msg.method == mcp.LISTEN and self._listen is not None:  # a long-lived stream of its own
-            return await self.listen(
-                request, upstream, req, key, key_for, principal=principal, route=route, line=line
+        if msg.method == mcp.LISTEN and self.listener is not None:  # a long-lived stream of its own
+            return await self.listener.serve(
+                request,
+                upstream=upstream,
+                req=req,
+                key=key,
+                principal=principal,
+                line=line,
+                route=route,
+                key_for=key_for,
             )
         replier = Replier(request)
 
@@ -195,40 +202,6 @@ class ModernFront:
                 answer, request, body, msg.id, line=line, replier=replier, dispatch=dispatch
             )
         return await replier.finish(answer, 404 if _is_unknown_method(answer) else 200)
-
-    async def listen(
-        self,
-        request: web.Request,
-        upstream: str,
-        req: ModernRequest,
-        key: PoolKey,
-        key_for: Callable[[str], PoolKey],
-        *,
-        principal: str,
-        route: AggregatedRoute | None,
-        line: dict[str, Any] | None = None,
-        legacy: LegacyStream | None = None,
-    ) -> web.StreamResponse:
-        """`subscriptions/listen` (listen.py): on a route, every upstream's notifications. `legacy`: the
-        stream is a legacy client's GET stream (inner.py), written as its legacy server would."""
-        assert self._listen is not None
-        aggregate = self._aggregate
-        members, owner_of = aggregate.listen(route, key_for) if aggregate and route else (None, None)
-        return await self._listen.serve(
-            request,
-            upstream=upstream,
-            req=req,
-            key=key,
-            principal=principal,
-            line=line if line is not None else {},
-            members=members,
-            owner_of=owner_of,
-            legacy=legacy,
-        )
-
-    @property
-    def listens(self) -> bool:
-        return self._listen is not None
 
     async def routed(
         self,

@@ -20,7 +20,6 @@ the GET response as the client's legacy server would write it (`LegacyStream`).
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -35,8 +34,9 @@ from proxy.front.address import AddressSource
 from proxy.front.checks import Refusal, check_modern
 from proxy.front.modern.aggregate import Own
 from proxy.front.modern.front import ModernFront
-from proxy.front.modern.listen import LIST_CHANGED, LegacyStream
+from proxy.front.modern.listen_filter import LIST_CHANGED, MAX_ITEMS
 from proxy.front.reply import InProcess, json_response
+from proxy.front.standalone import LegacyStream
 from proxy.routes.policy import Grant
 from proxy.routes.table import Route
 from proxy.upstream.modern import NotModern, metadata_headers
@@ -70,15 +70,18 @@ class InnerFront:
         route: Route | None,
         grant: Grant | None,
         meta: dict[str, Any],
-        ended: asyncio.Event,
+        feed: LegacyStream,
     ) -> web.StreamResponse | None:
         """The legacy client's GET stream on `upstream` (or the route of that name): every list_changed
-        its upstreams offer, until the client goes, the replica drains, or `ended` is set (another GET of
-        the session took its place). None: this proxy serves no listen."""
+        its upstreams offer and the resources it subscribed (`feed.uris`, more as it subscribes), until the
+        client goes, the replica drains, or `feed.ended` is set (another GET of the session took its place).
+        None: this proxy serves no listen."""
         front = self._front
-        if not front.listens:
+        if front.listener is None:
             return None
-        wanted = {flag: True for flag in LIST_CHANGED}
+        wanted: dict[str, Any] = {flag: True for flag in LIST_CHANGED}
+        if feed.uris:
+            wanted["resourceSubscriptions"] = sorted(feed.uris)[:MAX_ITEMS]
         msg = jsonrpc.Request(LISTEN_ID, mcp.LISTEN, {"notifications": wanted, "_meta": meta})
         headers = CIMultiDict(request.headers)
         headers.update(metadata_headers(msg))
@@ -96,8 +99,16 @@ class InnerFront:
                 route, req, principal=principal, grant=grant, key_for=key_for, line=line
             )
         key = key_for(upstream)
-        return await front.listen(
-            request, upstream, req, key, key_for, principal=principal, route=route, legacy=LegacyStream(ended)
+        return await front.listener.serve(
+            request,
+            upstream=upstream,
+            req=req,
+            key=key,
+            principal=principal,
+            line=line,
+            route=route,
+            key_for=key_for,
+            legacy=feed,
         )
 
     async def __call__(

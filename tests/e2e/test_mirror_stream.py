@@ -28,6 +28,7 @@ from proxy.process.appstate import MIRROR
 pytestmark = [pytest.mark.peers, pytest.mark.asyncio(loop_scope="session")]
 
 DRIVER = Path(__file__).parent / "clients" / "legacy_list_changed_client.py"
+TS_DRIVER = Path(__file__).parent.parent / "interop" / "clients" / "ts_client.mjs"
 TOOLS_CHANGED = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed", "params": {}}
 
 
@@ -153,6 +154,25 @@ async def test_the_get_stream_ends_cleanly_when_the_replica_drains() -> None:
         async with http.get(client.url, headers={**client.headers, "Accept": "text/event-stream"}) as resp:
             assert resp.status == 503 and resp.headers["Retry-After"] == "0"
         assert len(proxy.app[MIRROR].streams) == 0
+
+
+async def test_ts_client_in_legacy_mode_gets_a_refreshed_tool_list_from_its_get_stream(
+    mixed: RunningProxy,
+) -> None:
+    """The TS client 2.4.0 in `legacy` mode, given `listChanged` for tools, opens its GET stream after
+    `initialize`; a tool the route's modern member adds makes its handler list the tools again."""
+    plan = [{"id": "changed", "kind": "list_changed", "name": "modern__add_tool", "args": {"name": "ts"}}]
+    argv = [str(peers.node_bin()), str(TS_DRIVER), url_of(mixed, "mix"), "legacy", json.dumps(plan)]
+    run = await peers.run_once(argv, limit_s=90, env={"MRTR_LIST_CHANGED": "1"})
+    assert run.returncode == 0 and not run.timed_out, run.stderr[-3000:]
+    out = json.loads(run.stdout)
+    assert out["client"]["era"] == "legacy", out
+    step = out["steps"]["changed"]
+    assert not step["is_error"], out
+    names = step["text"].split(",")
+    assert "modern__ts_0" in names and "fast__change_tools" in names, step
+    gets = [row for row in out["wire"] if row["http"] == "GET"]
+    assert gets and gets[0]["status"] == 200 and gets[0]["contentType"].startswith("text/event-stream")
 
 
 def updated(uri: str) -> dict[str, object]:

@@ -219,3 +219,20 @@ async def test_resources_subscribed_while_the_stream_runs_go_to_the_member_that_
             assert await stream.silent(0.6)  # unsubscribed: not written
         _, (bad,) = await client.call("", method="resources/subscribe", params={"uri": 5})
         assert bad["error"] == {"code": -32602, "message": "params.uri must be a non-empty string"}
+
+
+async def test_a_session_subscribes_to_at_most_256_resources(mixed: RunningProxy) -> None:
+    """What a replica keeps for a session is bounded: the 257th URI is refused (an existing one is not)."""
+    async with aiohttp.ClientSession() as http:
+        client = RawLegacy(url_of(mixed, "modern"), http)
+        await client.initialize({})
+        for n in range(256):
+            _, (ok,) = await client.call("", method="resources/subscribe", params={"uri": f"modern://{n}"})
+            assert ok["result"] == {}, ok
+        _, (again,) = await client.call("", method="resources/subscribe", params={"uri": "modern://0"})
+        assert again["result"] == {}
+        _, (refused,) = await client.call("", method="resources/subscribe", params={"uri": "modern://more"})
+        assert refused["error"] == {
+            "code": -32602,
+            "message": "This session already subscribes to 256 resources; unsubscribe from one first",
+        }

@@ -19,7 +19,8 @@ of two replicas it hears twice (list_changed is idempotent: the client lists aga
 `resources/subscribe` of a mirror session is the proxy's to answer (a 2026-07-28 server has no such
 method: its resource updates go to listen streams): the URI joins the session's subscriptions on this
 replica, and the session's GET stream here, open or opened later, asks for its updates (the listen's
-`add`: on the member that listed the URI); `{}` once an upstream took it, `-32602` when none would.
+`add`: on the member that listed the URI); with the stream open, `{}` once an upstream took it, `-32602`
+when none would; with none open here yet, `{}` at once (the stream asks for it when it opens).
 `resources/unsubscribe` takes it out: its updates are no longer written. A replica keeps the
 subscriptions of at most `MAX_SESSIONS` sessions (the least recently used forgotten) and `MAX_URIS` per
 session; they live in the replica that was asked, so behind a load balancer that spreads one session's

@@ -75,6 +75,7 @@ class _Subscription:
     sessions: list[tuple[str, PoolKey, UpstreamSession]] = field(default_factory=list)  # upstream, key
     modern: list[ModernMember] = field(default_factory=list)  # an aggregate's 2026-07-28 upstreams
     modern_keys: list[tuple[str, PoolKey]] = field(default_factory=list)  # theirs, for a URI added later
+    ended: bool = False  # undone: a URI added now is not subscribed
     uri_sessions: dict[str, UpstreamSession] = field(default_factory=dict)  # who took each subscription
     unwatch: list[Callable[[], None]] = field(default_factory=list)
     queue: asyncio.Queue[jsonrpc.Notification | None] = field(default_factory=lambda: asyncio.Queue(BACKLOG))
@@ -270,6 +271,9 @@ class ListenFront:
         honored = await listener.open(sub.id, notifications, meta=meta, forwarded=key.forwarded)
         if honored is None:
             return Refused(unavailable(upstream, "no acknowledgement of the proxy's listen request"))
+        if sub.ended:  # the stream ended while this one opened (a URI added late): nothing may outlive it
+            await listener.close()
+            return None
         sub.modern.append(listener)
         sub.methods.update(method for flag, (_, method) in LIST_CHANGED.items() if honored.get(flag) is True)
         taken = honored.get("resourceSubscriptions")
@@ -285,8 +289,8 @@ class ListenFront:
         takes it), else a listen of its own to a modern member. False: none took it, or too many."""
         if uri in sub.uris:
             return True
-        if len(sub.uris) >= MAX_ITEMS:
-            return False
+        if len(sub.uris) >= MAX_ITEMS or sub.ended:
+            return sub.ended  # an ended stream's URIs are made by the session's next GET
         owner = await owner_of(uri) if owner_of is not None else None
         for upstream, _, session in sub.sessions:
             if "resources" not in session.info.capabilities or owner not in (None, upstream):
@@ -341,6 +345,7 @@ class ListenFront:
                 await stream.write(event)
 
     async def _undo(self, sub: _Subscription) -> None:
+        sub.ended = True
         for unwatch in sub.unwatch:
             unwatch()
         members, sub.modern = sub.modern, []

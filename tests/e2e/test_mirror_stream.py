@@ -236,3 +236,31 @@ async def test_a_session_subscribes_to_at_most_256_resources(mixed: RunningProxy
             "code": -32602,
             "message": "This session already subscribes to 256 resources; unsubscribe from one first",
         }
+
+
+async def test_an_upstream_without_listen_answers_the_get_405_and_one_that_is_down_503() -> None:
+    """FastMCP 4.2.3 (two eras) serves no subscriptions/listen (-32601): its legacy clients' GET gets the
+    405 of a legacy server without a standalone stream (they stop asking). A modern upstream that went away
+    after its era was known: 503 with the reason (they may ask again)."""
+    async with contextlib.AsyncExitStack() as stack:
+        four = await stack.enter_async_context(peers.start_fastmcp4())
+        server = contextlib.AsyncExitStack()
+        modern = await server.enter_async_context(peers.start_mcp2_server())
+        stack.push_async_callback(server.aclose)
+        proxy = await stack.enter_async_context(
+            running_proxy(four, names=("four",), extra=(UpstreamConfig(name="modern", url=str(modern)),))
+        )
+        http = await stack.enter_async_context(aiohttp.ClientSession())
+        accept = {"Accept": "text/event-stream"}
+        client = RawLegacy(url_of(proxy, "four"), http)
+        await client.initialize({})
+        async with http.get(client.url, headers={**client.headers, **accept}) as resp:
+            assert resp.status == 405 and resp.headers["Allow"] == "POST, DELETE"
+            message = (await resp.json())["error"]["message"]
+            assert message == "No standalone stream: the upstream sends no notifications outside a request"
+        gone = RawLegacy(url_of(proxy, "modern"), http)
+        await gone.initialize({})
+        await server.aclose()
+        async with http.get(gone.url, headers={**gone.headers, **accept}) as resp:
+            assert resp.status == 503
+            assert (await resp.json())["error"]["message"].startswith("Upstream 'modern' unavailable")

@@ -152,8 +152,8 @@ class ListenFront:
         except Refused as refused:
             await self._undo(sub)
             line["outcome"] = f"failed:{refused.error.code}"
-            if legacy is not None:  # a GET has no JSON-RPC answer: an HTTP error saying why
-                return json_response(jsonrpc.Error(None, refused.error), 503)
+            if legacy is not None:  # a GET has no JSON-RPC answer: an HTTP status saying why
+                return _legacy_refusal(refused.error)
             return json_response(jsonrpc.Error(msg.id, refused.error))
         except BaseException:
             await asyncio.shield(self._undo(sub))
@@ -270,6 +270,8 @@ class ListenFront:
         meta = req.request.params.get("_meta")
         honored = await listener.open(sub.id, notifications, meta=meta, forwarded=key.forwarded)
         if honored is None:
+            if listener.refusal is not None and listener.refusal.code == jsonrpc.METHOD_NOT_FOUND:
+                return Refused(listener.refusal)  # it serves no listen (FastMCP 4.2.3): not a failure
             return Refused(unavailable(upstream, "no acknowledgement of the proxy's listen request"))
         if sub.ended:  # the stream ended while this one opened (a URI added late): nothing may outlive it
             await listener.close()
@@ -357,6 +359,17 @@ class ListenFront:
                 for uri in [u for u, s in sub.uri_sessions.items() if s is session]:
                     await _request_ok(session, "resources/unsubscribe", uri)
             self._pools[upstream].release(key, session, reusable=False)
+
+
+def _legacy_refusal(error: jsonrpc.ErrorObject) -> web.Response:
+    """A legacy GET stream no upstream can feed: 405 when none serves a listen (as a legacy server without a
+    standalone stream answers: the client stops asking), else 503 (the client may try again)."""
+    if error.code == jsonrpc.METHOD_NOT_FOUND:
+        why = "No standalone stream: the upstream sends no notifications outside a request"
+        response = json_response(jsonrpc.error(None, jsonrpc.INVALID_REQUEST, why), 405)
+        response.headers["Allow"] = "POST, DELETE"
+        return response
+    return json_response(jsonrpc.Error(None, error), 503)
 
 
 def _event(note: jsonrpc.Notification, subscription: jsonrpc.RequestId) -> bytes:

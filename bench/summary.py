@@ -121,9 +121,25 @@ def summarize(data: dict[str, Any]) -> dict[str, Any]:
                         "park_rate": (lv.get("park") or {}).get("rate_per_s"),
                     }
                 )
+    if data.get("relay"):
+        out["relay"] = relay_rows(data["relay"])
     out["targets"] = targets(data, out)
     out["goals"] = goals.goals(data, out)
     return out
+
+
+def relay_rows(relay: dict[str, Any]) -> dict[str, Any]:
+    """Section 6 (bench/relay_bench.py): per concurrency, the direct and relay cells and relay ÷ direct."""
+    rows = {}
+    for c, paths in relay.get("pass", {}).items():
+        d, r = paths.get("direct", []), paths.get("relay", [])
+        rows[c] = {
+            "direct": cell(d),
+            "relay": cell(r),
+            "relay_over_direct": paired(r, d, _ratio(_tp)),
+            "added_p50_ms": paired(r, d, _diff(_p("p50_ms"))),
+        }
+    return rows
 
 
 # --------------------------------------------------------------------------------------------------
@@ -173,6 +189,16 @@ def targets(data: dict[str, Any], s: dict[str, Any]) -> list[dict[str, Any]]:
             ),
             (all(r >= 2.0 for r in known) if known else None),
             "minimal legacy server; every concurrency; create_proxy(url) as documented",
+        )
+    relay = s.get("relay")
+    if relay:
+        ratios = {c: relay[c]["relay_over_direct"] for c in sorted(relay, key=int)}
+        add(
+            "relay throughput ≥ 0.9× going direct",
+            ", ".join(f"c={c}: {fmt(r, '.2f', '×')}" for c, r in ratios.items()),
+            all(r is not None and r >= 0.9 for r in ratios.values()),
+            "2026-07-28 client → mrtr-proxy → minimal 2026-07-28 server vs the same client direct; every "
+            "concurrency; same run, interleaved",
         )
     rt = s["roundtrip"].get("minimal")
     if rt:

@@ -221,7 +221,14 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
     )
     upstreams = {u.name: u for u in config.upstreams}
     app[MIRROR] = mirror = LegacyMirror.from_config(
-        config, clients, eras, app[CODEC], app[KEY_CHECK], state=app[STATE]
+        config,
+        clients,
+        eras,
+        app[CODEC],
+        app[KEY_CHECK],
+        state=app[STATE],
+        admission=app[CALLS].registry,
+        addresses=addresses,
     )
     principal = resolver(config.principal)
     app[OAUTH] = OAuthFront.from_config(config, app[PREPARED], http, clients)

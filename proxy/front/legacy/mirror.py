@@ -39,6 +39,7 @@ gets 404, so the client initializes again, and the era probed again sends it to 
 from __future__ import annotations
 
 import secrets
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -49,10 +50,11 @@ from aiohttp import web
 
 from proxy.calls.wording import unavailable, unavailable_message
 from proxy.config import Config, UpstreamConfig
+from proxy.front.address import TCP_PEER, AddressSource
 from proxy.front.legacy.bridge_session import RuntimeStateView
 from proxy.front.legacy.bridge_streams import BridgeReply, error_response
 from proxy.front.legacy.mirror_answers import MIRROR_PEER_PATH, MirrorAnswers
-from proxy.front.legacy.mirror_calls import End, MirrorCalls, MirrorSettings, Post
+from proxy.front.legacy.mirror_calls import Admission, End, MirrorCalls, MirrorSettings, Post
 from proxy.front.legacy.mirror_stream import SUBSCRIBE, UNSUBSCRIBE, Listener, MirrorStreams
 from proxy.front.peers import NOT_PROCESSED, Peers
 from proxy.handle import HandleCodec, HandleError
@@ -115,12 +117,15 @@ class LegacyMirror:
         replicas: Callable[[], Awaitable[list[str]]] | None = None,  # the others, for a cancel
         state: RuntimeStateView | None = None,  # draining: no new calls
         inner: Inner | None = None,  # the modern front in process: aggregated routes, `legacy_tools`
+        admission: Admission | None = None,  # the call limits mirrored calls count against
+        addresses: AddressSource = TCP_PEER,  # the client's address, for its share
     ) -> None:
         self._replicas, self._state, self.inner = replicas, state, inner
         self._upstreams, self._clients, self._eras = upstreams, clients, eras
         self._codec, self._peers, self._settings = codec, peers, settings
         self._call_timeout, self._log_level = call_timeout, log_level
-        self.calls = MirrorCalls(codec, settings)
+        self._addresses = addresses
+        self.calls = MirrorCalls(codec, settings, admission)
         self.answers = MirrorAnswers(codec, settings, self.calls, peers, replicas)
         self.streams = MirrorStreams(state)
 
@@ -134,8 +139,15 @@ class LegacyMirror:
         book: PeerBook,
         *,
         state: RuntimeStateView | None = None,
+        admission: Admission | None = None,
+        addresses: AddressSource = TCP_PEER,
     ) -> LegacyMirror:
-        settings = MirrorSettings(config.calls.parked_ttl_s, config.front.keepalive_s, config.replica_address)
+        settings = MirrorSettings(
+            config.calls.parked_ttl_s,
+            config.front.keepalive_s,
+            config.replica_address,
+            config.front.mirror_session_ttl_s,
+        )
         upstreams = {u.name: u for u in config.upstreams}
         return cls(
             upstreams=upstreams,
@@ -147,6 +159,8 @@ class LegacyMirror:
             call_timeout=config.calls.call_timeout_s,
             replicas=book.resolve if book.addresses else None,
             state=state,
+            admission=admission,
+            addresses=addresses,
         )
 
     async def takes(
@@ -188,8 +202,8 @@ class LegacyMirror:
         if isinstance(msg, jsonrpc.Request) and msg.method == "initialize":
             return await self._initialize(caller, upstream, msg)
         try:
-            session = open_mirror_session(self._codec, request.headers[mcp.SESSION_HEADER])
-        except HandleError:
+            session = open_mirror_session(self._codec, request.headers[mcp.SESSION_HEADER], time.time())
+        except HandleError:  # expired too: the client initializes again
             return error_response(404, "Session not found")
         if session.upstream != upstream or session.principal != principal:
             return error_response(404, "Session not found")
@@ -279,7 +293,8 @@ class LegacyMirror:
         reply = BridgeReply(caller.request)
         if isinstance(answer, jsonrpc.Error):
             return await reply.finish(answer)
-        session = MirrorSession(upstream, caller.principal, secrets.token_urlsafe(12), version, client, caps)
+        token, expires = secrets.token_urlsafe(12), int(time.time() + self._settings.session_ttl)
+        session = MirrorSession(upstream, caller.principal, token, version, client, caps, expires)
         sealed = seal_mirror_session(self._codec, session)
         log.info("mirror.session", upstream=upstream, client=client[0], version=version)
         result = jsonrpc.Result(msg.id, tr.initialize_result(answer.result, version))
@@ -305,7 +320,8 @@ class LegacyMirror:
             return response
         try:
             if msg.method in mcp.MRTR_METHODS:
-                answer = await self.calls.run(reply, session, msg, params, send, end=end)
+                address = self._addresses.of(caller.request)
+                answer = await self.calls.run(reply, session, msg, params, send, end=end, address=address)
             else:
                 answer = await send(jsonrpc.Request(msg.id, msg.method, params), _notes_to(reply))
                 if isinstance(answer, jsonrpc.Result):

@@ -264,3 +264,18 @@ async def test_an_upstream_without_listen_answers_the_get_405_and_one_that_is_do
         async with http.get(gone.url, headers={**gone.headers, **accept}) as resp:
             assert resp.status == 503
             assert (await resp.json())["error"]["message"].startswith("Upstream 'modern' unavailable")
+
+
+async def test_the_get_stream_ends_when_its_session_expires() -> None:
+    """A mirror session lives `front.mirror_session_ttl_s`, then 404: its GET stream ends with it."""
+    async with (
+        peers.start_mcp2_server() as modern,
+        running_proxy(str(modern), front=FrontConfig(mirror_session_ttl_s=2)) as proxy,
+        aiohttp.ClientSession() as http,
+    ):
+        client = RawLegacy(proxy.url, http)
+        await client.initialize({})
+        async with get_stream(client) as stream:
+            assert await stream.next(limit_s=10.0) == {}  # the end of the stream, nothing in it
+        async with http.get(client.url, headers={**client.headers, "Accept": "text/event-stream"}) as resp:
+            assert resp.status == 404

@@ -7,7 +7,7 @@ every list_changed the session's upstream offers, or, on an aggregated route, ev
 member heard on a session of its own, a modern one on a listen of the proxy's). Its notifications reach the
 client as a legacy server writes them: no acknowledgement, no subscription id, no final result; keep-alive
 comments meanwhile. The stream ends when the client goes, when the replica drains (a clean end: the client
-opens another GET, on another replica), or when the upstream's listen ends.
+opens another GET, on another replica), when the upstream's listen ends, or when the session expires.
 
 One GET per session per replica: a second GET of the same session replaces the first, which ends cleanly.
 The legacy transport lets a client hold several streams but forbids sending one message on two, and a GET
@@ -29,6 +29,8 @@ requests, a subscription made on one replica is heard only on a GET stream held 
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections import OrderedDict
 from typing import Any, Protocol
 
@@ -109,6 +111,9 @@ class MirrorStreams:
             log.info("mirror.stream_replaced", upstream=session.upstream)
         feed = LegacyStream(self._uris.get(session.token, ()))
         self._open[session.token] = feed
+        expiry = asyncio.get_running_loop().call_later(  # the session's absolute expiry ends its stream too
+            max(0.0, session.expires_at - time.time()), feed.ended.set
+        )
         try:
             response = await listener.listen(
                 request,
@@ -121,6 +126,7 @@ class MirrorStreams:
                 feed=feed,
             )
         finally:
+            expiry.cancel()
             if self._open.get(session.token) is feed:
                 del self._open[session.token]
         return response if response is not None else _no_stream()

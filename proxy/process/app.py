@@ -233,6 +233,10 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
     principal = resolver(config.principal)
     app[OAUTH] = OAuthFront.from_config(config, app[PREPARED], http, clients)
     relay = NativeRelay.from_config(config, clients, eras, app[CODEC])  # to 2026-07-28 upstreams
+    aggregate = aggregated(app, pools, tasks, clients, eras)  # routes of several upstreams
+    listen = ListenFront(
+        front=config.front, pools=pools, state=app[STATE], tasks=tasks, relay=relay, aggregate=aggregate
+    )
     modern = ModernFront(
         front=config.front,
         upstreams=upstreams,
@@ -242,10 +246,10 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
         peers=app[PEERS],
         state=app[STATE],
         tasks=tasks,
-        listen=ListenFront(front=config.front, pools=pools, state=app[STATE], tasks=tasks, relay=relay),
+        listen=listen,
         oauth=app[OAUTH],
         relay=relay,
-        aggregate=aggregated(app, pools, tasks, clients, eras),  # routes of several upstreams
+        aggregate=aggregate,
     )
     mirror.inner = InnerFront(modern, addresses, app[CALLS])  # legacy clients of routes and of `legacy_tools`
     app[FRONT] = Endpoint(

@@ -27,7 +27,10 @@ upstream (upstream/modern.py):
 - **Notifications**: `notifications/cancelled` ends the call it names when that call runs on this replica
   (its upstream stream is closed, nothing is retried); `notifications/roots/list_changed` is honoured as
   it is: roots are never cached, every `roots/list` the upstream asks is asked of the client afresh.
-- **GET** is 405 (no standalone stream: a modern server sends nothing outside a request); **DELETE** 200.
+- **GET** opens the session's standalone stream (mirror_stream.py): a listen of the proxy's own modern
+  front for every list_changed the upstream (or the route's members) offers, written as legacy
+  notifications; 405 when this proxy serves no listen. **resources/subscribe** and `unsubscribe` are
+  answered by the mirror: the URI joins that listen. **DELETE** 200 (and the stream here ends).
 
 A session whose upstream turns out legacy after all (a modern request answered the legacy way, `NotModern`)
 gets 404, so the client initializes again, and the era probed again sends it to the relay.
@@ -52,6 +55,7 @@ from proxy.front.legacy.bridge_session import RuntimeStateView
 from proxy.front.legacy.bridge_streams import BridgeReply, error_response
 from proxy.front.legacy.mirror_answers import MIRROR_PEER_PATH, MirrorAnswers
 from proxy.front.legacy.mirror_calls import Admission, End, MirrorCalls, MirrorSettings, Post
+from proxy.front.legacy.mirror_stream import SUBSCRIBE, UNSUBSCRIBE, Listener, MirrorStreams
 from proxy.front.peers import NOT_PROCESSED, Peers
 from proxy.handle import HandleCodec, HandleError
 from proxy.handle.mirror_ids import MirrorSession, open_mirror_session, seal_mirror_session
@@ -68,7 +72,7 @@ log = structlog.get_logger("proxy.front.mirror")
 Challenge = Callable[[str | None], str | None]
 
 
-class Inner(Protocol):
+class Inner(Listener, Protocol):
     """The modern front, asked in process (front/modern/inner.py): for a legacy client of an aggregated
     route, and for the `legacy_tools` of a two-era upstream."""
 
@@ -123,6 +127,7 @@ class LegacyMirror:
         self._addresses = addresses
         self.calls = MirrorCalls(codec, settings, admission)
         self.answers = MirrorAnswers(codec, settings, self.calls, peers, replicas)
+        self.streams = MirrorStreams(state)
 
     @classmethod
     def from_config(
@@ -203,12 +208,21 @@ class LegacyMirror:
         if session.upstream != upstream or session.principal != principal:
             return error_response(404, "Session not found")
         if request.method == "GET":
-            response = error_response(
-                405, "No standalone stream: this server sends nothing outside a request"
+            meta = tr.modern_params(
+                {}, client=session.client, capabilities=session.capabilities, log_level=None
             )
-            response.headers["Allow"] = "POST, DELETE"
-            return response
+            return await self.streams.serve(
+                self.inner,
+                request,
+                session,
+                meta["_meta"],
+                upstream_headers=upstream_headers,
+                route=route,
+                grant=grant,
+            )
         if request.method == "DELETE" or msg is None:
+            if request.method == "DELETE":
+                self.streams.forget(session)
             return web.Response(status=200)
         if isinstance(msg, jsonrpc.Result | jsonrpc.Error):
             return await self.answers.answer(session, msg, body or b"")
@@ -292,6 +306,8 @@ class LegacyMirror:
         reply = BridgeReply(caller.request)
         if msg.method in (mcp.SET_LOG_LEVEL, mcp.PING):  # neither exists at 2026-07-28: answered here
             return await reply.finish(jsonrpc.Result(msg.id, {}))
+        if msg.method in (SUBSCRIBE, UNSUBSCRIBE) and self.inner is not None:  # the GET stream's listen
+            return await reply.finish(await self.streams.subscription(session, msg))
         params = tr.modern_params(
             msg.params, client=session.client, capabilities=session.capabilities, log_level=self._log_level
         )

@@ -92,8 +92,11 @@ class ModernMember:
         finally:
             if not self._acked.done():
                 self._acked.set_result(None)
-        if isinstance(answer, jsonrpc.Error):
-            log.warning("listen.upstream_left_out", upstream=self.upstream, reason=answer.error.message)
+        if isinstance(answer, jsonrpc.Error):  # a server without listen (FastMCP 4.2.3): usual, not a fault
+            quiet = answer.error.code == jsonrpc.METHOD_NOT_FOUND
+            (log.info if quiet else log.warning)(
+                "listen.upstream_left_out", upstream=self.upstream, reason=answer.error.message
+            )
         else:
             log.info("listen.upstream_ended", upstream=self.upstream)
 

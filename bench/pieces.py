@@ -61,6 +61,13 @@ async def modern_server() -> AsyncIterator[Piece]:
 
 
 @contextlib.asynccontextmanager
+async def fastmcp4_server() -> AsyncIterator[Piece]:
+    """FastMCP 4.2.3 (tests/fixtures/fastmcp4_server.py, two eras): the native relay before a real server."""
+    async with peers.start_fastmcp4() as url:
+        yield Piece(str(url), url.peer.pid)
+
+
+@contextlib.asynccontextmanager
 async def mrtr_proxy(
     upstream: str,
     tmp: Path,

@@ -1,7 +1,8 @@
 """Section 6 of a bench run: the native relay (issue 28) — a 2026-07-28 client's plain tool call through
-mrtr-proxy to a 2026-07-28 upstream (the minimal aiohttp server, bench/minimal_modern.py) against the same
-client calling that upstream directly, repetitions interleaved in the same run. The goal: relay throughput
-at least 0.9 times going direct.
+mrtr-proxy to a 2026-07-28 upstream against the same client calling that upstream directly, repetitions
+interleaved in the same run, in front of two upstreams: the minimal aiohttp server (bench/minimal_modern.py:
+what the proxy's own cost shows against) and FastMCP 4.2.3 (a real two-era server, tests/fixtures/
+fastmcp4_server.py: what an operator sees). The goal: relay throughput at least 0.9 times going direct.
 
 Also runnable alone, to check it without a whole ``make bench`` (nothing is recorded)::
 
@@ -12,21 +13,31 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from pieces import measure, modern_server, mrtr_proxy
+from pieces import Piece, fastmcp4_server, measure, modern_server, mrtr_proxy
 from plan import FULL, QUICK, Plan, say
 
 GOAL = 0.9  # relay throughput ÷ direct
 
 
 async def relay(plan: Plan, tmp: Path) -> dict[str, Any]:
+    """{"pass": cells in front of the minimal server, "fastmcp4": cells in front of FastMCP 4.2.3}."""
+    out = {"pass": await _cells(plan, tmp, modern_server(), "minimal")}
+    out["fastmcp4"] = await _cells(plan, tmp, fastmcp4_server(), "fastmcp4")
+    return out
+
+
+async def _cells(
+    plan: Plan, tmp: Path, server: contextlib.AbstractAsyncContextManager[Piece], name: str
+) -> dict[str, dict[str, list[dict[str, Any]]]]:
     echo = {"tool": "echo", "args": {"text": "hello"}, "expect": "hello"}
-    async with modern_server() as up, mrtr_proxy(up.url, tmp) as mp:
-        say(f"[relay] modern server {up.url}, mrtr-proxy {mp.url}")
+    async with server as up, mrtr_proxy(up.url, tmp) as mp:
+        say(f"[relay] {name} server {up.url}, mrtr-proxy {mp.url}")
         targets = {
             "direct": (up.url, {"upstream": up.pid}),
             "relay": (mp.url, {"proxy": mp.pid, "upstream": up.pid}),
@@ -52,9 +63,9 @@ async def relay(plan: Plan, tmp: Path) -> dict[str, Any]:
                         "watch_pids": list(pids.values()),
                         **echo,
                     }
-                    label = f"[relay] pass rep {rep + 1}/{plan.reps} c={c:<3} {path:<6}"
+                    label = f"[relay] {name} rep {rep + 1}/{plan.reps} c={c:<3} {path:<6}"
                     cells[str(c)][path].append(await measure(spec, label, pids))
-    return {"pass": cells}
+    return cells
 
 
 def ratio_line(s: dict[str, Any]) -> str:
@@ -70,8 +81,9 @@ def main() -> int:
     plan = QUICK if args.quick else FULL
     with tempfile.TemporaryDirectory(prefix="mrtr-bench-relay-") as tmp:
         data = asyncio.run(relay(plan, Path(tmp)))
-    rows = relay_rows(data)
-    print(f"relay throughput ÷ direct (goal ≥ {GOAL:g}): {ratio_line(rows)}")
+    for name, key in (("minimal", "pass"), ("FastMCP 4.2.3", "fastmcp4")):
+        rows = relay_rows({"pass": data[key]})
+        print(f"relay throughput ÷ direct, {name} (goal ≥ {GOAL:g}): {ratio_line(rows)}")
     return 0
 
 

@@ -123,6 +123,8 @@ def summarize(data: dict[str, Any]) -> dict[str, Any]:
                 )
     if data.get("relay"):
         out["relay"] = relay_rows(data["relay"])
+        if data["relay"].get("fastmcp4"):
+            out["relay_fastmcp4"] = relay_rows({"pass": data["relay"]["fastmcp4"]})
     out["targets"] = targets(data, out)
     out["goals"] = goals.goals(data, out)
     return out
@@ -190,14 +192,16 @@ def targets(data: dict[str, Any], s: dict[str, Any]) -> list[dict[str, Any]]:
             (all(r >= 2.0 for r in known) if known else None),
             "minimal legacy server; every concurrency; create_proxy(url) as documented",
         )
-    relay = s.get("relay")
-    if relay:
+    for key, server in (("relay", "minimal 2026-07-28 server"), ("relay_fastmcp4", "FastMCP 4.2.3")):
+        relay = s.get(key)
+        if not relay:
+            continue
         ratios = {c: relay[c]["relay_over_direct"] for c in sorted(relay, key=int)}
         add(
-            "relay throughput ≥ 0.9× going direct",
+            f"relay throughput ≥ 0.9× going direct ({server})",
             ", ".join(f"c={c}: {fmt(r, '.2f', '×')}" for c, r in ratios.items()),
             all(r is not None and r >= 0.9 for r in ratios.values()),
-            "2026-07-28 client → mrtr-proxy → minimal 2026-07-28 server vs the same client direct; every "
+            f"2026-07-28 client → mrtr-proxy → {server} vs the same client direct; every "
             "concurrency; same run, interleaved",
         )
     rt = s["roundtrip"].get("minimal")

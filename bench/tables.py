@@ -287,9 +287,9 @@ def _profile_lines(prof: dict[str, Any]) -> list[str]:
     ]
 
 
-def _relay_lines(rows: dict[str, Any]) -> list[str]:
+def _relay_lines(rows: dict[str, Any], server: str = "minimal 2026-07-28 server") -> list[str]:
     lines = [
-        "### 6. Native relay: plain tool call, 2026-07-28 client and minimal 2026-07-28 server",
+        f"### 6. Native relay: plain tool call, 2026-07-28 client and {server}",
         "",
         *_header(
             "clients", "direct req/s", "relay req/s", "relay ÷ direct", "p50 ms direct / relay", "added p50"
@@ -323,6 +323,8 @@ def markdown(data: dict[str, Any], s: dict[str, Any]) -> str:
         lines += _handle_lines(data)
     if s.get("relay"):
         lines += _relay_lines(s["relay"])
+    if s.get("relay_fastmcp4"):
+        lines += _relay_lines(s["relay_fastmcp4"], "FastMCP 4.2.3 (two eras)")
     lines += ["### Targets", "", *_header("target", "measured", "met", "note", left=4)]
     for t in s["targets"]:
         verdict = {True: "yes", False: "**no**", None: "n/a"}[t["met"]]

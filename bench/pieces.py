@@ -1,7 +1,7 @@
 """The processes a bench run starts, each its own process on 127.0.0.1, started and always stopped by
-``tests/peers.py``'s ``run_peer``: the legacy servers, mrtr-proxy as operators run it, FastMCP's proxy, the
-aiohttp floor relay; and the load generator (``bench/loadgen.py``) that measures them, one process per
-measurement."""
+``tests/peers.py``'s ``run_peer``: the legacy servers, the minimal 2026-07-28 server, mrtr-proxy as operators
+run it, FastMCP's proxy, the aiohttp floor relay; and the load generator (``bench/loadgen.py``) that measures
+them, one process per measurement."""
 
 from __future__ import annotations
 
@@ -46,6 +46,25 @@ async def legacy_server(kind: str, *, get_stream: bool = True) -> AsyncIterator[
 
     async with peers.run_peer(kind, command, env={"PYTHONUNBUFFERED": "1"}, stop_timeout=STOP_S) as peer:
         yield Piece(f"http://{LOOPBACK}:{peer.port}/mcp", peer.pid)
+
+
+@contextlib.asynccontextmanager
+async def modern_server() -> AsyncIterator[Piece]:
+    """The minimal 2026-07-28 server (bench/minimal_modern.py): what the native relay is measured against."""
+
+    def command(port: int) -> list[str]:
+        return [PY, str(BENCH / "minimal_modern.py"), "--port", str(port)]
+
+    env = {"PYTHONUNBUFFERED": "1"}
+    async with peers.run_peer("minimal-modern", command, env=env, stop_timeout=STOP_S) as peer:
+        yield Piece(f"http://{LOOPBACK}:{peer.port}/mcp", peer.pid)
+
+
+@contextlib.asynccontextmanager
+async def fastmcp4_server() -> AsyncIterator[Piece]:
+    """FastMCP 4.2.3 (tests/fixtures/fastmcp4_server.py, two eras): the native relay before a real server."""
+    async with peers.start_fastmcp4() as url:
+        yield Piece(str(url), url.peer.pid)
 
 
 @contextlib.asynccontextmanager

@@ -18,6 +18,8 @@ Sections:
 4. handle: seal and unseal per handle (µs), handle size (bytes).
 5. aggregated routes: tools/list and tools/call through an aggregate of 4 minimal servers vs a
    single-upstream route, in one proxy, interleaved (bench/aggregate.py).
+6. native relay: a 2026-07-28 client's plain call through the proxy to a minimal 2026-07-28 server vs the
+   same client direct (``bench/relay_bench.py``), interleaved; goal relay at least 0.9 times direct.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from machine import background_cpu, machine, raise_nofile, wait_quiet
 from parked import parked
 from passthrough import pass_and_roundtrip
 from plan import BENCH, FULL, QUICK, RESULTS, Plan, say
+from relay_bench import relay
 
 UPSTREAMS = ("minimal", "fastmcp130")
 
@@ -92,6 +95,8 @@ async def main_async(plan: Plan, args: argparse.Namespace, nofile: int) -> dict[
             data["parked"] = await parked(plan, tmp, nofile)
         if not args.no_aggregate:
             data["aggregate"] = await aggregate(plan, tmp)
+        if not args.no_relay:
+            data["relay"] = await relay(plan, tmp)
     data["elapsed_s"] = round(time.time() - started, 1)
     data["machine"]["background_cpu_pct_after"] = background_cpu()
     return data
@@ -110,6 +115,7 @@ def main() -> int:
     parser.add_argument("--no-parked", action="store_true", help="skip the parked-calls section")
     parser.add_argument("--no-profile", action="store_true", help="skip the py-spy profile")
     parser.add_argument("--no-aggregate", action="store_true", help="skip the aggregated-routes section")
+    parser.add_argument("--no-relay", action="store_true", help="skip the native relay section")
     parser.add_argument(
         "--no-fastmcp-shared",
         action="store_true",

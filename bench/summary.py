@@ -121,9 +121,27 @@ def summarize(data: dict[str, Any]) -> dict[str, Any]:
                         "park_rate": (lv.get("park") or {}).get("rate_per_s"),
                     }
                 )
+    if data.get("relay"):
+        out["relay"] = relay_rows(data["relay"])
+        if data["relay"].get("fastmcp4"):
+            out["relay_fastmcp4"] = relay_rows({"pass": data["relay"]["fastmcp4"]})
     out["targets"] = targets(data, out)
     out["goals"] = goals.goals(data, out)
     return out
+
+
+def relay_rows(relay: dict[str, Any]) -> dict[str, Any]:
+    """Section 6 (bench/relay_bench.py): per concurrency, the direct and relay cells and relay ÷ direct."""
+    rows = {}
+    for c, paths in relay.get("pass", {}).items():
+        d, r = paths.get("direct", []), paths.get("relay", [])
+        rows[c] = {
+            "direct": cell(d),
+            "relay": cell(r),
+            "relay_over_direct": paired(r, d, _ratio(_tp)),
+            "added_p50_ms": paired(r, d, _diff(_p("p50_ms"))),
+        }
+    return rows
 
 
 # --------------------------------------------------------------------------------------------------
@@ -173,6 +191,18 @@ def targets(data: dict[str, Any], s: dict[str, Any]) -> list[dict[str, Any]]:
             ),
             (all(r >= 2.0 for r in known) if known else None),
             "minimal legacy server; every concurrency; create_proxy(url) as documented",
+        )
+    for key, server in (("relay", "minimal 2026-07-28 server"), ("relay_fastmcp4", "FastMCP 4.2.3")):
+        relay = s.get(key)
+        if not relay:
+            continue
+        ratios = {c: relay[c]["relay_over_direct"] for c in sorted(relay, key=int)}
+        add(
+            f"relay throughput ≥ 0.9× going direct ({server})",
+            ", ".join(f"c={c}: {fmt(r, '.2f', '×')}" for c, r in ratios.items()),
+            all(r is not None and r >= 0.9 for r in ratios.values()),
+            f"2026-07-28 client → mrtr-proxy → {server} vs the same client direct; every "
+            "concurrency; same run, interleaved",
         )
     rt = s["roundtrip"].get("minimal")
     if rt:

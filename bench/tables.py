@@ -287,6 +287,30 @@ def _profile_lines(prof: dict[str, Any]) -> list[str]:
     ]
 
 
+def _relay_lines(rows: dict[str, Any], server: str = "minimal 2026-07-28 server") -> list[str]:
+    lines = [
+        f"### 6. Native relay: plain tool call, 2026-07-28 client and {server}",
+        "",
+        *_header(
+            "clients", "direct req/s", "relay req/s", "relay ÷ direct", "p50 ms direct / relay", "added p50"
+        ),
+    ]
+    for c in sorted(rows, key=int):
+        r = rows[c]
+        d, m = r["direct"], r["relay"]
+        lines.append(
+            _row(
+                c,
+                f"{fmt(d.get('throughput_rps'), '.0f')}{_flag(d)}",
+                f"{fmt(m.get('throughput_rps'), '.0f')}{_flag(m)}",
+                fmt(r["relay_over_direct"], ".2f", "×"),
+                f"{fmt(d.get('p50_ms'))} / {fmt(m.get('p50_ms'))}",
+                fmt(r["added_p50_ms"]),
+            )
+        )
+    return [*lines, ""]
+
+
 def markdown(data: dict[str, Any], s: dict[str, Any]) -> str:
     lines = _machine_lines(data)
     for kind, rows in s["pass"].items():
@@ -297,6 +321,10 @@ def markdown(data: dict[str, Any], s: dict[str, Any]) -> str:
         lines += _parked_lines(data, s)
     if data.get("handles"):
         lines += _handle_lines(data)
+    if s.get("relay"):
+        lines += _relay_lines(s["relay"])
+    if s.get("relay_fastmcp4"):
+        lines += _relay_lines(s["relay_fastmcp4"], "FastMCP 4.2.3 (two eras)")
     lines += ["### Targets", "", *_header("target", "measured", "met", "note", left=4)]
     for t in s["targets"]:
         verdict = {True: "yes", False: "**no**", None: "n/a"}[t["met"]]

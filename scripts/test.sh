@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up everything the tests need from nothing (.venv, the MCP peers in .peers/) and runs every check:
 # ruff, mypy (strict), and the pytest suite, which starts and stops the real legacy servers and clients.
-# Extra arguments go to pytest, e.g. `scripts/test.sh tests/e2e -x`.
+# Extra arguments go to pytest, e.g. `scripts/test.sh tests/e2e -x`. The suite runs on TEST_WORKERS pytest-xdist
+# workers (default 2: CI's cores; a test file stays on one worker, so module fixtures are started once).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -18,4 +19,4 @@ echo "== module size (proxy/ and bench/: at most 400 lines each)"
 echo "== mypy (strict)"
 .venv/bin/mypy
 echo "== pytest"
-.venv/bin/pytest -q -p no:cacheprovider "$@"
+.venv/bin/pytest -q -p no:cacheprovider -n "${TEST_WORKERS:-2}" --dist loadfile "$@"

@@ -22,6 +22,7 @@ from unhandled_hooks import (  # noqa: F401 - hooks: the session-wide request.un
     pytest_runtest_protocol,
     pytest_sessionfinish,
     pytest_terminal_summary,
+    pytest_testnodedown,
 )
 
 

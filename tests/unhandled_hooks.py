@@ -32,8 +32,19 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     BOOK.scan()
+    worker_output = getattr(session.config, "workeroutput", None)
+    if worker_output is not None:  # a pytest-xdist worker: the controller judges the whole run
+        worker_output["unhandled"] = list(BOOK.found)
+        return
     if BOOK.found and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """pytest-xdist (controller): what a worker found is the run's."""
+    found = getattr(node, "workeroutput", {}).get("unhandled", [])
+    BOOK.found.extend((str(test), str(what)) for test, what in found)
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

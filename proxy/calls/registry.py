@@ -122,6 +122,8 @@ class CallRegistry:
         # (the service also refuses any handle this replica issued for a call it no longer holds).
         self._ended: dict[str, float] = {}
         self._cancelled: set[str] = set()  # the ended calls an operator cancelled (a subset of _ended)
+        # Calls held elsewhere that count against the same limits (the mirror: front/legacy/mirror_calls.py)
+        self._elsewhere = 0
 
     def __len__(self) -> int:
         return len(self._calls)
@@ -137,12 +139,34 @@ class CallRegistry:
     def max_calls(self) -> int:
         return self._max
 
+    @property
+    def held(self) -> int:
+        """Every call this replica holds: its own and those held elsewhere (`hold`)."""
+        return len(self._calls) + self._elsewhere
+
+    def hold(self, principal: str, address: str = "") -> None:
+        """Admit a call that lives outside the registry (a mirrored call, which waits for its legacy
+        client's answers as a parked call does) and count it against calls.max_parked, the principal's and
+        the address's shares until `let_go`. Raises LimitExceeded as `admit` does."""
+        self.admit(principal, address)
+        self._elsewhere += 1
+        self._per_principal[principal] += 1
+        if address:
+            self._per_address[address] += 1
+
+    def let_go(self, principal: str, address: str = "") -> None:
+        """A call admitted by `hold` ended."""
+        self._elsewhere -= 1
+        _decrement(self._per_principal, principal)
+        if address:
+            _decrement(self._per_address, address)
+
     def parked_in(self, upstream: str) -> int:
         return self._parked[upstream]
 
     def admit(self, principal: str, address: str = "") -> None:
         """Refuse a new call when the proxy, this principal or this client address is at its limit."""
-        if len(self._calls) >= self._max:
+        if self.held >= self._max:
             self._refuse(
                 f"the proxy holds {self._max} parked or running calls (calls.max_parked)", "calls_total"
             )

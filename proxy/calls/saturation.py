@@ -20,7 +20,7 @@ def saturation(calls: CallService, pools: Mapping[str, SessionPool]) -> dict[str
     pool.max_sessions taken by calls). Empty: not saturated."""
     registry = calls.registry
     out: dict[str, str] = {}
-    if len(registry) >= registry.max_calls:
+    if registry.held >= registry.max_calls:
         out[REPLICA] = "calls"
     for name, pool in pools.items():
         if registry.parked_in(name) >= calls.park_cap(name):

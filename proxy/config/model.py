@@ -95,6 +95,7 @@ class FrontConfig:
     trusted_hops: int = 1
     legacy_sessions_per_principal: int = 64
     legacy_sessions_per_address: int = 256
+    mirror_session_ttl_s: float = 86400
 
 
 PrincipalSource = Literal["authorization", "jwt_claim", "header"]

@@ -185,7 +185,7 @@ def _upstream_problems(p: str, up: dict[str, Any], seen: dict[str, int]) -> Iter
         elif isinstance(h, str) and h.lower() in MANAGED_HEADERS:
             yield f"{p}.headers: {h!r} is set by the proxy"
     for j, h in enumerate(forward if isinstance(forward, list) else ()):
-        if h in MANAGED_HEADERS:
+        if isinstance(h, str) and h in MANAGED_HEADERS:  # (the schema says what else is wrong with it)
             yield f"{p}.forward_headers.{j}: {h!r} is set by the proxy and cannot be forwarded"
 
 

@@ -23,6 +23,7 @@ from .keyring import (
     load_named_keys,
     parse_key,
     token_kid,
+    token_version,
 )
 
 __all__ = [
@@ -50,4 +51,5 @@ __all__ = [
     "principal_digest",
     "target_digest",
     "token_kid",
+    "token_version",
 ]

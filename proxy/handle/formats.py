@@ -14,3 +14,4 @@ RELAY_STATE: Final = 4  # a modern upstream's requestState bound to the principa
 MIRROR_SESSION: Final = 5  # a mirror session's Mcp-Session-Id (mirror_ids.py)
 MIRROR_ASK: Final = 6  # the id of an inline request the mirror sends a legacy client (mirror_ids.py)
 LIST_CURSOR: Final = 7  # an aggregated route's merged-list cursor (proxy/routes/cursor.py)
+RELAY_TASK: Final = 8  # a modern upstream's task id bound to the principal (relay_task.py)

@@ -21,6 +21,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 __all__ = [
+    "MAX_LARGE_TOKEN_CHARS",
     "MAX_TOKEN_CHARS",
     "HandleError",
     "Key",
@@ -32,6 +33,7 @@ __all__ = [
     "load_named_keys",
     "parse_key",
     "token_kid",
+    "token_version",
 ]
 
 SECRET_LEN = 32
@@ -41,6 +43,9 @@ TAG_LEN = 16
 HEADER_LEN = 1 + KID_LEN
 MIN_TOKEN_BYTES = HEADER_LEN + NONCE_LEN + TAG_LEN
 MAX_TOKEN_CHARS = 4096
+# The cap of a kind that carries an upstream's own payload (relay_state.py: a modern upstream's requestState,
+# which real servers make tens of KB); every other kind is held to MAX_TOKEN_CHARS.
+MAX_LARGE_TOKEN_CHARS = 98304
 _MAX_KEY_FILE_BYTES = 1024
 
 _B64ANY = re.compile(r"[A-Za-z0-9+/_-]+={0,2}")
@@ -139,21 +144,25 @@ class KeyRing:
     def __repr__(self) -> str:
         return f"KeyRing(kids={list(self.kids)!r}, sealing={self.sealing_kid!r})"
 
-    def seal(self, plaintext: bytes, *, version: int) -> str:
-        """Encrypt and authenticate ``plaintext``; raises ValueError if the token would be too long."""
+    def seal(self, plaintext: bytes, *, version: int, max_chars: int = MAX_TOKEN_CHARS) -> str:
+        """Encrypt and authenticate ``plaintext``; raises ValueError if the token would be longer than
+        ``max_chars`` (MAX_TOKEN_CHARS unless a kind has a cap of its own)."""
         if not 0 <= version <= 255:
             raise ValueError("version must fit in one byte")
         header = bytes((version,)) + self._seal_kid
         nonce = os.urandom(NONCE_LEN)
         sealed = header + nonce + self._seal_aead.encrypt(nonce, plaintext, header)
         token = binascii.b2a_base64(sealed, newline=False).translate(_TO_URLSAFE).rstrip(b"=").decode("ascii")
-        if len(token) > MAX_TOKEN_CHARS:
-            raise ValueError(f"sealed token is {len(token)} chars, over the {MAX_TOKEN_CHARS} cap")
+        if len(token) > max_chars:
+            raise ValueError(f"sealed token is {len(token)} chars, over the {max_chars} cap")
         return token
 
-    def unseal(self, token: str, *, versions: Container[int] = (1,)) -> tuple[int, bytes]:
-        """Return ``(version, plaintext)``; anything wrong raises HandleError and nothing else."""
-        raw = _b64url_decode(token)
+    def unseal(
+        self, token: str, *, versions: Container[int] = (1,), max_chars: int = MAX_TOKEN_CHARS
+    ) -> tuple[int, bytes]:
+        """Return ``(version, plaintext)``; anything wrong raises HandleError and nothing else. A token
+        longer than ``max_chars`` is refused (``too_long``) before any work."""
+        raw = _b64url_decode(token, max_chars)
         if len(raw) < MIN_TOKEN_BYTES:
             raise HandleError("too_short")
         version = raw[0]
@@ -178,12 +187,22 @@ def token_kid(token: object) -> str | None:
     """The key id in a token's clear header (public: it names the key, it is not the key), or None if the
     token is not even well-formed."""
     try:
-        raw = _b64url_decode(token)
+        raw = _b64url_decode(token, MAX_LARGE_TOKEN_CHARS)
     except HandleError:
         return None
     if len(raw) < MIN_TOKEN_BYTES:
         return None
     return raw[1:HEADER_LEN].decode("ascii", "replace")
+
+
+def token_version(token: object) -> int | None:
+    """The version byte in a token's clear header (which kind of token it says it is; only unsealing
+    proves it), or None if the token is not even well-formed."""
+    try:
+        raw = _b64url_decode(token, MAX_LARGE_TOKEN_CHARS)
+    except HandleError:
+        return None
+    return raw[0] if len(raw) >= MIN_TOKEN_BYTES else None
 
 
 _B64_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
@@ -196,11 +215,11 @@ _TO_URLSAFE = bytes.maketrans(b"+/", b"-_")
 _UNUSED_BITS = {0: 0, 2: 0x0F, 3: 0x03}
 
 
-def _b64url_decode(token: object) -> bytes:
+def _b64url_decode(token: object, max_chars: int = MAX_TOKEN_CHARS) -> bytes:
     """Strict, canonical base64url without padding."""
     if not isinstance(token, str):
         raise HandleError("malformed")
-    if len(token) > MAX_TOKEN_CHARS:
+    if len(token) > max_chars:
         raise HandleError("too_long")
     unused = _UNUSED_BITS.get(len(token) % 4)
     if unused is None or not token.isascii():

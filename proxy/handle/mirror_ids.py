@@ -5,8 +5,10 @@ ids of the inline requests the mirror sends that client.
   `initialize`. The upstream speaks 2026-07-28 and has no session, so the id carries what every later
   request of the client needs to become a 2026-07-28 request: the upstream, the principal, the protocol
   version the client negotiated, its `clientInfo` (name and version) and the input capabilities it declared,
-  plus a random token naming the session (the mirror's inline request ids are bound to it). Nothing of the
-  session lives in a replica: any replica serves any request of it.
+  plus a random token naming the session (the mirror's inline request ids are bound to it) and its expiry
+  (`front.mirror_session_ttl_s` after `initialize`: a sealed id cannot slide without a new one, so the
+  lifetime is absolute; an expired id is "Session not found" and the client initializes again). Nothing
+  of the session lives in a replica: any replica serves any request of it.
 - **Ask ids** (format 6): the JSON-RPC id of one inline request (`elicitation/create`,
   `sampling/createMessage`, `roots/list`) the mirror sends on the POST stream of a call. The client's
   answer is a POST of its own that a load balancer may send to any replica: the id names the replica
@@ -43,6 +45,7 @@ class MirrorSession:
     version: str  # the legacy protocol version the client negotiated
     client: tuple[str, str]  # clientInfo name and version
     capabilities: Mapping[str, Any]  # the 2026-07-28 clientCapabilities the client's declaration maps to
+    expires_at: int  # unix seconds
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,24 +66,31 @@ def seal_mirror_session(codec: HandleCodec, session: MirrorSession) -> str:
         "n": session.client[0][:_MAX_FIELD],
         "r": session.client[1][:_MAX_FIELD],
         "c": dict(session.capabilities),
+        "e": session.expires_at,
     }
     return codec.ring.seal(json.dumps(claims, separators=(",", ":")).encode(), version=MIRROR_SESSION_VERSION)
 
 
-def open_mirror_session(codec: HandleCodec, token: str) -> MirrorSession:
-    """Raises HandleError for anything that is not a mirror session id this deployment sealed."""
+def open_mirror_session(codec: HandleCodec, token: str, now: float | None = None) -> MirrorSession:
+    """Raises HandleError for anything that is not a mirror session id this deployment sealed, and
+    (`now` given) `expired` for one whose lifetime is over. Without `now`: whether it is one of ours at
+    all, expired or not (whose request it is to answer)."""
     _, plaintext = codec.ring.unseal(token, versions=(MIRROR_SESSION_VERSION,))
     try:
         obj = json.loads(plaintext)
         fields = (obj["u"], obj["w"], obj["s"], obj["v"])
-        client, caps = (obj["n"], obj["r"]), obj["c"]
+        client, caps, expires_at = (obj["n"], obj["r"]), obj["c"], obj["e"]
     except (ValueError, KeyError, TypeError):
         raise HandleError("bad_claims") from None
     if not all(isinstance(f, str) and 0 < len(f) <= _MAX_FIELD for f in fields):
         raise HandleError("bad_claims")
     if not all(isinstance(f, str) for f in client) or not isinstance(caps, dict):
         raise HandleError("bad_claims")
-    return MirrorSession(*fields, client=client, capabilities=caps)
+    if type(expires_at) is not int:
+        raise HandleError("bad_claims")
+    if now is not None and now >= expires_at:
+        raise HandleError("expired")
+    return MirrorSession(*fields, client=client, capabilities=caps, expires_at=expires_at)
 
 
 def seal_ask(codec: HandleCodec, ask: MirrorAsk) -> str:

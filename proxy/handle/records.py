@@ -18,6 +18,11 @@ def open_record(
     """The record's fields, in the order of `names`, and its expiry. Raises HandleError: not sealed here
     under `version` (the ring's reasons), `bad_claims` (a field missing or not a string), `expired`."""
     _, plaintext = ring.unseal(token, versions=(version,))
+    return parse_record(plaintext, names, now)
+
+
+def parse_record(plaintext: bytes, names: tuple[str, ...], now: float) -> tuple[tuple[str, ...], int]:
+    """A record's fields and expiry from its unsealed JSON; raises HandleError as `open_record` does."""
     try:
         obj = json.loads(plaintext)
         fields = tuple(obj[name] for name in names)

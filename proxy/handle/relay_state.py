@@ -6,22 +6,32 @@ would be a bearer token: another user presenting it would resume the call as the
 it in this handle: the upstream's state, the upstream, the principal, the request's method and name, and an
 expiry, sealed with the key ring under its own version byte (formats.py: no other kind can be presented as
 it). Stateless: any replica holding the key ring unwraps it.
+
+Real servers' states are large (a FastMCP 4 native tool's carries what the tool stored; the mcp SDK seals
+its own), so this kind is not held to the key ring's MAX_TOKEN_CHARS: the upstream's state may be up to
+MAX_STATE_CHARS (64 Ki characters), the claims are deflated before sealing when that makes them smaller (a
+sealed, random-looking state gains nothing; a JSON one a lot), and the handle may be up to
+MAX_LARGE_TOKEN_CHARS, checked before any work when it comes back. Larger is refused with StateTooLarge,
+which the relay turns into a clear error. The front's own bound on what a client may send is
+front.max_body_bytes (1 MiB by default), far above it.
 """
 
 from __future__ import annotations
 
 import hmac
+import json
+import zlib
 from dataclasses import dataclass
 
 from proxy.handle import formats
 from proxy.handle.codec import HandleCodec, target_digest
-from proxy.handle.keyring import MAX_TOKEN_CHARS, HandleError
-from proxy.handle.records import open_record, seal_record
+from proxy.handle.keyring import MAX_LARGE_TOKEN_CHARS, HandleError
+from proxy.handle.records import parse_record
 
 RELAY_STATE_VERSION = formats.RELAY_STATE
-# What the upstream's state may weigh for its handle to stay within MAX_TOKEN_CHARS (base64 of the JSON
-# claims around it, nonce and tag).
-MAX_INNER_CHARS = (MAX_TOKEN_CHARS * 3) // 4 - 256
+MAX_STATE_CHARS = 65536  # the largest upstream requestState the relay binds
+_DEFLATED = b"z"  # the sealed claims are deflated (else they are the JSON itself, which starts with "{")
+_MAX_CLAIMS_BYTES = 8 * MAX_STATE_CHARS  # what deflated claims may inflate to (JSON escapes at most 6x)
 
 
 class StateTooLarge(ValueError):
@@ -44,16 +54,35 @@ def relay_target(method: str, name: str) -> str:
 
 
 def seal_relay_state(codec: HandleCodec, state: RelayState) -> str:
-    """Raises StateTooLarge when the upstream's state would not fit in a handle."""
-    if len(state.state) > MAX_INNER_CHARS:
-        raise StateTooLarge(f"requestState of {len(state.state)} characters; at most {MAX_INNER_CHARS}")
+    """Raises StateTooLarge when the upstream's state is over MAX_STATE_CHARS, or its handle would be over
+    MAX_LARGE_TOKEN_CHARS (a state that JSON escapes make much longer)."""
+    if len(state.state) > MAX_STATE_CHARS:
+        raise StateTooLarge(f"requestState of {len(state.state)} characters; at most {MAX_STATE_CHARS}")
     claims = {"u": state.upstream, "w": state.principal, "t": state.target, "s": state.state}
-    return seal_record(codec.ring, RELAY_STATE_VERSION, claims, state.expires_at)
+    plain = json.dumps({**claims, "e": state.expires_at}, separators=(",", ":")).encode()
+    deflated = _DEFLATED + zlib.compress(plain, 6)
+    body = deflated if len(deflated) < len(plain) else plain
+    try:
+        return codec.ring.seal(body, version=RELAY_STATE_VERSION, max_chars=MAX_LARGE_TOKEN_CHARS)
+    except ValueError:
+        raise StateTooLarge(
+            f"requestState of {len(state.state)} characters makes a handle over {MAX_LARGE_TOKEN_CHARS}"
+        ) from None
 
 
 def open_relay_state(codec: HandleCodec, token: str, now: float) -> RelayState:
     """Raises HandleError for anything that is not an unexpired relayed state this deployment sealed."""
-    fields, expires_at = open_record(codec.ring, token, RELAY_STATE_VERSION, ("u", "w", "t", "s"), now)
+    _, body = codec.ring.unseal(token, versions=(RELAY_STATE_VERSION,), max_chars=MAX_LARGE_TOKEN_CHARS)
+    if body[:1] == _DEFLATED:
+        inflate = zlib.decompressobj()
+        try:
+            plain = inflate.decompress(body[1:], _MAX_CLAIMS_BYTES)
+        except zlib.error:
+            raise HandleError("bad_claims") from None
+        if inflate.unconsumed_tail or not inflate.eof:
+            raise HandleError("bad_claims")
+        body = plain
+    fields, expires_at = parse_record(body, ("u", "w", "t", "s"), now)
     upstream, principal, target, state = fields
     return RelayState(upstream, principal, target, state, expires_at=expires_at)
 

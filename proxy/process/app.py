@@ -224,11 +224,22 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
     )
     upstreams = {u.name: u for u in config.upstreams}
     app[MIRROR] = mirror = LegacyMirror.from_config(
-        config, senders, eras, app[CODEC], app[KEY_CHECK], state=app[STATE]
+        config,
+        senders,
+        eras,
+        app[CODEC],
+        app[KEY_CHECK],
+        state=app[STATE],
+        admission=app[CALLS].registry,
+        addresses=addresses,
     )
     principal = resolver(config.principal)
     app[OAUTH] = OAuthFront.from_config(config, app[PREPARED], http, clients)
     relay = NativeRelay.from_config(config, senders, eras, app[CODEC])  # to 2026-07-28 upstreams
+    aggregate = aggregated(app, pools, tasks, senders, eras)  # routes of several upstreams
+    listen = ListenFront(
+        front=config.front, pools=pools, state=app[STATE], tasks=tasks, relay=relay, aggregate=aggregate
+    )
     modern = ModernFront(
         front=config.front,
         upstreams=upstreams,
@@ -238,10 +249,10 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
         peers=app[PEERS],
         state=app[STATE],
         tasks=tasks,
-        listen=ListenFront(front=config.front, pools=pools, state=app[STATE], tasks=tasks, relay=relay),
+        listen=listen,
         oauth=app[OAUTH],
         relay=relay,
-        aggregate=aggregated(app, pools, tasks, senders, eras),  # routes of several upstreams
+        aggregate=aggregate,
     )
     mirror.inner = InnerFront(modern, addresses, app[CALLS])  # legacy clients of routes and of `legacy_tools`
     app[FRONT] = Endpoint(

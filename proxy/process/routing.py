@@ -39,4 +39,4 @@ def aggregated(
     relay = NativeRelay.from_config(config, senders, eras, app[CODEC])  # to a route's modern upstreams
     judges, ring = app[OAUTH].upstream_judges, lambda: app[CODEC].ring
     lists = RouteLists(pools, ring, app[ROUTES], tasks, observer=app[METRICS], judges=judges, relay=relay)
-    return AggregateFront(lists, tasks, RouteTable.of(config))
+    return AggregateFront(lists, tasks, RouteTable.of(config), task_upstream=relay.task_upstream)

@@ -378,3 +378,29 @@ def test_the_target_digest_is_computed_once_when_first_needed() -> None:
     assert live.target == live.target == "digest"
     assert computed == [1]
     assert live.target_source == "digest"  # what it was computed from is no longer held
+
+
+def test_calls_held_elsewhere_share_every_limit(reg: CallRegistry) -> None:
+    """A mirrored call (front/legacy/mirror_calls.py) is held outside the registry but counts against the
+    total, the principal's and the address's shares, and a registered call counts against it."""
+    reg.hold("alice", "10.0.0.1")
+    reg.add(call("a", "alice"))
+    with pytest.raises(LimitExceeded, match=PER_PRINCIPAL):
+        reg.hold("alice")
+    reg.hold("bob")
+    assert reg.held == 3 and len(reg) == 1
+    with pytest.raises(LimitExceeded, match=r"calls.max_parked\)"):
+        reg.add(call("b", "carol"))
+    with pytest.raises(LimitExceeded, match=r"calls.max_parked\)"):
+        reg.hold("carol")
+    reg.let_go("alice", "10.0.0.1")
+    reg.hold("carol")
+    assert reg.held == 3
+    reg.let_go("bob")
+    reg.let_go("carol")
+    reg.remove(reg.get("a"))  # type: ignore[arg-type]
+    assert reg.held == 0
+    by_address = CallRegistry(max_calls=10, max_per_principal=10, max_per_address=1)
+    by_address.hold("alice", "10.0.0.1")
+    with pytest.raises(LimitExceeded, match=r"calls\.max_calls_per_address"):
+        by_address.hold("bob", "10.0.0.1")

@@ -211,6 +211,12 @@ BROKEN = [
         "set by the proxy",
     ),
     (
+        "forward-not-a-name",  # (once a crash: a list is unhashable)
+        "upstreams: [{name: a, url: 'http://x/', forward_headers: [[]]}]",
+        "upstreams.0.forward_headers.0",
+        "not of type 'string'",
+    ),
+    (
         "root-not-file-uri",
         "upstreams: [{name: a, url: 'http://x/', static_roots: [{uri: 'http://x'}]}]",
         "upstreams.0.static_roots.0.uri",

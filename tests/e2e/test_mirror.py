@@ -392,7 +392,7 @@ async def test_session_ids_are_sealed_bound_and_stateless(fastmcp4_url: str) -> 
         async with http.post(proxy.url, json=changed, headers=alice.headers) as resp:
             assert resp.status == 202  # honoured: roots are never cached, each roots/list asks afresh
         async with http.get(proxy.url, headers=alice.headers) as resp:
-            assert resp.status == 405  # no standalone stream
+            assert resp.status == 406  # the GET stream (test_mirror_stream.py) is an event stream only
         async with http.delete(proxy.url, headers=alice.headers) as resp:
             assert resp.status == 200
         assert len(session) > 100

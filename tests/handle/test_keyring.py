@@ -154,40 +154,41 @@ def test_truncated_at_every_char_length() -> None:
         assert reason_of(TOKEN[:n]) == expected_for_chars(TOKEN[:n]), n
 
 
-@pytest.mark.parametrize(
-    ("token", "reason"),
-    [
-        ("", "too_short"),
-        ("AAAA", "too_short"),
-        ("A" * 52, "unknown_version"),  # 39 zero bytes: version 0
-        (b64(b"\x01" + b"ZZZZZZZZ" + bytes(40)), "unknown_key"),
-        (b64(b"\x01" + b"\xff" * 8 + bytes(40)), "unknown_key"),
-        (b64(RAW + b"\x00"), "auth_failed"),
-        (b64(RAW + RAW), "auth_failed"),
-        (TOKEN + "A", "malformed" if len(TOKEN) % 4 == 0 else "auth_failed"),
-        (TOKEN + "=", "malformed"),
-        (TOKEN + "==", "malformed"),
-        (TOKEN + "=" * (-len(TOKEN) % 4), "malformed" if len(TOKEN) % 4 else "auth_failed"),
-        (base64.b64encode(RAW).decode(), "malformed"),  # standard alphabet with padding
-        ("+" + TOKEN[1:], "malformed"),
-        ("/" + TOKEN[1:], "malformed"),
-        (" " + TOKEN, "malformed"),
-        (TOKEN + "\n", "malformed"),
-        (TOKEN[:10] + "." + TOKEN[11:], "malformed"),
-        ("é" * 60, "malformed"),
-        ("\uff21" * 60, "malformed"),  # fullwidth A
-        ("\ud800" * 60, "malformed"),  # lone surrogates
-        (TOKEN[:20] + "\x00" + TOKEN[21:], "malformed"),
-        ("A" * MAX_TOKEN_CHARS, "unknown_version"),
-        ("A" * (MAX_TOKEN_CHARS + 1), "too_long"),
-        ("é" * (MAX_TOKEN_CHARS + 1), "too_long"),
-        ("A" * 10_000_000, "too_long"),
-        (None, "malformed"),
-        (12345, "malformed"),
-        (TOKEN.encode(), "malformed"),
-        ({"requestState": TOKEN}, "malformed"),
-    ],
-)
+HOSTILE: list[tuple[object, str]] = [
+    ("", "too_short"),
+    ("AAAA", "too_short"),
+    ("A" * 52, "unknown_version"),  # 39 zero bytes: version 0
+    (b64(b"\x01" + b"ZZZZZZZZ" + bytes(40)), "unknown_key"),
+    (b64(b"\x01" + b"\xff" * 8 + bytes(40)), "unknown_key"),
+    (b64(RAW + b"\x00"), "auth_failed"),
+    (b64(RAW + RAW), "auth_failed"),
+    (TOKEN + "A", "malformed" if len(TOKEN) % 4 == 0 else "auth_failed"),
+    (TOKEN + "=", "malformed"),
+    (TOKEN + "==", "malformed"),
+    (TOKEN + "=" * (-len(TOKEN) % 4), "malformed" if len(TOKEN) % 4 else "auth_failed"),
+    (base64.b64encode(RAW).decode(), "malformed"),  # standard alphabet with padding
+    ("+" + TOKEN[1:], "malformed"),
+    ("/" + TOKEN[1:], "malformed"),
+    (" " + TOKEN, "malformed"),
+    (TOKEN + "\n", "malformed"),
+    (TOKEN[:10] + "." + TOKEN[11:], "malformed"),
+    ("é" * 60, "malformed"),
+    ("\uff21" * 60, "malformed"),  # fullwidth A
+    ("\ud800" * 60, "malformed"),  # lone surrogates
+    (TOKEN[:20] + "\x00" + TOKEN[21:], "malformed"),
+    ("A" * MAX_TOKEN_CHARS, "unknown_version"),
+    ("A" * (MAX_TOKEN_CHARS + 1), "too_long"),
+    ("é" * (MAX_TOKEN_CHARS + 1), "too_long"),
+    ("A" * 10_000_000, "too_long"),
+    (None, "malformed"),
+    (12345, "malformed"),
+    (TOKEN.encode(), "malformed"),
+    ({"requestState": TOKEN}, "malformed"),
+]
+
+
+# ids by position: a token is random per process, and pytest-xdist workers must collect the same ids
+@pytest.mark.parametrize(("token", "reason"), HOSTILE, ids=[f"{i}-{r}" for i, (_, r) in enumerate(HOSTILE)])
 def test_hostile_token(token: object, reason: str) -> None:
     assert reason_of(token) == reason
 

@@ -18,13 +18,23 @@ from proxy.handle.session_ids import LegacySession, open_session, seal_session
 
 CODEC = HandleCodec(KeyRing.ephemeral())
 SESSION = MirrorSession(
-    "up", "alice", "tok", "2025-06-18", ("mcp", "1.30"), {"elicitation": {"form": {}}, "roots": {}}
+    "up", "alice", "tok", "2025-06-18", ("mcp", "1.30"), {"elicitation": {"form": {}}, "roots": {}}, 2000
 )
 ASK = MirrorAsk("10.0.0.1:8080", "call-1", "name", "tok", expires_at=2000)
 
 
 def test_session_round_trip() -> None:
     assert open_mirror_session(CODEC, seal_mirror_session(CODEC, SESSION)) == SESSION
+
+
+def test_session_expiry_is_absolute() -> None:
+    """A sealed session id carries its expiry: good before it, `expired` from it on; without `now` it is
+    still told apart as a mirror session id (the mirror answers it: 404, initialize again)."""
+    token = seal_mirror_session(CODEC, SESSION)
+    assert open_mirror_session(CODEC, token, now=1999) == SESSION
+    with pytest.raises(HandleError, match="expired"):
+        open_mirror_session(CODEC, token, now=2000)
+    assert open_mirror_session(CODEC, token).expires_at == 2000
 
 
 def test_ask_round_trip_and_expiry() -> None:

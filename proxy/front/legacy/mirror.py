@@ -28,7 +28,10 @@ upstream (a `ModernSender`, upstream/senders.py: a POST per request, or a line o
 - **Notifications**: `notifications/cancelled` ends the call it names when that call runs on this replica
   (its upstream stream is closed, nothing is retried); `notifications/roots/list_changed` is honoured as
   it is: roots are never cached, every `roots/list` the upstream asks is asked of the client afresh.
-- **GET** is 405 (no standalone stream: a modern server sends nothing outside a request); **DELETE** 200.
+- **GET** opens the session's standalone stream (mirror_stream.py): a listen of the proxy's own modern
+  front for every list_changed the upstream (or the route's members) offers, written as legacy
+  notifications; 405 when this proxy serves no listen. **resources/subscribe** and `unsubscribe` are
+  answered by the mirror: the URI joins that listen. **DELETE** 200 (and the stream here ends).
 
 A session whose upstream turns out legacy after all (a modern request answered the legacy way, `NotModern`)
 gets 404, so the client initializes again, and the era probed again sends it to the relay.
@@ -37,6 +40,7 @@ gets 404, so the client initializes again, and the era probed again sends it to 
 from __future__ import annotations
 
 import secrets
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -46,10 +50,12 @@ from aiohttp import web
 
 from proxy.calls.wording import unavailable, unavailable_message
 from proxy.config import Config, UpstreamConfig
+from proxy.front.address import TCP_PEER, AddressSource
 from proxy.front.legacy.bridge_session import RuntimeStateView
 from proxy.front.legacy.bridge_streams import BridgeReply, error_response
 from proxy.front.legacy.mirror_answers import MIRROR_PEER_PATH, MirrorAnswers
-from proxy.front.legacy.mirror_calls import End, MirrorCalls, MirrorSettings, Post
+from proxy.front.legacy.mirror_calls import Admission, End, MirrorCalls, MirrorSettings, Post
+from proxy.front.legacy.mirror_stream import SUBSCRIBE, UNSUBSCRIBE, Listener, MirrorStreams
 from proxy.front.peers import NOT_PROCESSED, Peers
 from proxy.handle import HandleCodec, HandleError
 from proxy.handle.mirror_ids import MirrorSession, open_mirror_session, seal_mirror_session
@@ -67,7 +73,7 @@ log = structlog.get_logger("proxy.front.mirror")
 Challenge = Callable[[str | None], str | None]
 
 
-class Inner(Protocol):
+class Inner(Listener, Protocol):
     """The modern front, asked in process (front/modern/inner.py): for a legacy client of an aggregated
     route, and for the `legacy_tools` of a two-era upstream."""
 
@@ -112,13 +118,17 @@ class LegacyMirror:
         replicas: Callable[[], Awaitable[list[str]]] | None = None,  # the others, for a cancel
         state: RuntimeStateView | None = None,  # draining: no new calls
         inner: Inner | None = None,  # the modern front in process: aggregated routes, `legacy_tools`
+        admission: Admission | None = None,  # the call limits mirrored calls count against
+        addresses: AddressSource = TCP_PEER,  # the client's address, for its share
     ) -> None:
         self._replicas, self._state, self.inner = replicas, state, inner
         self._upstreams, self._senders, self._eras = upstreams, senders, eras
         self._codec, self._peers, self._settings = codec, peers, settings
         self._call_timeout, self._log_level = call_timeout, log_level
-        self.calls = MirrorCalls(codec, settings)
+        self._addresses = addresses
+        self.calls = MirrorCalls(codec, settings, admission)
         self.answers = MirrorAnswers(codec, settings, self.calls, peers, replicas)
+        self.streams = MirrorStreams(state)
 
     @classmethod
     def from_config(
@@ -130,8 +140,15 @@ class LegacyMirror:
         book: PeerBook,
         *,
         state: RuntimeStateView | None = None,
+        admission: Admission | None = None,
+        addresses: AddressSource = TCP_PEER,
     ) -> LegacyMirror:
-        settings = MirrorSettings(config.calls.parked_ttl_s, config.front.keepalive_s, config.replica_address)
+        settings = MirrorSettings(
+            config.calls.parked_ttl_s,
+            config.front.keepalive_s,
+            config.replica_address,
+            config.front.mirror_session_ttl_s,
+        )
         upstreams = {u.name: u for u in config.upstreams}
         return cls(
             upstreams=upstreams,
@@ -143,6 +160,8 @@ class LegacyMirror:
             call_timeout=config.calls.call_timeout_s,
             replicas=book.resolve if book.addresses else None,
             state=state,
+            admission=admission,
+            addresses=addresses,
         )
 
     async def takes(
@@ -183,18 +202,27 @@ class LegacyMirror:
         if isinstance(msg, jsonrpc.Request) and msg.method == "initialize":
             return await self._initialize(caller, upstream, msg)
         try:
-            session = open_mirror_session(self._codec, request.headers[mcp.SESSION_HEADER])
-        except HandleError:
+            session = open_mirror_session(self._codec, request.headers[mcp.SESSION_HEADER], time.time())
+        except HandleError:  # expired too: the client initializes again
             return error_response(404, "Session not found")
         if session.upstream != upstream or session.principal != principal:
             return error_response(404, "Session not found")
         if request.method == "GET":
-            response = error_response(
-                405, "No standalone stream: this server sends nothing outside a request"
+            meta = tr.modern_params(
+                {}, client=session.client, capabilities=session.capabilities, log_level=None
             )
-            response.headers["Allow"] = "POST, DELETE"
-            return response
+            return await self.streams.serve(
+                self.inner,
+                request,
+                session,
+                meta["_meta"],
+                upstream_headers=upstream_headers,
+                route=route,
+                grant=grant,
+            )
         if request.method == "DELETE" or msg is None:
+            if request.method == "DELETE":
+                self.streams.forget(session)
             return web.Response(status=200)
         if isinstance(msg, jsonrpc.Result | jsonrpc.Error):
             return await self.answers.answer(session, msg, body or b"")
@@ -260,7 +288,8 @@ class LegacyMirror:
         reply = BridgeReply(caller.request)
         if isinstance(answer, jsonrpc.Error):
             return await reply.finish(answer)
-        session = MirrorSession(upstream, caller.principal, secrets.token_urlsafe(12), version, client, caps)
+        token, expires = secrets.token_urlsafe(12), int(time.time() + self._settings.session_ttl)
+        session = MirrorSession(upstream, caller.principal, token, version, client, caps, expires)
         sealed = seal_mirror_session(self._codec, session)
         log.info("mirror.session", upstream=upstream, client=client[0], version=version)
         result = jsonrpc.Result(msg.id, tr.initialize_result(answer.result, version))
@@ -272,6 +301,8 @@ class LegacyMirror:
         reply = BridgeReply(caller.request)
         if msg.method in (mcp.SET_LOG_LEVEL, mcp.PING):  # neither exists at 2026-07-28: answered here
             return await reply.finish(jsonrpc.Result(msg.id, {}))
+        if msg.method in (SUBSCRIBE, UNSUBSCRIBE) and self.inner is not None:  # the GET stream's listen
+            return await reply.finish(await self.streams.subscription(session, msg))
         params = tr.modern_params(
             msg.params, client=session.client, capabilities=session.capabilities, log_level=self._log_level
         )
@@ -284,7 +315,8 @@ class LegacyMirror:
             return response
         try:
             if msg.method in mcp.MRTR_METHODS:
-                answer = await self.calls.run(reply, session, msg, params, send, end=end)
+                address = self._addresses.of(caller.request)
+                answer = await self.calls.run(reply, session, msg, params, send, end=end, address=address)
             else:
                 answer = await send(jsonrpc.Request(msg.id, msg.method, params), _notes_to(reply))
                 if isinstance(answer, jsonrpc.Result):

@@ -24,11 +24,12 @@ import secrets
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 
-from proxy.calls.outcomes import shut_down
+from proxy.calls.outcomes import shut_down, too_many_calls
+from proxy.calls.registry import LimitExceeded
 from proxy.front.legacy.bridge_streams import BridgeReply
 from proxy.handle import HandleCodec
 from proxy.handle.mirror_ids import MirrorAsk, MirrorSession, seal_ask
@@ -49,6 +50,15 @@ class MirrorSettings:
     answer_timeout: float = 600.0  # calls.parked_ttl_s: a round's wait for the client's answers
     keepalive: float = 15.0  # front.keepalive_s: SSE comment interval on quiet streams (0: none)
     owner: str = ""  # this replica's peer address (replica address), named in ask ids
+    session_ttl: float = 86400.0  # front.mirror_session_ttl_s: a mirror session id's absolute lifetime
+
+
+class Admission(Protocol):
+    """Where a mirrored call counts against the proxy's call limits (calls/registry.py CallRegistry)."""
+
+    def hold(self, principal: str, address: str = "") -> None: ...  # raises LimitExceeded
+
+    def let_go(self, principal: str, address: str = "") -> None: ...
 
 
 class Ended(Exception):
@@ -73,9 +83,12 @@ class MirrorCall:
 class MirrorCalls:
     """The calls of this replica's mirrored sessions, while their POSTs last."""
 
-    def __init__(self, codec: HandleCodec, settings: MirrorSettings) -> None:
+    def __init__(
+        self, codec: HandleCodec, settings: MirrorSettings, admission: Admission | None = None
+    ) -> None:
         self._codec = codec
         self._settings = settings
+        self._admission = admission  # None: mirrored calls are not counted
         self._calls: dict[str, MirrorCall] = {}
         self._by_client: dict[tuple[str, jsonrpc.RequestId], MirrorCall] = {}
 
@@ -119,10 +132,20 @@ class MirrorCalls:
         post: Post,
         *,
         end: End | None = None,
+        address: str = "",
     ) -> jsonrpc.Response | None:
         """The call's final answer to the client (None: cancelled, no answer is due). `end`: told when
         the call stops between rounds (a cancel, a timeout, a client gone), so what the upstream side
-        keeps of it goes at once (the proxy's own parked call, for a round the modern front answered)."""
+        keeps of it goes at once (the proxy's own parked call, for a round the modern front answered).
+        The call counts against calls.max_parked and the principal's and `address`'s shares while it
+        runs, as a parked call does: beyond them it is refused before anything goes upstream, with the
+        same -31003 (a call the proxy parks for it over a legacy session counts too: both are held)."""
+        if self._admission is not None:
+            try:
+                self._admission.hold(session.principal, address)
+            except LimitExceeded as exc:
+                log.info("mirror.refused", reason=exc.reason)
+                return jsonrpc.Error(msg.id, too_many_calls(exc))
         call = MirrorCall(secrets.token_urlsafe(12), session.token, msg.id)
         self._calls[call.token] = call
         self._by_client[(session.token, msg.id)] = call
@@ -136,6 +159,8 @@ class MirrorCalls:
                 )
             return ended.answer
         finally:
+            if self._admission is not None:
+                self._admission.let_go(session.principal, address)
             del self._calls[call.token]
             if self._by_client.get((session.token, msg.id)) is call:
                 del self._by_client[(session.token, msg.id)]

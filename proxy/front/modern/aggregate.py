@@ -40,10 +40,18 @@ class Routed:
 
 
 class AggregateFront:
-    def __init__(self, lists: RouteLists, tasks: TaskFront | None, table: RouteTable) -> None:
+    def __init__(
+        self,
+        lists: RouteLists,
+        tasks: TaskFront | None,
+        table: RouteTable,
+        task_upstream: Callable[[object], str | None] | None = None,
+    ) -> None:
         self.lists = lists
         self._tasks = tasks
         self.table = table  # every aggregated route, by name
+        # The upstream a bound modern upstream's task handle names (relay.py NativeRelay.task_upstream).
+        self._task_upstream = task_upstream
 
     async def route(
         self,
@@ -71,7 +79,10 @@ class AggregateFront:
         if msg.method == "server/discover":
             return lambda: self.lists.discover(route, msg, key_for, line)
         if msg.method in mcp.TASK_METHODS:
-            owner = self._tasks.upstream_of(msg.params.get("taskId")) if self._tasks else None
+            task_id = msg.params.get("taskId")
+            owner = self._tasks.upstream_of(task_id) if self._tasks else None
+            if owner is None and self._task_upstream is not None:
+                owner = self._task_upstream(task_id)
             return Routed(owner if owner in route.upstreams else first, req)
         if msg.method in ("tools/call", "prompts/get"):
             kind = "tools" if msg.method == "tools/call" else "prompts"

@@ -91,7 +91,7 @@ class ModernFront:
         self.routes = aggregate.table if aggregate is not None else RouteTable({})  # the endpoint's to tell
         self._state = state
         self._tasks = tasks
-        self._listen = listen
+        self.listener = listen  # the endpoint's, and a legacy client's GET stream's (inner.py)
         self._front = front
         self._peers = peers
         self._principal = principal
@@ -159,18 +159,16 @@ class ModernFront:
             relayed = await self._relayed(request, upstream, req=req, key=key, principal=principal, line=line)
             if relayed is not None:
                 return relayed  # else the upstream turned out legacy: on the legacy way below
-        if msg.method == mcp.LISTEN and self._listen is not None:  # a long-lived stream of its own
-            aggregate = self._aggregate  # on a route: every upstream's notifications
-            members, owner_of = aggregate.listen(route, key_for) if aggregate and route else (None, None)
-            return await self._listen.serve(
+        if msg.method == mcp.LISTEN and self.listener is not None:  # a long-lived stream of its own
+            return await self.listener.serve(
                 request,
                 upstream=upstream,
                 req=req,
                 key=key,
                 principal=principal,
                 line=line,
-                members=members,
-                owner_of=owner_of,
+                route=route,
+                key_for=key_for,
             )
         replier = Replier(request)
 

@@ -12,6 +12,10 @@ native relay or the proxy's MRTR over a legacy session, Tasks, the sealed handle
 notifications go to the mirror's callback, a refusal is a JSON-RPC error, and a retry is never forwarded to
 another replica (the mirror's call lives on the replica holding its client's stream, which sealed the
 handle; `local_only`). No rate check: the endpoint counted the legacy request this runs for.
+
+`listen` is the legacy client's standalone GET stream: a `subscriptions/listen` of the modern front
+(listen.py) asking for every list_changed, on every member of a route or on the one upstream, written to
+the GET response as the client's legacy server would write it (`LegacyStream`).
 """
 
 from __future__ import annotations
@@ -30,13 +34,16 @@ from proxy.front.address import AddressSource
 from proxy.front.checks import Refusal, check_modern
 from proxy.front.modern.aggregate import Own
 from proxy.front.modern.front import ModernFront
-from proxy.front.reply import InProcess
+from proxy.front.modern.listen_filter import LIST_CHANGED, MAX_ITEMS
+from proxy.front.reply import InProcess, json_response
+from proxy.front.standalone import LegacyStream
 from proxy.routes.policy import Grant
 from proxy.routes.table import Route
 from proxy.upstream.modern import NotModern, metadata_headers
 from proxy.upstream.pool import PoolKey
 from proxy.wire import jsonrpc, mcp
 
+LISTEN_ID = "legacy-get"  # the id of the proxy's listen for a legacy GET stream (its members' too)
 Notify = Callable[[jsonrpc.Notification], Awaitable[None]]
 log = structlog.get_logger("proxy.front.mirror")
 
@@ -52,6 +59,57 @@ class InnerFront:
         a call the proxy parked for it ends now, upstream told (a native upstream's state: nothing to do)."""
         if await self._calls.end_parked(request_state, principal=principal, reason=reason):
             log.info("inner.call_ended", reason=reason)
+
+    async def listen(
+        self,
+        request: web.Request,
+        upstream: str,
+        *,
+        principal: str,
+        upstream_headers: tuple[tuple[str, str], ...] | None,
+        route: Route | None,
+        grant: Grant | None,
+        meta: dict[str, Any],
+        feed: LegacyStream,
+    ) -> web.StreamResponse | None:
+        """The legacy client's GET stream on `upstream` (or the route of that name): every list_changed
+        its upstreams offer and the resources it subscribed (`feed.uris`, more as it subscribes), until the
+        client goes, the replica drains, or `feed.ended` is set (another GET of the session took its place).
+        None: this proxy serves no listen."""
+        front = self._front
+        if front.listener is None:
+            return None
+        wanted: dict[str, Any] = {flag: True for flag in LIST_CHANGED}
+        if feed.uris:
+            wanted["resourceSubscriptions"] = sorted(feed.uris)[:MAX_ITEMS]
+        msg = jsonrpc.Request(LISTEN_ID, mcp.LISTEN, {"notifications": wanted, "_meta": meta})
+        headers = CIMultiDict(request.headers)
+        headers.update(metadata_headers(msg))
+        try:
+            req = check_modern(msg, headers, limits=front.limits)
+        except Refusal as refusal:  # the mirror's own _meta: not expected
+            return json_response(jsonrpc.Error(None, refusal.error), refusal.status)
+
+        def key_for(name: str) -> PoolKey:
+            return front.pool_key(name, req, request, principal, upstream_headers)
+
+        line: dict[str, Any] = {}
+        if route is not None:  # a listen names nothing: the route's first upstream, and all are listened to
+            upstream, req, _ = await front.routed(
+                route, req, principal=principal, grant=grant, key_for=key_for, line=line
+            )
+        key = key_for(upstream)
+        return await front.listener.serve(
+            request,
+            upstream=upstream,
+            req=req,
+            key=key,
+            principal=principal,
+            line=line,
+            route=route,
+            key_for=key_for,
+            legacy=feed,
+        )
 
     async def __call__(
         self,

@@ -9,6 +9,9 @@ keep-alive comments follow while nothing happens. Closing the stream ends the su
 subscriptions are undone and the session closed. At shutdown the stream ends gracefully with the listen
 request's result; an upstream session that dies ends it abruptly (the client re-listens).
 
+The same stream serves a legacy client's standalone GET stream (listen_legacy.py `LegacyStream`): written
+as its legacy server would, and its resource subscriptions added while it runs (`_add_uri`).
+
 A legacy server's notifications belong to one session: the listener hears what the server tells every
 session (a changed tool list announced to all) and the updates of the resources it subscribed itself.
 
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -31,9 +35,14 @@ from aiohttp import web
 
 from proxy.calls.wording import unavailable
 from proxy.config import FrontConfig
+from proxy.front.modern.aggregate import AggregateFront
+from proxy.front.modern.aggregate_lists import KeyFor
+from proxy.front.modern.listen_filter import LIST_CHANGED, MAX_ITEMS, Refused, Wanted, parse_filter
 from proxy.front.modern.listen_modern import ModernMember
 from proxy.front.modern.relay import NativeRelay
 from proxy.front.reply import SSE_HEADERS, json_response
+from proxy.front.standalone import RESOURCE_UPDATED, LegacyStream
+from proxy.routes.table import Route
 from proxy.tasks.front import TaskFront
 from proxy.tasks.policy import declares_tasks, missing_capability
 from proxy.translate.request import ModernRequest
@@ -44,13 +53,6 @@ from proxy.wire.sse import encode_comment, encode_event
 
 log = structlog.get_logger(__name__)
 
-LIST_CHANGED = {
-    "toolsListChanged": ("tools", "notifications/tools/list_changed"),
-    "promptsListChanged": ("prompts", "notifications/prompts/list_changed"),
-    "resourcesListChanged": ("resources", "notifications/resources/list_changed"),
-}
-RESOURCE_UPDATED = "notifications/resources/updated"
-MAX_ITEMS = 256  # resourceSubscriptions / taskIds per listen
 BACKLOG = 1024  # notifications queued for a slow client; past it the stream ends (the client re-listens)
 TICK = 1.0  # how often the stream looks at shutdown and at its upstream session
 UPSTREAM_TIMEOUT = 30.0
@@ -60,12 +62,6 @@ OwnerOf = Callable[[str], Awaitable[str | None]]  # the upstream that listed a U
 class RuntimeStateView(Protocol):
     @property
     def draining(self) -> bool: ...
-
-
-class _Refused(Exception):
-    def __init__(self, error: jsonrpc.ErrorObject) -> None:
-        super().__init__(error.message)
-        self.error = error
 
 
 @dataclass(slots=True)
@@ -78,6 +74,8 @@ class _Subscription:
     task_ids: list[str] = field(default_factory=list)
     sessions: list[tuple[str, PoolKey, UpstreamSession]] = field(default_factory=list)  # upstream, key
     modern: list[ModernMember] = field(default_factory=list)  # an aggregate's 2026-07-28 upstreams
+    modern_keys: list[tuple[str, PoolKey]] = field(default_factory=list)  # theirs, for a URI added later
+    ended: bool = False  # undone: a URI added now is not subscribed
     uri_sessions: dict[str, UpstreamSession] = field(default_factory=dict)  # who took each subscription
     unwatch: list[Callable[[], None]] = field(default_factory=list)
     queue: asyncio.Queue[jsonrpc.Notification | None] = field(default_factory=lambda: asyncio.Queue(BACKLOG))
@@ -115,7 +113,9 @@ class ListenFront:
         state: RuntimeStateView,
         tasks: TaskFront | None = None,
         relay: NativeRelay | None = None,  # an aggregate's modern upstreams (None: every one taken as legacy)
+        aggregate: AggregateFront | None = None,  # aggregated routes (None: none configured)
     ) -> None:
+        self._aggregate = aggregate
         self._front = front
         self._pools = pools
         self._state = state
@@ -131,36 +131,49 @@ class ListenFront:
         key: PoolKey,
         principal: str,
         line: dict[str, Any],
-        members: Sequence[tuple[str, PoolKey]] | None = None,
-        owner_of: OwnerOf | None = None,
+        route: Route | None = None,
+        key_for: KeyFor | None = None,
+        legacy: LegacyStream | None = None,
     ) -> web.StreamResponse:
-        """`members`: an aggregated route's upstreams (each with the client's key there), all listened to;
-        one that cannot be reached is left out (logged), unless none can. `owner_of`: which of them listed a
-        URI (its `resourceSubscriptions` go there)."""
+        """On an aggregated `route` (`key_for`: the client's key on each of its upstreams) every upstream is
+        listened to; one that cannot be reached is left out (logged), unless none can, and a URI's
+        `resourceSubscriptions` go to the upstream that listed it. `legacy`: a legacy client's GET stream."""
         msg = req.request
         sub = _Subscription(msg.id)
-        members = members or [(upstream, key)]
+        members: Sequence[tuple[str, PoolKey]] = [(upstream, key)]
+        owner_of: OwnerOf | None = None
+        if route is not None and key_for is not None and self._aggregate is not None:
+            members, owner_of = self._aggregate.listen(route, key_for)
         try:
-            wanted = _filter(msg.params)
+            wanted = parse_filter(msg.params)
             await self._subscribe(
                 sub, wanted=wanted, members=members, req=req, principal=principal, owner_of=owner_of
             )
-        except _Refused as refused:
+        except Refused as refused:
             await self._undo(sub)
             line["outcome"] = f"failed:{refused.error.code}"
+            if legacy is not None:  # a GET has no JSON-RPC answer: an HTTP status saying why
+                return _legacy_refusal(refused.error)
             return json_response(jsonrpc.Error(msg.id, refused.error))
         except BaseException:
             await asyncio.shield(self._undo(sub))
             raise
+        if legacy is not None:  # URIs the client subscribes to from now on (and meanwhile) join the listen
+            legacy.add = functools.partial(self._add_uri, sub, req, owner_of)
+            for uri in legacy.uris.difference(sub.uris):
+                await legacy.subscribe(uri)
         honored = sub.acknowledged()  # task ids are bearer handles: only counted in the log
         line["subscription"] = {k: len(v) if isinstance(v, list) else v for k, v in honored.items()}
         stream = web.StreamResponse(status=200, headers=SSE_HEADERS)
         try:
             await stream.prepare(request)
-            ack = jsonrpc.Notification(mcp.LISTEN_ACKNOWLEDGED, {"notifications": honored})
-            await stream.write(_event(ack, sub.id))
-            line["outcome"] = await self._relay(request, stream, sub)
-            if line["outcome"] == "complete":  # graceful end: the listen request's own result
+            if legacy is None:
+                ack = jsonrpc.Notification(mcp.LISTEN_ACKNOWLEDGED, {"notifications": honored})
+                await stream.write(_event(ack, sub.id))
+            line["outcome"] = await self._relay(request, stream, sub, legacy)
+            if (
+                line["outcome"] == "complete" and legacy is None
+            ):  # graceful end: the listen request's own result
                 result = {"resultType": mcp.RESULT_COMPLETE, "_meta": {mcp.META_SUBSCRIPTION_ID: sub.id}}
                 await stream.write(encode_event(jsonrpc.dumps(jsonrpc.Result(sub.id, result)).decode()))
             if line["outcome"] != "client_closed":
@@ -178,14 +191,14 @@ class ListenFront:
         self,
         sub: _Subscription,
         *,
-        wanted: _Wanted,
+        wanted: Wanted,
         members: Sequence[tuple[str, PoolKey]],
         req: ModernRequest,
         principal: str,
         owner_of: OwnerOf | None = None,
     ) -> None:
         if wanted.task_ids and not declares_tasks(req.request.params):
-            raise _Refused(missing_capability("notifications.taskIds"))
+            raise Refused(missing_capability("notifications.taskIds"))
         for token in wanted.task_ids:  # a task id names its upstream: one member's watch takes it
             for upstream, _ in members:
                 unwatch = self._tasks.watch(token, upstream, principal, sub.push) if self._tasks else None
@@ -195,18 +208,19 @@ class ListenFront:
                     break
         if not (wanted.flags or wanted.uris):
             return
-        refused: _Refused | None = None
+        refused: Refused | None = None
         modern: list[tuple[str, PoolKey]] = []
         for upstream, key in members:
             if self._native is not None and await self._native.modern(upstream, key.forwarded):
                 modern.append((upstream, key))
+                sub.modern_keys.append((upstream, key))
                 continue
             try:
                 session = await self._pools[upstream].acquire(key)
             except PoolExhausted as exc:
-                refused = _Refused(jsonrpc.ErrorObject(jsonrpc.LIMIT_EXCEEDED, f"Too many sessions: {exc}"))
+                refused = Refused(jsonrpc.ErrorObject(jsonrpc.LIMIT_EXCEEDED, f"Too many sessions: {exc}"))
             except UpstreamError as exc:
-                refused = _Refused(unavailable(upstream, exc))
+                refused = Refused(unavailable(upstream, exc))
             else:
                 sub.sessions.append((upstream, key, session))
                 continue
@@ -240,10 +254,10 @@ class ListenFront:
         sub: _Subscription,
         member: tuple[str, PoolKey],
         *,
-        wanted: _Wanted,
+        wanted: Wanted,
         owners: Mapping[str, str | None],
         req: ModernRequest,
-    ) -> _Refused | None:
+    ) -> Refused | None:
         """Listen to one modern member of an aggregate for the client's flags and the URIs that are its
         (the refusal to give if no upstream can be listened to: this one did not acknowledge)."""
         assert self._native is not None
@@ -256,7 +270,12 @@ class ListenFront:
         meta = req.request.params.get("_meta")
         honored = await listener.open(sub.id, notifications, meta=meta, forwarded=key.forwarded)
         if honored is None:
-            return _Refused(unavailable(upstream, "no acknowledgement of the proxy's listen request"))
+            if listener.refusal is not None and listener.refusal.code == jsonrpc.METHOD_NOT_FOUND:
+                return Refused(listener.refusal)  # it serves no listen (FastMCP 4.2.3): not a failure
+            return Refused(unavailable(upstream, "no acknowledgement of the proxy's listen request"))
+        if sub.ended:  # the stream ended while this one opened (a URI added late): nothing may outlive it
+            await listener.close()
+            return None
         sub.modern.append(listener)
         sub.methods.update(method for flag, (_, method) in LIST_CHANGED.items() if honored.get(flag) is True)
         taken = honored.get("resourceSubscriptions")
@@ -265,7 +284,40 @@ class ListenFront:
                 sub.uris.append(uri)
         return None
 
-    async def _relay(self, request: web.Request, stream: web.StreamResponse, sub: _Subscription) -> str:
+    async def _add_uri(
+        self, sub: _Subscription, req: ModernRequest, owner_of: OwnerOf | None, uri: str
+    ) -> bool:
+        """Subscribe to `uri` on the running listen: the legacy member that listed it (or the first that
+        takes it), else a listen of its own to a modern member. False: none took it, or too many."""
+        if uri in sub.uris:
+            return True
+        if len(sub.uris) >= MAX_ITEMS or sub.ended:
+            return sub.ended  # an ended stream's URIs are made by the session's next GET
+        owner = await owner_of(uri) if owner_of is not None else None
+        for upstream, _, session in sub.sessions:
+            if "resources" not in session.info.capabilities or owner not in (None, upstream):
+                continue
+            if await _request_ok(session, "resources/subscribe", uri):
+                sub.uri_sessions[uri] = session
+                sub.uris.append(uri)
+                break
+        else:
+            wanted, owners = Wanted([], [uri], []), {uri: owner}
+            for member in [m for m in sub.modern_keys if owner in (None, m[0])]:
+                await self._listen_modern(sub, member, wanted=wanted, owners=owners, req=req)
+                if uri in sub.uris:
+                    break
+        if uri in sub.uris:
+            sub.methods.add(RESOURCE_UPDATED)
+        return uri in sub.uris
+
+    async def _relay(
+        self,
+        request: web.Request,
+        stream: web.StreamResponse,
+        sub: _Subscription,
+        legacy: LegacyStream | None,
+    ) -> str:
         """Write notifications as they come, keep-alives meanwhile. Returns how the stream ended."""
         loop = asyncio.get_running_loop()
         interval = self._front.keepalive_s
@@ -280,6 +332,8 @@ class ListenFront:
                     return "client_closed"
                 if self._state.draining:
                     return "complete"
+                if legacy is not None and legacy.ended.is_set():
+                    return "replaced"
                 if any(not s.alive for _, _, s in sub.sessions) or any(not m.alive for m in sub.modern):
                     return "upstream_lost"
                 if next_keepalive is not None and loop.time() >= next_keepalive:
@@ -288,9 +342,12 @@ class ListenFront:
                 continue
             if note is None:
                 return "backlog_overflow"
-            await stream.write(_event(note, sub.id))
+            event = _event(note, sub.id) if legacy is None else legacy.event(note)
+            if event is not None:
+                await stream.write(event)
 
     async def _undo(self, sub: _Subscription) -> None:
+        sub.ended = True
         for unwatch in sub.unwatch:
             unwatch()
         members, sub.modern = sub.modern, []
@@ -304,34 +361,15 @@ class ListenFront:
             self._pools[upstream].release(key, session, reusable=False)
 
 
-@dataclass(slots=True)
-class _Wanted:
-    flags: list[str]
-    uris: list[str]
-    task_ids: list[str]
-
-
-def _filter(params: Mapping[str, Any]) -> _Wanted:
-    """The `notifications` filter, checked: it is required, and each field opts in to one kind."""
-    wanted = params.get("notifications")
-    if not isinstance(wanted, dict):
-        raise _Refused(_invalid("params.notifications must be an object"))
-    flags = [flag for flag in LIST_CHANGED if wanted.get(flag) is True]
-    lists: list[list[str]] = []
-    for name in ("resourceSubscriptions", "taskIds"):
-        value = wanted.get(name, [])
-        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-            raise _Refused(_invalid(f"params.notifications.{name} must be a list of strings"))
-        if len(value) > MAX_ITEMS:
-            raise _Refused(
-                _invalid(f"params.notifications.{name} has {len(value)} items; at most {MAX_ITEMS}")
-            )
-        lists.append(list(dict.fromkeys(value)))
-    return _Wanted(flags, *lists)
-
-
-def _invalid(message: str) -> jsonrpc.ErrorObject:
-    return jsonrpc.ErrorObject(jsonrpc.INVALID_PARAMS, message)
+def _legacy_refusal(error: jsonrpc.ErrorObject) -> web.Response:
+    """A legacy GET stream no upstream can feed: 405 when none serves a listen (as a legacy server without a
+    standalone stream answers: the client stops asking), else 503 (the client may try again)."""
+    if error.code == jsonrpc.METHOD_NOT_FOUND:
+        why = "No standalone stream: the upstream sends no notifications outside a request"
+        response = json_response(jsonrpc.error(None, jsonrpc.INVALID_REQUEST, why), 405)
+        response.headers["Allow"] = "POST, DELETE"
+        return response
+    return json_response(jsonrpc.Error(None, error), 503)
 
 
 def _event(note: jsonrpc.Notification, subscription: jsonrpc.RequestId) -> bytes:

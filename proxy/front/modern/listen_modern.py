@@ -40,6 +40,7 @@ class ModernMember:
         self._push = push
         self._acked: asyncio.Future[Mapping[str, Any] | None] = asyncio.get_running_loop().create_future()
         self._task: asyncio.Task[None] | None = None
+        self.refusal: jsonrpc.ErrorObject | None = None  # the upstream's error answer to the listen, if any
 
     @property
     def alive(self) -> bool:
@@ -82,6 +83,8 @@ class ModernMember:
     async def _run(self, request: jsonrpc.Request, forwarded: tuple[tuple[str, str], ...]) -> None:
         try:
             answer = await self._relay.plain(self.upstream, request, forwarded, None, on_note=self._note)
+            if isinstance(answer, jsonrpc.Error):
+                self.refusal = answer.error
         except (UpstreamError, TimeoutError) as exc:
             why = str(exc) or type(exc).__name__
             log.warning("listen.upstream_left_out", upstream=self.upstream, reason=why)
@@ -89,8 +92,11 @@ class ModernMember:
         finally:
             if not self._acked.done():
                 self._acked.set_result(None)
-        if isinstance(answer, jsonrpc.Error):
-            log.warning("listen.upstream_left_out", upstream=self.upstream, reason=answer.error.message)
+        if isinstance(answer, jsonrpc.Error):  # a server without listen (FastMCP 4.2.3): usual, not a fault
+            quiet = answer.error.code == jsonrpc.METHOD_NOT_FOUND
+            (log.info if quiet else log.warning)(
+                "listen.upstream_left_out", upstream=self.upstream, reason=answer.error.message
+            )
         else:
             log.info("listen.upstream_ended", upstream=self.upstream)
 

@@ -19,7 +19,7 @@ travels untouched, and a bad one gets the upstream's own error.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from aiohttp import web
@@ -27,8 +27,9 @@ from aiohttp import web
 from proxy.calls.wording import unavailable_answer
 from proxy.config import Config, PrincipalSource, UpstreamConfig
 from proxy.front.modern.peer_route import key_not_held
+from proxy.front.modern.relay_tasks import BoundTasks, TaskIdTooLarge, TaskRefused, refusal
 from proxy.front.reply import Notes
-from proxy.handle import HandleCodec, HandleError
+from proxy.handle import HandleCodec, HandleError, formats, token_version
 from proxy.handle.relay_state import (
     RelayState,
     StateTooLarge,
@@ -37,6 +38,7 @@ from proxy.handle.relay_state import (
     relay_target,
     seal_relay_state,
 )
+from proxy.handle.relay_task import open_relay_task
 from proxy.translate.request import ModernRequest
 from proxy.upstream.base import UpstreamAuthChallenge, UpstreamError
 from proxy.upstream.era import EraBook
@@ -70,6 +72,7 @@ class NativeRelay:
         principal_source: PrincipalSource,
         call_timeout: float,
         state_ttl: float,
+        task_ttl: float = 3600.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._upstreams = upstreams
@@ -80,6 +83,7 @@ class NativeRelay:
         self._legacy_tools = {name: frozenset(up.legacy_tools) for name, up in upstreams.items()}
         self._call_timeout = call_timeout
         self._state_ttl = state_ttl
+        self._task_ttl = task_ttl
         self._clock = clock
 
     @classmethod
@@ -98,13 +102,17 @@ class NativeRelay:
             principal_source=config.principal.source,
             call_timeout=config.calls.call_timeout_s,
             state_ttl=config.calls.parked_ttl_s,
+            task_ttl=config.calls.tasks.ttl_ms / 1000,
         )
 
     def takes(self, upstream: str, msg: jsonrpc.Request) -> bool:
         """Whether `msg` may take the relay (if the upstream is modern): not `ping` (the proxy answers it),
-        nor a call of one of the upstream's `legacy_tools` (the proxy's MRTR over a legacy session)."""
+        nor a call of one of the upstream's `legacy_tools` (the proxy's MRTR over a legacy session), nor a
+        `tasks/*` request naming one of the proxy's own task ids (such a call's task, format 3)."""
         if msg.method == "ping":
             return False
+        if msg.method in mcp.TASK_METHODS and token_version(msg.params.get("taskId")) == formats.TASK_ID:
+            return False  # the proxy's own task (a legacy_tools call that became one): proxy/tasks serves it
         return not (msg.method == "tools/call" and msg.params.get("name") in self._legacy_tools[upstream])
 
     async def modern(self, upstream: str, forwarded: tuple[tuple[str, str], ...]) -> bool:
@@ -137,6 +145,16 @@ class NativeRelay:
                 if exc.reason == "unknown_key":  # sealed by a key another replica holds: 503, try elsewhere
                     raise key_not_held(req.request_state, self._codec.ring, line) from None
                 return jsonrpc.error(msg.id, jsonrpc.INVALID_PARAMS, INVALID_STATE_MESSAGE)
+        tasks = None
+        if self._binds[upstream]:  # its task ids too are bound to the principal (relay_tasks.py)
+            tasks = BoundTasks(self._codec, upstream, principal, self._clock(), self._task_ttl)
+            try:
+                params = tasks.unwrap_params(msg.method, params)
+            except TaskRefused as exc:
+                line.update(outcome="handle_rejected", reason=exc.reason)
+                if exc.reason == "unknown_key":  # sealed by a key another replica holds: 503, try elsewhere
+                    raise key_not_held(exc.token, self._codec.ring, line) from None
+                return refusal(msg.id, msg.method, upstream, exc)
         listen = msg.method == mcp.LISTEN
         extra = {k: v for k, v in request.headers.items() if k.lower().startswith("mcp-param-")}
         send = self._senders.sender(
@@ -145,8 +163,9 @@ class NativeRelay:
             headers=dict(forwarded),
             extra_headers=extra,
         )
+        on_note = replier.notify if tasks is None else _filtered(replier, tasks)
         try:
-            answer = await send(jsonrpc.Request(msg.id, msg.method, params), replier.notify)
+            answer = await send(jsonrpc.Request(msg.id, msg.method, params), on_note)
         except TimeoutError:
             line["outcome"] = f"failed:{jsonrpc.UPSTREAM_TIMEOUT}"
             text = f"Upstream {upstream!r} did not answer within {self._call_timeout:g}s"
@@ -155,7 +174,7 @@ class NativeRelay:
             raise
         except UpstreamError as exc:
             return unavailable_answer(msg.id, upstream, exc, line)
-        return self._answer(upstream, msg, answer, principal, line, bound=bound)
+        return self._answer(upstream, msg, answer, principal, line, bound=bound, tasks=tasks)
 
     async def plain(
         self,
@@ -172,6 +191,16 @@ class NativeRelay:
         send = self._senders.sender(upstream, timeout=timeout, headers=dict(forwarded))
         return await send(msg, on_note)
 
+    def task_upstream(self, token: object) -> str | None:
+        """The upstream a relay task handle (relay_tasks.py) names, so an aggregated route sends `tasks/*`
+        to the member that issued it; None for anything else (the route decides then)."""
+        if not isinstance(token, str) or token_version(token) != formats.RELAY_TASK:
+            return None
+        try:
+            return open_relay_task(self._codec, token, self._clock()).upstream
+        except HandleError:
+            return None
+
     def _unwrap(self, upstream: str, msg: jsonrpc.Request, token: str, principal: str) -> str:
         state = open_relay_state(self._codec, token, self._clock())
         check_relay_state(state, upstream=upstream, principal=principal, target=_target(msg))
@@ -186,6 +215,7 @@ class NativeRelay:
         line: dict[str, Any],
         *,
         bound: bool,
+        tasks: BoundTasks | None,
     ) -> jsonrpc.Response:
         if isinstance(answer, jsonrpc.Error):
             line["outcome"] = f"upstream_error:{answer.error.code}"
@@ -207,7 +237,25 @@ class NativeRelay:
                 line["outcome"] = f"failed:{jsonrpc.UPSTREAM_FAILED}"
                 text = f"Upstream {upstream!r} gave a requestState the proxy cannot bind to you ({exc})"
                 return jsonrpc.error(msg.id, jsonrpc.UPSTREAM_FAILED, text)
+        if tasks is not None:
+            try:
+                result = tasks.wrap_result(msg.method, result)
+            except TaskIdTooLarge as exc:
+                line["outcome"] = f"failed:{jsonrpc.UPSTREAM_FAILED}"
+                text = f"Upstream {upstream!r} gave a task id the proxy cannot bind to you ({exc})"
+                return jsonrpc.error(msg.id, jsonrpc.UPSTREAM_FAILED, text)
         return jsonrpc.Result(msg.id, result)
+
+
+def _filtered(replier: Notes, tasks: BoundTasks) -> Callable[[jsonrpc.Notification], Awaitable[None]]:
+    """The client's notifications, less what names a task it did not ask about (relay_tasks.py)."""
+
+    async def notify(note: jsonrpc.Notification) -> None:
+        shown = tasks.note(note)
+        if shown is not None:
+            await replier.notify(shown)
+
+    return notify
 
 
 def _target(msg: jsonrpc.Request) -> str:

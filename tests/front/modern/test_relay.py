@@ -1,11 +1,18 @@
-"""Which upstreams get their requestState bound to the principal (front/modern/relay.py, binds_state)."""
+"""Which upstreams get their requestState bound to the principal (front/modern/relay.py, binds_state), and
+which requests take the relay."""
 
 from __future__ import annotations
 
 import pytest
 
 from proxy.config import AuthConfig, UpstreamConfig, UpstreamCredential
-from proxy.front.modern.relay import binds_state
+from proxy.front.modern.relay import NativeRelay, binds_state
+from proxy.handle import HandleCodec, KeyRing
+from proxy.handle.relay_task import RelayTask, seal_relay_task
+from proxy.tasks.ids import TaskClaims, seal_task_id
+from proxy.upstream.era import EraBook
+from proxy.upstream.senders import ModernSenders
+from proxy.wire import jsonrpc
 
 
 def validate(source: str) -> AuthConfig:
@@ -23,7 +30,33 @@ def validate(source: str) -> AuthConfig:
         (UpstreamConfig(name="a", url="http://x/", auth=validate("file")), "authorization", True),
         (UpstreamConfig(name="a", url="http://x/", auth=validate("env")), "authorization", True),
         (UpstreamConfig(name="a", url="http://x/", auth=validate("none")), "authorization", True),
+        # stdio: one child serves every user and no credential reaches it, whatever forward_headers says
+        (UpstreamConfig(name="a", command="srv", transport="stdio"), "authorization", True),
     ],
 )
 def test_binds_state(upstream: UpstreamConfig, principal_source: str, binds: bool) -> None:
     assert binds_state(upstream, principal_source) is binds  # type: ignore[arg-type]
+
+
+def test_the_proxys_own_task_ids_do_not_take_the_relay() -> None:
+    """A `legacy_tools` call of a modern upstream may become the proxy's own task (format 3): its tasks/*
+    are the proxy's to serve (proxy/tasks), never sent to the upstream; any other task id is relayed."""
+    up = UpstreamConfig(name="a", url="http://x/", era="modern", legacy_tools=("ask",))
+    codec = HandleCodec(KeyRing.ephemeral())
+    relay = NativeRelay(
+        upstreams={"a": up},
+        senders=ModernSenders({"a": up}, {}),
+        eras=EraBook({"a": up}, {}),
+        codec=codec,
+        principal_source="authorization",
+        call_timeout=1,
+        state_ttl=1,
+    )
+    own = seal_task_id(codec, TaskClaims("a", "k", "127.0.0.1:1", "w", 0, 10))
+    theirs = seal_relay_task(codec, RelayTask("a", "w", "task-1", 10))
+    for method in ("tasks/get", "tasks/update", "tasks/cancel"):
+        assert not relay.takes("a", jsonrpc.Request(1, method, {"taskId": own}))
+        assert relay.takes("a", jsonrpc.Request(1, method, {"taskId": theirs}))
+        assert relay.takes("a", jsonrpc.Request(1, method, {"taskId": "task-1"}))
+    assert not relay.takes("a", jsonrpc.Request(1, "tools/call", {"name": "ask"}))
+    assert relay.takes("a", jsonrpc.Request(1, "tools/call", {"name": "other"}))

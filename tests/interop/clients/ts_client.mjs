@@ -7,6 +7,10 @@
 // PLAN_JSON: [{"id": "a", "kind": "tool"|"prompt"|"resource"|"list_tools"|"list_tools_all", "name": …, "args": {…},
 //              "elicit": "accept"|"decline"|"cancel"}]
 // Env: MRTR_ROOT_URI (default file:///work/project) is the one root the roots/list handler returns.
+// MRTR_LIST_CHANGED=1 gives the client ClientOptions.listChanged for tools (off by default: on a modern
+// connection it opens a subscriptions/listen of its own); the step kind "list_changed" then calls the tool
+// `name` with {name: args.name + "_" + N} (N = 0, 1, …, at most 10 times, 2 s apart) until the handler
+// reports a refreshed tool list, and answers that list's names.
 // Output: {"client": {name, version, mode, era, protocolVersion}, "steps": {id: {text, is_error, seen} |
 //          {error, seen}}, "wire": [{http, method, status, contentType, resultType?, retry?}]}
 //
@@ -72,12 +76,18 @@ async function recordingFetch(input, init) {
   return response;
 }
 
+const changed = []; // what the listChanged handler got: tool names, or the error it reported
+function onChanged(error, tools) {
+  changed.push(error ? { error: String(error?.message ?? error) } : (tools ?? []).map(t => t.name));
+}
+
 const client = new Client(
   { name: 'mrtr-interop-ts-client', version: clientPkg.version },
   {
     capabilities: { elicitation: { form: {}, url: {} }, sampling: {}, roots: { listChanged: true } },
     versionNegotiation: { mode: MODES[mode] },
     inputRequired: { autoFulfill: true, maxRounds: 10 },
+    ...(process.env.MRTR_LIST_CHANGED === '1' ? { listChanged: { tools: { debounceMs: 0, onChanged } } } : {}),
   },
 );
 
@@ -185,6 +195,18 @@ async function runStep(step) {
         pages += 1;
       } while (cursor && pages < 100);
       return { text: names.join(','), pages, is_error: false };
+    }
+    case 'list_changed': {
+      const before = changed.length;
+      for (let i = 0; i < 10 && changed.length === before; i++) {
+        await client.callTool({ name: step.name, arguments: { name: `${args.name}_${i}` } }, opts);
+        for (let waited = 0; waited < 2000 && changed.length === before; waited += 50) {
+          await new Promise(resolve => setTimeout(resolve, 50));
+        }
+      }
+      const got = changed.at(-1);
+      if (changed.length === before) return { text: '', is_error: true };
+      return Array.isArray(got) ? { text: got.join(','), is_error: false } : { ...got, is_error: true };
     }
     default:
       throw new Error(`unknown step kind ${step.kind}`);

@@ -1,0 +1,141 @@
+"""A small scripted 2026-07-28 upstream (aiohttp), for what no installed peer serves at 2026-07-28: the
+Tasks extension (SEP-2663: neither FastMCP 4.2.3 without the separate `fastmcp-tasks` package nor the mcp
+2.3.0 SDK's server serves `tasks/*`) and a native tool whose `requestState` is as large as a test needs.
+
+It keeps every request it received (`seen`), checks `Mcp-Name` against the body as a real server does
+(`-32020` HeaderMismatch), and serves:
+
+- `server/discover`: 2026-07-28, the tasks extension declared;
+- `tools/call job {"text"}`: a task (`resultType: "task"`, id `task-<n>`, `ttlMs` 60000) whose result is
+  `job:<text>`; `tools/call big {"size"}`: `input_required` with a `requestState` of `size` characters
+  the first time, `big:<answer>:<size>` when retried with that very state;
+- `tasks/get` / `tasks/update` / `tasks/cancel`: by task id (`-32602 Failed to retrieve task: Task not
+  found` for one it never gave), `tasks/list`: every task it holds (it cannot tell users apart);
+- `subscriptions/listen`: the acknowledgement naming the task ids asked for, then `notifications/tasks` for
+  each of those *and for every other task it holds* (a careless server), then the stream ends.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import random
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+
+from proxy.wire.sse import encode_event
+
+VERSION = "2026-07-28"
+TASKS = "io.modelcontextprotocol/tasks"
+CREATED = "2026-12-03T00:00:00Z"
+
+
+@dataclass
+class ScriptedModern:
+    url: str = ""
+    tasks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    seen: list[dict[str, Any]] = field(default_factory=list)
+
+    def task_ids_seen(self) -> list[str]:
+        return [m["params"]["taskId"] for m in self.seen if m["method"].startswith("tasks/")]
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        msg = json.loads(await request.read())
+        self.seen.append(msg)
+        rid, method, params = msg.get("id"), msg["method"], msg.get("params", {})
+        name = params.get("taskId") if method.startswith("tasks/") else params.get("name")
+        if isinstance(name, str) and request.headers.get("Mcp-Name") != name:
+            return _error(rid, -32020, "Mcp-Name header does not match the body")
+        if method == "server/discover":
+            caps = {"tools": {}, "extensions": {TASKS: {}}}
+            return _result(rid, {"supportedVersions": [VERSION], "capabilities": caps})
+        if method == "tools/call":
+            return self._call(rid, params)
+        if method == "tasks/list":
+            return _result(rid, {"tasks": [self._detail(t) for t in self.tasks]})
+        if method == "subscriptions/listen":
+            return await self._listen(request, params)
+        if method in ("tasks/get", "tasks/update", "tasks/cancel"):
+            task_id = params.get("taskId")
+            if task_id not in self.tasks:
+                return _error(rid, -32602, "Failed to retrieve task: Task not found")
+            if method == "tasks/cancel":
+                self.tasks[task_id]["status"] = "cancelled"
+            if method == "tasks/update":
+                return _result(rid, {})
+            return _result(rid, self._detail(task_id))
+        return _error(rid, -32601, f"Method not found: {method}")
+
+    def _call(self, rid: Any, params: dict[str, Any]) -> web.Response:
+        args = params.get("arguments") or {}
+        if params.get("name") == "job":
+            task_id = f"task-{len(self.tasks) + 1}"
+            self.tasks[task_id] = {"status": "completed", "text": args.get("text", "")}
+            detail = {k: v for k, v in self._detail(task_id).items() if k != "result"}
+            return _result(rid, {**detail, "status": "working", "resultType": "task"})
+        if params.get("name") == "big":
+            size = int(args["size"])
+            state = big_state(size)
+            if params.get("requestState") == state:
+                answer = params["inputResponses"]["name"]["content"]["name"]
+                return _result(rid, {"content": [{"type": "text", "text": f"big:{answer}:{size}"}]})
+            if "requestState" in params:
+                return _error(rid, -32602, "Invalid requestState")
+            ask = {"method": "elicitation/create", "params": {"message": "name?", "requestedSchema": {}}}
+            return _result(
+                rid, {"resultType": "input_required", "inputRequests": {"name": ask}, "requestState": state}
+            )
+        return _error(rid, -32602, "Unknown tool")
+
+    def _detail(self, task_id: str) -> dict[str, Any]:
+        task = self.tasks[task_id]
+        detail = {"taskId": task_id, "status": task["status"], "ttlMs": 60000, "createdAt": CREATED}
+        if task["status"] == "completed":
+            detail["result"] = {"content": [{"type": "text", "text": f"job:{task['text']}"}]}
+        return detail
+
+    async def _listen(self, request: web.Request, params: dict[str, Any]) -> web.StreamResponse:
+        asked = params.get("notifications", {}).get("taskIds", [])
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        ack = {"notifications": {"taskIds": asked}}
+        notes = [{"method": "notifications/subscriptions/acknowledged", "params": ack}]
+        notes += [{"method": "notifications/tasks", "params": self._detail(t)} for t in self.tasks]
+        for note in notes:
+            await resp.write(encode_event(json.dumps({"jsonrpc": "2.0", **note})))
+        await resp.write_eof()
+        return resp
+
+
+def big_state(size: int) -> str:
+    """A requestState of `size` characters shaped as the mcp 2.3.0 SDK's sealed ones are (`v1.` and
+    base64url of ciphertext): random, so nothing compresses it."""
+    raw = random.Random(size).randbytes(size)
+    return ("v1." + base64.urlsafe_b64encode(raw).decode().rstrip("="))[:size]
+
+
+def _result(rid: Any, result: dict[str, Any]) -> web.Response:
+    return web.json_response({"jsonrpc": "2.0", "id": rid, "result": {"resultType": "complete", **result}})
+
+
+def _error(rid: Any, code: int, message: str) -> web.Response:
+    return web.json_response({"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": message}})
+
+
+@contextlib.asynccontextmanager
+async def scripted_modern() -> AsyncIterator[ScriptedModern]:
+    server = ScriptedModern()
+    app = web.Application()
+    app.router.add_post("/mcp", server.handle)
+    test_server = TestServer(app, host="127.0.0.1")
+    await test_server.start_server()
+    server.url = str(test_server.make_url("/mcp"))
+    try:
+        yield server
+    finally:
+        await test_server.close()

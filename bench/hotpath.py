@@ -23,7 +23,7 @@ import shutil
 import statistics
 import sys
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,16 @@ import peers  # tests/peers.py
 
 
 @contextlib.asynccontextmanager
-async def proxy(upstream: str, tmp: Path, label: str, source: Path | None) -> AsyncIterator[Piece]:
+async def proxy(
+    upstream: str,
+    tmp: Path,
+    label: str,
+    source: Path | None,
+    *,
+    wrap: Sequence[str] = (),
+    ready_timeout: float = peers.DEFAULT_READY_TIMEOUT,
+) -> AsyncIterator[Piece]:
+    """mrtr-proxy (from `source`'s proxy/ package, else this checkout's), its command after `wrap`."""
     key = tmp / f"key-{label}"
     key.write_text(base64.b64encode(os.urandom(32)).decode() + "\n")
     key.chmod(0o600)
@@ -51,10 +60,12 @@ async def proxy(upstream: str, tmp: Path, label: str, source: Path | None) -> As
             "upstreams": [{"name": "bench", "url": upstream}],
         }
         cfg.write_text(json.dumps(body))
-        return [PY, "-m", "proxy", "serve", "--config", str(cfg)]
+        return [*wrap, PY, "-m", "proxy", "serve", "--config", str(cfg)]
 
     env = {"PYTHONPATH": str(source)} if source is not None else None
-    async with peers.run_peer(f"mrtr-{label}", config, env=env, cwd=source, stop_timeout=STOP_S) as peer:
+    async with peers.run_peer(
+        f"mrtr-{label}", config, env=env, cwd=source, stop_timeout=STOP_S, ready_timeout=ready_timeout
+    ) as peer:
         yield Piece(f"http://127.0.0.1:{peer.port}/mcp", peer.pid)
 
 

@@ -94,7 +94,7 @@ async def main(args: argparse.Namespace) -> None:
                     if args.keep is not None:  # the dumps, for callgrind_annotate
                         args.keep.mkdir(parents=True, exist_ok=True)
                         for dump in out.glob("callgrind.out.*"):
-                            shutil.copy(dump, args.keep / f"callgrind.{label}.{rep}")
+                            shutil.copy(dump, args.keep / f"{dump.name}.{label}.{rep}")
                     with contextlib.suppress(OSError):
                         shutil.rmtree(out)
     print(json.dumps({label: [round(v) for v in values] for label, values in results.items()}, indent=2))

@@ -27,7 +27,6 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from machine import cpu_seconds
 from pieces import STOP_S, Piece, legacy_server, loadgen
 from plan import PY, say
 

@@ -2,11 +2,11 @@
 for any timing.
 
 CPU time per call moves by ±15 % on a machine whose other processes take one of its two cores; the number of
-instructions the proxy executes per call does not (±1–2 %). This starts the minimal legacy server and
+instructions the proxy executes per call does not (±1-2 %). This starts the minimal legacy server and
 mrtr-proxy under ``valgrind --tool=callgrind`` (with ``--before DIR``, a second proxy from another checkout's
 ``proxy/`` package, both in turn), warms each up, then zeroes callgrind's counters, makes exactly ``--calls``
 calls (16 modern clients, the echo tool), and dumps the counters: their total ÷ calls is the figure. Valgrind
-runs the proxy ~50× slower, so the clients wait on it alone; instructions are not time (a syscall counts
+runs the proxy ~50 times slower, so the clients wait on it alone; instructions are not time (a syscall counts
 as the few instructions that make it), so this ranks changes to the proxy's own code, it does not replace
 the CPU figures of ``make bench``::
 
@@ -26,6 +26,7 @@ import tempfile
 from pathlib import Path
 
 import aiohttp
+
 from clients import Modern
 from hotpath import proxy
 from pieces import legacy_server
@@ -54,17 +55,25 @@ async def _control(pid: int, flag: str) -> None:
     await asyncio.wait_for(proc.wait(), 60)
 
 
+def _remove_dumps(out: Path) -> None:
+    for old in out.glob("callgrind.out.*"):
+        old.unlink()
+
+
+def _dumped(out: Path) -> int:
+    """The instructions counted in the dumps (one per thread) written since the counters were zeroed."""
+    dumps = sorted(out.glob("callgrind.out.*"))
+    return sum(int(m.group(1)) for d in dumps if (m := _TOTALS.search(d.read_text(errors="replace"))))
+
+
 async def _measure(label: str, url: str, pid: int, out: Path, calls: int) -> float:
     await _calls(url, 64)  # warm-up: the pool grows to 16 sessions
     await _control(pid, "-z")
     await _calls(url, calls)
-    for old in out.glob("callgrind.out.*"):
-        old.unlink()
+    await asyncio.to_thread(_remove_dumps, out)
     await _control(pid, "-d")
     await asyncio.sleep(1.0)
-    dumps = sorted(out.glob("callgrind.out.*"))
-    totals = [int(m.group(1)) for d in dumps if (m := _TOTALS.search(d.read_text(errors="replace")))]
-    per_call = sum(totals) / calls
+    per_call = await asyncio.to_thread(_dumped, out) / calls
     say(f"{label}: {per_call:,.0f} instructions per call ({calls} calls)")
     return per_call
 

@@ -299,28 +299,17 @@ def _check_each(
 _STDLIB = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, allow_nan=False)
 
 
-def _encode(obj: dict[str, Any]) -> bytes:
-    """The one spelling of a claims object: compact, ASCII-only JSON (so any str round-trips), as the stdlib
-    writes it. orjson writes the same bytes when its output is ASCII without DEL (claims hold no floats or
-    nulls); otherwise (non-ASCII, a lone surrogate) the stdlib writes it."""
-    try:
-        out = orjson.dumps(obj)
-    except orjson.JSONEncodeError:
-        return _STDLIB.encode(obj).encode("ascii")
-    if out.isascii() and b"\x7f" not in out:
-        return out
-    return _STDLIB.encode(obj).encode("ascii")
-
-
 def encode_claims(c: Claims) -> bytes:
     """Compact JSON with short keys; the optional ones (``e``, ``q``, ``l``; ``h``) left out when None
-    (empty)."""
+    (empty). The one spelling of a claims object: compact, ASCII-only JSON (so any str round-trips), as the
+    stdlib writes it. orjson writes the same bytes when its output is ASCII without DEL (claims hold no floats
+    or nulls); otherwise (non-ASCII, a lone surrogate) the stdlib writes it."""
     obj: dict[str, Any] = {
         "u": c.upstream,
         "s": c.session,
         "c": c.call,
         "r": c.round,
-        "p": c.pending.as_json_object() if type(c.pending) is FrozenMap else dict(c.pending),
+        "p": c.pending._d if type(c.pending) is FrozenMap else dict(c.pending),  # no copy: only read
         "o": c.owner,
         "w": c.principal,
         "t": c.target,
@@ -335,7 +324,13 @@ def encode_claims(c: Claims) -> bytes:
         obj["l"] = c.trace
     if c.hashed:
         obj["h"] = list(c.hashed)
-    return _encode(obj)
+    try:  # runs twice per handle: sealed, and opened (to check the spelling)
+        out = orjson.dumps(obj)
+    except orjson.JSONEncodeError:
+        return _STDLIB.encode(obj).encode("ascii")
+    if out.isascii() and b"\x7f" not in out:
+        return out
+    return _STDLIB.encode(obj).encode("ascii")
 
 
 def _parse(b: bytes) -> Claims | None:

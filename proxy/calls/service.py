@@ -39,7 +39,8 @@ from proxy.calls.wording import unavailable
 from proxy.handle import HandleError, target_digest
 from proxy.translate.exchange import Exchange
 from proxy.translate.notes import call_progress_token, with_progress_token
-from proxy.upstream.base import Inbox, UpstreamAuthChallenge, UpstreamError
+from proxy.upstream.base import UpstreamAuthChallenge, UpstreamError
+from proxy.upstream.inbox import LeanQueue
 from proxy.upstream.pool import PoolExhausted
 from proxy.wire import jsonrpc
 from proxy.wire.jsonrpc import ErrorObject
@@ -94,7 +95,7 @@ class CallService(Takeover, Draining):
             key=req.key,
             session=session,
             exchange=Exchange(req.key.capabilities),
-            inbox=Inbox(),
+            inbox=LeanQueue(),  # not Inbox(): calling a subscripted generic costs ~1 µs more
             first_span=req.link.span,
             address=req.address,
             tool=tool_of(req.method, req.params),

@@ -30,7 +30,8 @@ from proxy.calls.scope import scoped_sink
 from proxy.calls.wording import failed_during_call
 from proxy.handle import Claims
 from proxy.translate.exchange import Exchange
-from proxy.upstream.base import Inbox, UpstreamError
+from proxy.upstream.base import UpstreamError
+from proxy.upstream.inbox import LeanQueue
 from proxy.upstream.pool import PoolExhausted
 
 
@@ -86,7 +87,7 @@ class Takeover(CallDriver):
             key=req.key,
             session=session,
             exchange=exchange,
-            inbox=Inbox(),
+            inbox=LeanQueue(),  # not Inbox(): calling a subscripted generic costs ~1 µs more
             upstream_id=claims.request,
             first_span=claims.trace,
             address=req.address,

@@ -17,12 +17,11 @@ cookies are never used; a token goes in `Authorization`, which a page sets itsel
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import structlog
 from aiohttp import web
-from aiohttp.typedefs import Handler, Middleware
 
 from proxy.front.checks import origin_allowed
 from proxy.front.reply import json_response
@@ -119,14 +118,15 @@ class Cors:
             response.headers["Access-Control-Expose-Headers"] = _EXPOSE_HEADERS_VALUE
 
 
-def middleware(cors: Cors) -> Middleware:
-    """Answers `OPTIONS` on the MCP routes before the endpoint sees it (which takes POST, GET, DELETE)."""
+def preflight_gate(cors: Cors) -> Callable[[web.Request], web.Response | None]:
+    """Answers `OPTIONS` on the MCP routes before the endpoint sees it (which takes POST, GET, DELETE): a
+    gate of the app's outermost middleware (front/fallback.py's `json_answers_with`), not a middleware of
+    its own, so other requests pay one comparison for it rather than a coroutine hop."""
 
-    @web.middleware
-    async def preflight(request: web.Request, handler: Handler) -> web.StreamResponse:
+    def preflight(request: web.Request) -> web.Response | None:
         if request.method == "OPTIONS" and is_mcp_path(request.path):
             return cors.preflight(request)
-        return await handler(request)
+        return None
 
     return preflight
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import structlog
 from aiohttp import web
-from structlog.contextvars import bound_contextvars
+from structlog.contextvars import bind_contextvars, reset_contextvars
 
 from proxy.calls.outcomes import CallLink
 from proxy.config import FrontConfig, UpstreamConfig
@@ -88,16 +88,20 @@ class Endpoint:
         line: dict[str, Any] = {"request_id": rid, "http_method": request.method, "path": request.path}
         try:
             # Every log line, and every upstream HTTP request, made while handling it carries the request id.
-            with bound_contextvars(request_id=rid), propagating({REQUEST_ID_HEADER: rid, **span.headers}):
-                try:
+            # (bind/reset rather than structlog's bound_contextvars, which reads every context variable.)
+            bound = bind_contextvars(request_id=rid)
+            try:
+                with propagating({REQUEST_ID_HEADER: rid, **span.headers}):
                     response = await self._handle(request, line, link)
-                except Refusal as refusal:
-                    line["outcome"] = f"refused:{refusal.error.code}"
-                    response = json_response(jsonrpc.Error(line.get("id"), refusal.error), refusal.status)
-                    response.headers.update(refusal.headers)
-                except AuthRefused as refused:  # validate mode, or the upstream's 401/403 relayed
-                    line.setdefault("outcome", f"unauthorized:{refused.status}")
-                    response = refused.response(line.get("id"))
+            except Refusal as refusal:
+                line["outcome"] = f"refused:{refusal.error.code}"
+                response = json_response(jsonrpc.Error(line.get("id"), refusal.error), refusal.status)
+                response.headers.update(refusal.headers)
+            except AuthRefused as refused:  # validate mode, or the upstream's 401/403 relayed
+                line.setdefault("outcome", f"unauthorized:{refused.status}")
+                response = refused.response(line.get("id"))
+            finally:
+                reset_contextvars(**bound)
         except web.HTTPException as exc:  # aiohttp answers with it (404: no such upstream)
             exc.headers[REQUEST_ID_HEADER] = rid
             span.finish({**_joined(line, link), "status": exc.status}, first_round=link.first_span)
@@ -248,8 +252,14 @@ async def read_body(request: web.Request, limit: int) -> bytes:
     """The whole body, or a 413 refusal as soon as it is known to exceed `limit` bytes. (A single
     `content.read(n)` returns whatever has arrived so far, which for a large body is only part of it.)"""
     too_large = Refusal(413, ErrorObject(jsonrpc.INVALID_REQUEST, "Request body too large"))
-    if request.content_length is not None and request.content_length > limit:
-        raise too_large
+    length = request.content_length
+    if length is not None:
+        if length > limit:
+            raise too_large
+        try:  # one read (the parser stops at Content-Length), not an async iteration over chunks
+            return await request.content.readexactly(length)
+        except asyncio.IncompleteReadError as short:  # the client stopped early: what came, as before
+            return short.partial
     body = bytearray()
     async for chunk in request.content.iter_chunked(64 * 1024):
         body += chunk

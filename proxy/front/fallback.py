@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 
 from proxy.wire import jsonrpc
 
@@ -31,25 +32,44 @@ _DEFAULTS = {
 }
 
 
-@web.middleware
-async def json_answers(request: web.Request, handler: Handler) -> web.StreamResponse:
-    try:
-        response = await handler(request)
-    except web.HTTPException as exc:
-        if exc.status < 400:
-            raise
-        response = _as_json_rpc(exc)
-    except Exception as exc:
-        if isinstance(exc, ConnectionError) and client_gone(request):  # a hang-up, not a bug
-            log.info("request.client_gone", path=request.path)
-            return web.Response(status=CLIENT_GONE_STATUS)
-        # a bug: still a JSON-RPC answer, and the traceback in the log
-        log.exception("request.unhandled", path=request.path)
-        body = jsonrpc.dumps(jsonrpc.error(None, jsonrpc.INTERNAL_ERROR, "Internal error"))
-        response = web.Response(status=500, body=body, content_type="application/json")
-    if response.status in (429, 503) and "Retry-After" not in response.headers and not response.prepared:
-        response.headers["Retry-After"] = RETRY_AFTER_S
-    return response
+# A check made before the handler, in json_answers' own frame: an answer of its own (or an HTTPException
+# raised), or None to go on to the handler. The app's front door folds its gates in here (the peer port,
+# CORS preflights) rather than adding a middleware, a coroutine and an await per request, each.
+Gate = Callable[[web.Request], web.StreamResponse | None]
+
+
+def json_answers_with(*gates: Gate) -> Middleware:
+    """`json_answers` with `gates` checked first, in order, inside it (so their refusals are JSON-RPC too)."""
+
+    @web.middleware
+    async def json_answers(request: web.Request, handler: Handler) -> web.StreamResponse:
+        try:
+            early = None
+            for gate in gates:
+                early = gate(request)
+                if early is not None:
+                    break
+            response = early if early is not None else await handler(request)
+        except web.HTTPException as exc:
+            if exc.status < 400:
+                raise
+            response = _as_json_rpc(exc)
+        except Exception as exc:
+            if isinstance(exc, ConnectionError) and client_gone(request):  # a hang-up, not a bug
+                log.info("request.client_gone", path=request.path)
+                return web.Response(status=CLIENT_GONE_STATUS)
+            # a bug: still a JSON-RPC answer, and the traceback in the log
+            log.exception("request.unhandled", path=request.path)
+            body = jsonrpc.dumps(jsonrpc.error(None, jsonrpc.INTERNAL_ERROR, "Internal error"))
+            response = web.Response(status=500, body=body, content_type="application/json")
+        if response.status in (429, 503) and "Retry-After" not in response.headers and not response.prepared:
+            response.headers["Retry-After"] = RETRY_AFTER_S
+        return response
+
+    return json_answers
+
+
+json_answers = json_answers_with()  # no gates
 
 
 def client_gone(request: web.Request) -> bool:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import itertools
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -109,13 +108,20 @@ class FrozenMap(Mapping[str, JsonRpcId]):
     @classmethod
     def adopt(cls, d: dict[str, JsonRpcId]) -> FrozenMap:
         """Wrap ``d`` without a copy: for a dict nobody else holds (one just parsed)."""
-        m = cls.__new__(cls)
-        m._d = d
-        return m
+        return _adopt(d)
 
     def as_json_object(self) -> dict[str, JsonRpcId]:
         """The entries as the dict they are kept in, for an encoder to read (not to change): no copy."""
         return self._d
+
+
+def _adopt(d: dict[str, JsonRpcId]) -> FrozenMap:
+    m = _new_object(FrozenMap)
+    m._d = d
+    return m
+
+
+_new_object = object.__new__
 
 
 def _check_str(name: str, value: object, *, empty_ok: bool) -> None:
@@ -172,6 +178,8 @@ class Claims:
         # inlined pass over the arguments (then one store of them all) costs a third less than the dataclass
         # __init__ plus a __post_init__. Anything the pass does not accept goes through `_check_each`, the
         # same rules claim by claim, which raises naming the bad one (TypeError/ValueError) or accepts it.
+        # A FrozenMap is checked through the dict it keeps (its Mapping methods are Python calls).
+        entries = pending._d if type(pending) is FrozenMap else pending
         if not (
             type(upstream) is str
             and 0 < len(upstream) <= MAX_STR
@@ -197,8 +205,8 @@ class Claims:
                 or (type(request) is str and len(request) <= MAX_STR)
                 or (type(request) is int and _MIN_INT <= request <= _MAX_INT)
             )
-            and _plain_pending(pending)
-            and (not hashed or _plain_hashed(hashed, pending))
+            and _plain_pending(entries)
+            and (not hashed or _plain_hashed(hashed, entries))
         ):
             _check_each(
                 (upstream, session, call, round, owner, principal, target, issued_at, expires_at),
@@ -213,7 +221,7 @@ class Claims:
             session=session,
             call=call,
             round=round,
-            pending=pending if type(pending) is FrozenMap else FrozenMap(pending),
+            pending=pending if type(pending) is FrozenMap else _adopt(dict(pending)),
             owner=owner,
             principal=principal,
             target=target,
@@ -226,15 +234,17 @@ class Claims:
         )
 
 
-def _plain_hashed(hashed: object, pending: Mapping[str, object]) -> bool:
-    """A sorted tuple of distinct keys of `pending`, each naming a str id."""
-    if type(hashed) is not tuple or list(hashed) != sorted(set(hashed)):
+def _plain_hashed(hashed: object, pending: object) -> bool:
+    """A sorted tuple of distinct keys of `pending` (a dict), each naming a str id."""
+    if type(hashed) is not tuple or type(pending) is not dict or list(hashed) != sorted(set(hashed)):
         return False
     return all(type(key) is str and type(pending.get(key)) is str for key in hashed)
 
 
 def _plain_pending(pending: object) -> bool:
-    if type(pending) is not dict and type(pending) is not FrozenMap:
+    """A dict of at most MAX_PENDING entries, each a key of 1..MAX_STR characters and an id a handle
+    carries (anything else, a FrozenMap's own dict aside, goes through `_check_each`)."""
+    if type(pending) is not dict:
         return False
     if len(pending) > MAX_PENDING:
         return False
@@ -282,35 +292,24 @@ def _check_each(
             _check_int("pending id", rid, _MIN_INT)
         else:
             _check_str("pending id", rid, empty_ok=True)
-    if hashed and not _plain_hashed(hashed, pending):
+    if hashed and not _plain_hashed(hashed, dict(pending)):
         raise ValueError("claim hashed must name str ids of pending, sorted, once each")
 
 
 _STDLIB = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, allow_nan=False)
 
 
-def _encode(obj: dict[str, Any]) -> bytes:
-    """The one spelling of a claims object: compact, ASCII-only JSON (so any str round-trips), as the stdlib
-    writes it. orjson writes the same bytes when its output is ASCII without DEL (claims hold no floats or
-    nulls); otherwise (non-ASCII, a lone surrogate) the stdlib writes it."""
-    try:
-        out = orjson.dumps(obj)
-    except orjson.JSONEncodeError:
-        out = b""
-    if out and out.isascii() and b"\x7f" not in out:
-        return out
-    return _STDLIB.encode(obj).encode("ascii")
-
-
 def encode_claims(c: Claims) -> bytes:
     """Compact JSON with short keys; the optional ones (``e``, ``q``, ``l``; ``h``) left out when None
-    (empty)."""
+    (empty). The one spelling of a claims object: compact, ASCII-only JSON (so any str round-trips), as the
+    stdlib writes it. orjson writes the same bytes when its output is ASCII without DEL (claims hold no floats
+    or nulls); otherwise (non-ASCII, a lone surrogate) the stdlib writes it."""
     obj: dict[str, Any] = {
         "u": c.upstream,
         "s": c.session,
         "c": c.call,
         "r": c.round,
-        "p": c.pending.as_json_object() if type(c.pending) is FrozenMap else dict(c.pending),
+        "p": c.pending._d if type(c.pending) is FrozenMap else dict(c.pending),  # no copy: only read
         "o": c.owner,
         "w": c.principal,
         "t": c.target,
@@ -325,61 +324,52 @@ def encode_claims(c: Claims) -> bytes:
         obj["l"] = c.trace
     if c.hashed:
         obj["h"] = list(c.hashed)
-    return _encode(obj)
-
-
-def _load(b: bytes) -> Any:
-    try:
-        return orjson.loads(b)
-    except orjson.JSONDecodeError:  # e.g. a lone surrogate escape, which the stdlib reads
-        return json.loads(b)
-
-
-_REQUIRED_ORDER = ("u", "s", "c", "r", "p", "o", "w", "t", "iat", "exp")
-# The key orders `encode_claims` writes: the required claims, then whichever optional ones are set.
-_KEY_ORDERS = frozenset(
-    _REQUIRED_ORDER + tuple(k for k, on in zip(("e", "q", "l", "h"), flags, strict=True) if on)
-    for flags in itertools.product((False, True), repeat=4)
-)
+    try:  # runs twice per handle: sealed, and opened (to check the spelling)
+        out = orjson.dumps(obj)
+    except orjson.JSONEncodeError:
+        return _STDLIB.encode(obj).encode("ascii")
+    if out.isascii() and b"\x7f" not in out:
+        return out
+    return _STDLIB.encode(obj).encode("ascii")
 
 
 def _parse(b: bytes) -> Claims | None:
     try:
-        obj = _load(b)
-        if type(obj) is not dict or tuple(obj) not in _KEY_ORDERS:
-            return None  # a key unknown, missing, or out of `encode_claims`'s order
-        p, e, q, link, h = obj["p"], obj.get("e"), obj.get("q"), obj.get("l"), obj.get("h")
-        if len(obj) != 10 + (e is not None) + (q is not None) + (link is not None) + (h is not None):
-            return None  # an optional claim sent as null: encode_claims leaves it out instead
-        if h is not None and (type(h) is not list or not h):
-            return None  # `h` is a non-empty list, or left out
+        try:
+            obj = orjson.loads(b)
+        except orjson.JSONDecodeError:  # e.g. a lone surrogate escape, which the stdlib reads
+            obj = json.loads(b)
+        if type(obj) is not dict:
+            return None
+        p, h = obj["p"], obj.get("h")
         claims = Claims(
             obj["u"],
             obj["s"],
             obj["c"],
             obj["r"],
-            FrozenMap.adopt(p) if type(p) is dict else p,  # just parsed: nobody else holds it
+            _adopt(p) if type(p) is dict else p,  # just parsed: nobody else holds it
             obj["o"],
             obj["w"],
             obj["t"],
             obj["iat"],
             obj["exp"],
-            e,
-            q,
-            link,
-            () if h is None else tuple(h),
+            obj.get("e"),
+            obj.get("q"),
+            obj.get("l"),
+            () if h is None else tuple(h) if type(h) is list else h,
         )
-        # Spelled as `encode_claims` spells it (compact ASCII JSON, each value's one spelling): this refuses
-        # duplicate keys (they re-encode shorter), whitespace, escapes spelled another way, NaN/Infinity and
-        # raw non-ASCII. A bad claim is a TypeError/ValueError from Claims.
-        return claims if _encode(obj) == b else None
-    except (ValueError, TypeError, RecursionError):
+        # Spelled exactly as `encode_claims` spells these claims (their keys in its order, an optional one
+        # left out rather than null or empty, compact ASCII JSON, each value's one spelling): this refuses an
+        # unknown, missing or reordered key, duplicate keys, whitespace, escapes spelled another way,
+        # NaN/Infinity and raw non-ASCII. A bad claim is a TypeError/ValueError from Claims.
+        return claims if encode_claims(claims) == b else None
+    except (ValueError, TypeError, KeyError, RecursionError):
         return None
 
 
 def decode_claims(b: bytes) -> Claims:
     """Strictly decode claims; anything off raises ``HandleError("bad_claims")`` (no chained cause)."""
-    claims = _parse(b) if isinstance(b, bytes | bytearray) else None
+    claims = _parse(b) if type(b) is bytes or isinstance(b, bytearray) else None
     if claims is None:
         raise HandleError("bad_claims")
     return claims

@@ -67,9 +67,10 @@ def _utf8(s: str) -> bytes:
 
 
 def _same(a: str, b: str) -> bool:
-    if a.isascii() and b.isascii():  # compare_digest takes ASCII str as it is, without two encodes
+    try:  # compare_digest takes ASCII str as it is, without two encodes; any other str is a TypeError
         return hmac.compare_digest(a, b)
-    return hmac.compare_digest(_utf8(a), _utf8(b))
+    except TypeError:
+        return hmac.compare_digest(_utf8(a), _utf8(b))
 
 
 def _digest(data: bytes) -> str:

@@ -17,6 +17,7 @@ from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pybase64
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
@@ -106,7 +107,7 @@ class KeyRing:
     """Ordered keys: one seals (the first, or the one `sealing` names), all unseal. One AESGCM object per
     key, built once."""
 
-    __slots__ = ("_aeads", "_keys", "_seal_aead", "_seal_kid")
+    __slots__ = ("_aeads", "_headers", "_keys", "_seal_aead", "_seal_kid")
 
     def __init__(self, keys: Sequence[Key], *, sealing: str | None = None) -> None:
         if not keys:
@@ -123,6 +124,7 @@ class KeyRing:
         if self._seal_kid not in aeads:
             raise ValueError(f"sealing key id {sealing!r} is not in the ring")
         self._seal_aead = aeads[self._seal_kid]
+        self._headers: dict[int, bytes] = {}  # version -> version || sealing kid, the associated data
 
     @classmethod
     def ephemeral(cls) -> KeyRing:
@@ -147,12 +149,14 @@ class KeyRing:
     def seal(self, plaintext: bytes, *, version: int, max_chars: int = MAX_TOKEN_CHARS) -> str:
         """Encrypt and authenticate ``plaintext``; raises ValueError if the token would be longer than
         ``max_chars`` (MAX_TOKEN_CHARS unless a kind has a cap of its own)."""
-        if not 0 <= version <= 255:
-            raise ValueError("version must fit in one byte")
-        header = bytes((version,)) + self._seal_kid
+        header = self._headers.get(version)
+        if header is None:
+            if not 0 <= version <= 255:
+                raise ValueError("version must fit in one byte")
+            header = self._headers[version] = bytes((version,)) + self._seal_kid
         nonce = os.urandom(NONCE_LEN)
         sealed = header + nonce + self._seal_aead.encrypt(nonce, plaintext, header)
-        token = binascii.b2a_base64(sealed, newline=False).translate(_TO_URLSAFE).rstrip(b"=").decode("ascii")
+        token = pybase64.b64encode_as_string(sealed, altchars=b"-_").rstrip("=")
         if len(token) > max_chars:
             raise ValueError(f"sealed token is {len(token)} chars, over the {max_chars} cap")
         return token
@@ -207,32 +211,33 @@ def token_version(token: object) -> int | None:
 
 _B64_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
 _B64_VALUE = {ch: i for i, ch in enumerate(_B64_ALPHABET)}
-# base64url onto the standard alphabet, and the standard one's own "+", "/" and padding "=" (not base64url)
-# onto "*", which binascii's strict mode refuses as it refuses everything else outside the alphabet.
-_TO_STANDARD = bytes.maketrans(b"-_+/=", b"+/***")
-_TO_URLSAFE = bytes.maketrans(b"+/", b"-_")
-# The low bits the last character of a token of length % 4 == 2 or 3 does not use (canonical: zero).
-_UNUSED_BITS = {0: 0, 2: 0x0F, 3: 0x03}
+# The low bits the last character of a token of length % 4 == 2 or 3 does not use (canonical: zero), and
+# the padding that length needs (length % 4 == 1 is never base64).
+_UNUSED_BITS = (0, 0, 0x0F, 0x03)
+_PADDING = ("", "", "==", "=")
 
 
 def _b64url_decode(token: object, max_chars: int = MAX_TOKEN_CHARS) -> bytes:
-    """Strict, canonical base64url without padding."""
-    if not isinstance(token, str):
+    """Strict, canonical base64url without padding.
+
+    pybase64 (SIMD) decodes; its ``validate`` refuses whatever is outside the alphabet, but with
+    ``altchars`` it still takes the standard alphabet's "+" and "/", and it does not look at the unused
+    trailing bits: both are refused here first, so that each token has exactly one spelling."""
+    if type(token) is not str:
         raise HandleError("malformed")
-    if len(token) > max_chars:
+    n = len(token)
+    if n > max_chars:
         raise HandleError("too_long")
-    unused = _UNUSED_BITS.get(len(token) % 4)
-    if unused is None or not token.isascii():
+    rem = n & 3
+    if rem == 1 or not token.isascii() or "+" in token or "/" in token or "=" in token:
         raise HandleError("malformed")
-    # Non-zero unused trailing bits are refused so that each token has exactly one spelling.
-    # (A last character outside the alphabet counts as 1 here: refused now, or by strict mode below.)
-    if token and _B64_VALUE.get(token[-1], 1) & unused:
+    # (A last character outside the alphabet counts as 1 here: refused now, or by validate below.)
+    if rem and _B64_VALUE.get(token[-1], 1) & _UNUSED_BITS[rem]:
         raise HandleError("malformed")
-    standard = token.encode("ascii").translate(_TO_STANDARD) + b"=" * (-len(token) % 4)
     raw: bytes | None
     try:
-        raw = binascii.a2b_base64(standard, strict_mode=True)
-    except binascii.Error:
+        raw = pybase64.b64decode(token + _PADDING[rem], altchars=b"-_", validate=True)
+    except ValueError:  # binascii.Error
         raw = None
     if raw is None:
         raise HandleError("malformed")  # outside the try: no chained cause or context

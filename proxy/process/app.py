@@ -21,10 +21,9 @@ from proxy.cluster.agreement import KEYS_PATH, PeerKeyCheck
 from proxy.cluster.keys import promote_due_key
 from proxy.config import Config
 from proxy.front.address import AddressSource
-from proxy.front.cors import Cors
-from proxy.front.cors import middleware as cors_middleware
+from proxy.front.cors import Cors, preflight_gate
 from proxy.front.endpoint import Endpoint
-from proxy.front.fallback import json_answers
+from proxy.front.fallback import json_answers_with
 from proxy.front.legacy.bridge import BridgeSettings, LegacyBridge
 from proxy.front.legacy.mirror import MIRROR_PEER_PATH, LegacyMirror, peer_route
 from proxy.front.legacy.quota import SessionQuota
@@ -92,7 +91,9 @@ def create_app(
     cors = Cors(config.front.allowed_origins)  # browsers on front.allowed_origins (front/cors.py)
     app = web.Application(
         client_max_size=config.front.max_body_bytes,
-        middlewares=[json_answers, readiness.ports, cors_middleware(cors)],
+        # One middleware: JSON-RPC answers for what aiohttp would answer in text, with the peer port's
+        # refusals and CORS preflights checked inside it (front/fallback.py), not as hops of their own.
+        middlewares=[json_answers_with(readiness.ports, preflight_gate(cors))],
     )
     app[CONFIG] = config
     app[PREPARED] = prepare(config)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -35,12 +35,10 @@ URL_WAIT_S = 1.5  # within the chart's 2 s probe timeout; a slower check answers
 _ADMIN = frozenset({"/healthz", "/readyz", "/metrics"})
 
 
-@web.middleware
-async def ports(
-    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
-) -> web.StreamResponse:
+def ports(request: web.Request) -> None:
     """With `replica.peer_port` set, the peer routes (/_mrtr/…) are served on it only, and of the rest only
-    the probes and /metrics are (an admin port as well)."""
+    the probes and /metrics are (an admin port as well): HTTPNotFound otherwise. A gate of the app's
+    outermost middleware (front/fallback.py's `json_answers_with`), checked before every request."""
     peer_port = request.app[CONFIG].replica.peer_port
     if peer_port is not None:
         sockname = request.transport.get_extra_info("sockname") if request.transport else None
@@ -50,7 +48,6 @@ async def ports(
             on_peer_port and not peer_route and request.path not in _ADMIN
         ):
             raise web.HTTPNotFound()
-    return await handler(request)
 
 
 async def peer_key_checks(app: web.Application) -> AsyncIterator[None]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import os
 import signal
 import sys
@@ -36,6 +37,9 @@ log = structlog.get_logger("proxy.startup")
 
 SHUTDOWN_TIMEOUT_S = 10.0  # < the chart's drain.terminationMarginSeconds (15): exit before SIGKILL
 START_FAILED = 1  # the exit status when the proxy cannot start serving (configuration errors are 2)
+
+
+GC_YOUNG = 2_000  # net allocations between two collections of the young generation (Python 3.11's: 700)
 
 
 def fatal(message: str, **fields: Any) -> None:
@@ -164,6 +168,15 @@ async def serve(
                 where = f"{admin.host}:{admin.port}"
                 fatal(f"cannot listen on {where} (admin.listen): {exc.strerror or exc}", errno=exc.errno)
                 return START_FAILED
+        # What start-up built (modules, the app, aiohttp's tables) lives as long as the process: out of the
+        # collector's way, so its full collections walk what requests made, not all of that every time. And
+        # a young generation of 2,000 objects rather than 700 (Python 3.13's own default): at 700 the
+        # collector was ~6% of the proxy's instructions per pass-through call (per call: 1.411M instructions
+        # at 700, 1.375M at 2,000, 1.362M at 10,000, where up to 10,000 objects of cyclic garbage could wait,
+        # which parked calls' memory would show; bench/hotpath_ir.py).
+        gc.collect()
+        gc.freeze()
+        gc.set_threshold(GC_YOUNG, *gc.get_threshold()[1:])
         await _until_signalled(app, loop)
         return 0
     finally:

@@ -12,8 +12,7 @@ opening request's ids.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from contextvars import ContextVar
 from types import MappingProxyType
 
@@ -23,14 +22,21 @@ _NONE: Mapping[str, str] = MappingProxyType({})
 _PROPAGATED: ContextVar[Mapping[str, str]] = ContextVar("mrtr_proxy_propagated_headers", default=_NONE)
 
 
-@contextlib.contextmanager
-def propagating(headers: Mapping[str, str]) -> Iterator[None]:
-    """Send `headers` upstream with every HTTP request made inside this block (and the tasks it starts)."""
-    token = _PROPAGATED.set(MappingProxyType(dict(headers)))
-    try:
-        yield
-    finally:
-        _PROPAGATED.reset(token)
+class propagating:
+    """Send `headers` upstream with every HTTP request made inside this block (and the tasks it starts).
+
+    A class rather than a `contextlib.contextmanager` generator: it is entered once per client request."""
+
+    __slots__ = ("_headers", "_token")
+
+    def __init__(self, headers: Mapping[str, str]) -> None:
+        self._headers = MappingProxyType(dict(headers))
+
+    def __enter__(self) -> None:
+        self._token = _PROPAGATED.set(self._headers)
+
+    def __exit__(self, *_: object) -> None:
+        _PROPAGATED.reset(self._token)
 
 
 def propagated() -> Mapping[str, str]:

@@ -17,7 +17,7 @@ from structlog.testing import capture_logs
 
 from proxy.config import FrontConfig
 from proxy.front.endpoint import NO_SESSION
-from proxy.front.fallback import json_answers
+from proxy.front.fallback import json_answers, json_answers_with
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -119,3 +119,38 @@ async def test_a_bug_is_still_a_json_rpc_answer(http: aiohttp.ClientSession) -> 
     finally:
         await server.close()
     assert [e["event"] for e in logs] == ["request.unhandled"]
+
+
+async def test_gates_answer_inside_it_before_the_handler(http: aiohttp.ClientSession) -> None:
+    """The app's peer-port and preflight checks are gates of `json_answers_with`, not middlewares: in order,
+    an answer of a gate's own is the answer (the handler never runs), its HTTPException becomes a JSON-RPC
+    error, and a 503 of a gate's own still gets `Retry-After`; every gate passing, the handler answers."""
+    seen: list[str] = []
+
+    def refuse(request: web.Request) -> None:
+        if request.path == "/refused":
+            raise web.HTTPNotFound()
+
+    def busy(request: web.Request) -> web.Response | None:
+        return web.Response(status=503, text="busy") if request.path == "/busy" else None
+
+    async def handler(request: web.Request) -> web.Response:
+        seen.append(request.path)
+        return web.Response(text="handled")
+
+    app = web.Application(middlewares=[json_answers_with(refuse, busy)])
+    for path in ("/refused", "/busy", "/ok"):
+        app.router.add_get(path, handler)
+    server = TestServer(app, host="127.0.0.1")
+    await server.start_server()
+    try:
+        async with http.get(server.make_url("/refused")) as r:
+            assert (r.status, r.content_type) == (404, "application/json")
+            assert (await r.json())["error"]["code"] == -32600
+        async with http.get(server.make_url("/busy")) as r:
+            assert (r.status, r.headers["Retry-After"], await r.text()) == (503, "1", "busy")
+        async with http.get(server.make_url("/ok")) as r:
+            assert (r.status, await r.text()) == (200, "handled")
+    finally:
+        await server.close()
+    assert seen == ["/ok"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -538,3 +539,27 @@ def test_nesting_at_the_limit_is_a_message_and_writes_again() -> None:
     wide = '{"jsonrpc":"2.0","id":1,"method":"m","params":{"a":[' + "[1]," * 5000 + "[2]]}}"
     assert isinstance(decode(wide), Request)  # many brackets, little depth
     assert not too_deep(body, json.loads(body))
+
+
+_DIGIT_RUN = re.compile(r"[0-9]{19}")
+
+
+@settings(max_examples=300)
+@given(
+    st.one_of(
+        st.text(alphabet=st.sampled_from('0123456789 .-eE"é٣{}'), max_size=80),
+        st.binary(max_size=80),
+        st.binary(max_size=80).map(lambda b: b.replace(b"\x00", b"1" * 18)),
+    )
+)
+def test_long_digits_is_the_regular_expression(payload: str | bytes) -> None:
+    """The run-of-19-digits check that sends a body to the stdlib (`loads`) says what `[0-9]{19}` says, for
+    str (ASCII or not: Arabic-Indic digits are not [0-9]) and for any bytes."""
+    pattern = _DIGIT_RUN if isinstance(payload, str) else re.compile(rb"[0-9]{19}")
+    assert jsonrpc._long_digits(payload) is (pattern.search(payload) is not None)
+
+
+@pytest.mark.parametrize("payload", [b'{"n":12345678901234567890123}', '{"n":1234567890123456789}'])
+def test_long_integers_stay_exact(payload: bytes | str) -> None:
+    assert jsonrpc.loads(payload) == json.loads(payload)
+    assert isinstance(jsonrpc.loads(payload)["n"], int)

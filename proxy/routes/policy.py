@@ -44,6 +44,12 @@ def judge(route: Route, member: Member, exposed: str, local: str, grant: Grant |
     return None
 
 
+def per_token(route: Route) -> bool:
+    """Does the route judge tools by the client's token (so what one client lists is its own)?"""
+    policies = (route.policy, *(m.policy for m in route.members))
+    return any(p.require_scopes or p.require_claims for p in policies)
+
+
 def _judge(policy: ToolPolicy, name: str, exposed: str, grant: Grant | None) -> Refused | None:
     if policy.allow and not _matches(name, policy.allow):
         return Refused("not_allowed", f"Tool {exposed!r} is not available on this route")

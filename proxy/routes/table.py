@@ -36,6 +36,7 @@ class Route:
     policy: ToolPolicy
     validates: bool = False  # auth.mode validate: the route's tokens carry the scopes its rules need
     hosts: tuple[str, ...] = ()  # Host names that route /mcp here
+    list_cache: float = 0.0  # seconds an upstream's list page is given again without asking it (0: never)
 
     @classmethod
     def of(cls, config: RouteConfig) -> Route:
@@ -54,6 +55,7 @@ class Route:
             config.tools,
             validates=config.auth.mode == "validate",
             hosts=config.hosts,
+            list_cache=config.list_cache_ms / 1000,
         )
 
     @property

@@ -37,6 +37,7 @@ from proxy.calls.wording import unavailable
 from proxy.config import FrontConfig
 from proxy.front.modern.aggregate import AggregateFront
 from proxy.front.modern.aggregate_lists import KeyFor
+from proxy.front.modern.list_cache import ListCache
 from proxy.front.modern.listen_filter import LIST_CHANGED, MAX_ITEMS, Refused, Wanted, parse_filter
 from proxy.front.modern.listen_modern import ModernMember
 from proxy.front.modern.relay import NativeRelay
@@ -121,6 +122,7 @@ class ListenFront:
         self._state = state
         self._tasks = tasks
         self._native = relay
+        self._hear = ListCache.deaf if aggregate is None else aggregate.lists.cache.hearing  # list_changed
 
     async def serve(
         self,
@@ -227,13 +229,13 @@ class ListenFront:
             if len(members) > 1:
                 log.warning("listen.upstream_left_out", upstream=upstream, reason=refused.error.message)
         owners = {uri: await owner_of(uri) if owner_of is not None else None for uri in wanted.uris}
-        for _, _, session in sub.sessions:
+        for upstream, _, session in sub.sessions:
             capabilities = session.info.capabilities
             for flag in wanted.flags:
                 kind, method = LIST_CHANGED[flag]
                 if kind in capabilities:  # a server without prompts never changes its prompt list
                     sub.methods.add(method)
-            session.watch(sub.on_upstream)
+            session.watch(self._hear(upstream, sub.on_upstream))
         for uri, owner in owners.items():  # on the upstream that listed it (an aggregate), else the first
             for upstream, _, session in sub.sessions:
                 if "resources" not in session.info.capabilities or owner not in (None, upstream):
@@ -266,7 +268,7 @@ class ListenFront:
         notifications: dict[str, Any] = {flag: True for flag in wanted.flags}
         if uris:
             notifications["resourceSubscriptions"] = uris
-        listener = ModernMember(self._native, upstream, sub.on_upstream)
+        listener = ModernMember(self._native, upstream, self._hear(upstream, sub.on_upstream))
         meta = req.request.params.get("_meta")
         honored = await listener.open(sub.id, notifications, meta=meta, forwarded=key.forwarded)
         if honored is None:

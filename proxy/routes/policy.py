@@ -37,6 +37,8 @@ class Refused:
 
 def judge(route: Route, member: Member, exposed: str, local: str, grant: Grant | None) -> Refused | None:
     """None when the client (its token's `grant`; None: no validated token) may see and call the tool."""
+    if not route.policed:  # no rule anywhere on the route (the usual case): nothing to judge
+        return None
     for policy, name in ((route.policy, exposed), (member.policy, local)):
         refused = _judge(policy, name, exposed, grant)
         if refused is not None:

@@ -140,3 +140,19 @@ async def test_a_list_with_params_of_its_own_is_always_asked(trio: Trio) -> None
     body["params"]["_meta"]["progressToken"] = "p1"  # goes upstream with the request: part of what it asks
     await client.send(body)
     assert trio.asked()["fast"] == before["fast"] + 1
+
+
+async def test_list_changed_heard_on_a_pooled_session_without_any_listener(trio: Trio) -> None:
+    """FastMCP announces a changed list to every live session, the proxy's pooled ones too (on their GET
+    streams): no client needs to listen for the cached page to go."""
+    client = trio.client("trio", "unheard")
+    await client.request("tools/list")
+    before = trio.asked()
+    assert int(text_of(await client.call("fast__change_tools"))) >= 1
+    for _ in range(100):  # the notification travels on another connection than the call's answer
+        await client.request("tools/list")
+        if trio.asked()["fast"] > before["fast"]:
+            break
+        await asyncio.sleep(0.05)
+    assert trio.asked()["fast"] == before["fast"] + 1  # asked again once, well within the route's 60 s
+    assert trio.asked()["mine"] == before["mine"]

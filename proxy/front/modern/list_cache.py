@@ -3,9 +3,10 @@
 A merged list's page of one upstream (aggregate_lists.py) goes through `ListCache.page`: given from the
 cache while fresh for the route (`routes[].list_cache_ms`, and the upstream's own `ttlMs`), else asked for
 and kept when it may be. A `list_changed` the proxy hears from an upstream drops that upstream's entries of
-the list: the proxy hears them on the sessions and listen streams of clients' `subscriptions/listen` (and
-legacy clients' GET streams) of any route or upstream (listen.py wraps what it hands the upstream sessions
-with `hearing`); while nobody listens, the route's TTL alone bounds how stale a page can be.
+the list: every pooled legacy session tells `heard` (process/app.py gives the pools' session factories
+it), whether or not a client listens; a 2026-07-28 upstream is heard only on the listen streams of clients'
+`subscriptions/listen` (and legacy clients' GET streams), whose member push listen.py wraps with
+`hearing`. Otherwise the route's TTL (and a modern upstream's ttlMs) alone bounds how stale a page can be.
 """
 
 from __future__ import annotations

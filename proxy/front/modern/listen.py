@@ -229,13 +229,13 @@ class ListenFront:
             if len(members) > 1:
                 log.warning("listen.upstream_left_out", upstream=upstream, reason=refused.error.message)
         owners = {uri: await owner_of(uri) if owner_of is not None else None for uri in wanted.uris}
-        for upstream, _, session in sub.sessions:
+        for _, _, session in sub.sessions:
             capabilities = session.info.capabilities
             for flag in wanted.flags:
                 kind, method = LIST_CHANGED[flag]
                 if kind in capabilities:  # a server without prompts never changes its prompt list
                     sub.methods.add(method)
-            session.watch(self._hear(upstream, sub.on_upstream))
+            session.watch(sub.on_upstream)
         for uri, owner in owners.items():  # on the upstream that listed it (an aggregate), else the first
             for upstream, _, session in sub.sessions:
                 if "resources" not in session.info.capabilities or owner not in (None, upstream):

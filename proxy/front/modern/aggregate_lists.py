@@ -84,6 +84,7 @@ class RouteLists:
         self._tasks = tasks
         self._observer = observer or _NoObserver()
         self._indexes = IndexBook()  # per route, list and view (routes/index.py)
+        self.cache.changed = self._indexes.forget  # a list_changed heard: built again when next needed
         self._locks: weakref.WeakValueDictionary[tuple[str, str, str], asyncio.Lock] = (
             weakref.WeakValueDictionary()  # a refresh's lock lives as long as someone holds or awaits it
         )

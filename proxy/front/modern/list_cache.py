@@ -34,6 +34,7 @@ class ListCache:
     def __init__(self, store: PageCache | None = None, clock: Callable[[], float] = time.monotonic) -> None:
         self.store = store if store is not None else PageCache()
         self._clock = clock
+        self.changed: Callable[[tuple[str, ...]], None] | None = None  # told the lists a change made stale
 
     async def page(
         self,
@@ -80,6 +81,8 @@ class ListCache:
         if methods is not None:
             gone = self.store.changed(upstream, methods)
             log.debug("route.list_cache_dropped", upstream=upstream, notification=note.method, entries=gone)
+            if self.changed is not None:
+                self.changed(methods)
 
     def hearing(self, upstream: str, push: Push) -> Push:
         """`push` (a listen's), telling the cache first."""

@@ -76,6 +76,8 @@ async def test_list_changed_heard_on_a_listen_drops_the_page() -> None:
     upstream = Upstream(Answered(ROUTE.members[0], {"tools": []}))
     await page(cache, upstream)
     pushed: list[jsonrpc.Notification] = []
+    stale: list[tuple[str, ...]] = []
+    cache.changed = stale.append  # the route lists' indexes
     push = cache.hearing("a", pushed.append)
     push(jsonrpc.Notification("notifications/prompts/list_changed", {}))
     await page(cache, upstream)
@@ -83,6 +85,7 @@ async def test_list_changed_heard_on_a_listen_drops_the_page() -> None:
     push(jsonrpc.Notification("notifications/tools/list_changed", {}))
     await page(cache, upstream)
     assert upstream.asked == 2 and len(pushed) == 2  # and the listener still gets every notification
+    assert stale == [("prompts/list",), ("tools/list",)]
 
 
 async def test_the_cap_holds_and_zero_disables() -> None:

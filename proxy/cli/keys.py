@@ -143,7 +143,7 @@ def effective_yaml(config: Config) -> str:
     for up, configured in zip(plain.get("upstreams", []), config.upstreams, strict=True):
         up["headers"] = {k: REDACTED for k in up.get("headers") or {}}
         up["env"] = {k: REDACTED for k in up.get("env") or {}}
-        fixed = fixed_verdict(configured)  # the era the transport decides (sse, stdio legacy); auto: probed
+        fixed = fixed_verdict(configured)  # the era the transport decides (sse: legacy); auto: probed
         up["era"] = fixed.era if fixed is not None else configured.era
     text: str = yaml.safe_dump(plain, sort_keys=False, default_flow_style=False)
     return text

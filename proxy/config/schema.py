@@ -190,15 +190,15 @@ def _upstream_problems(p: str, up: dict[str, Any], seen: dict[str, int]) -> Iter
 
 
 def _era_problems(p: str, up: dict[str, Any]) -> Iterator[str]:
-    """era and protocol_versions: a 2026-07-28 upstream is a Streamable HTTP one, and they agree."""
+    """era and protocol_versions: an HTTP+SSE upstream is never a 2026-07-28 one, and they agree."""
     era, listed = up.get("era", "auto"), up.get("protocol_versions")
     modern_listed = isinstance(listed, list) and "2026-07-28" in listed
     only_modern = modern_listed and len(listed) == 1  # type: ignore[arg-type]
     transport = up.get("transport") or ("stdio" if up.get("command") is not None else "streamable-http")
-    if (era == "modern" or only_modern) and transport != "streamable-http":
-        why = "legacy by definition" if transport == "sse" else "not supported yet (use era: legacy or auto)"
+    if (era == "modern" or only_modern) and transport == "sse":
         what = "era: modern" if era == "modern" else "protocol_versions: [2026-07-28]"
-        yield f"{p}: {what} needs transport streamable-http (a 2026-07-28 {transport} upstream is {why})"
+        why = "an sse upstream is legacy by definition"
+        yield f"{p}: {what} needs transport streamable-http or stdio ({why})"
     if era == "legacy" and modern_listed:
         yield f"{p}.protocol_versions: 2026-07-28 is listed but era is legacy (drop one of them)"
 

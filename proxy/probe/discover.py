@@ -1,12 +1,11 @@
-"""The probe's first request over HTTP: a 2026-07-28 `server/discover`, judged the way the proxy judges an
-upstream's era (proxy/upstream/era.py). For a modern server it also lists the tools and, with `--call`,
-calls one at 2026-07-28 to see whether it answers `input_required` natively. Never a second round: the
-probe answers no input request."""
+"""The probe's first request, over HTTP or stdio: a 2026-07-28 `server/discover`, judged the way the proxy
+judges an upstream's era (proxy/upstream/era.py). For a modern server it also lists the tools and, with
+`--call`, calls one at 2026-07-28 to see whether it answers `input_required` natively. Never a second
+round: the probe answers no input request."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import replace
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import aiohttp
@@ -16,6 +15,9 @@ from proxy.upstream.base import UpstreamAuthChallenge, UpstreamError
 from proxy.upstream.era import PROBE_CLIENT, discover_request, judge_discover
 from proxy.upstream.modern import ModernTarget, NotModern, post
 from proxy.wire import jsonrpc, mcp
+
+# One 2026-07-28 request within a time limit: a POST (HTTP) or a line on a stdio child.
+Send = Callable[[jsonrpc.Request, float], Awaitable[jsonrpc.Response]]
 
 # What the probe declares at 2026-07-28, so that a tool that would ask for input says so.
 CAPABILITIES: dict[str, Any] = {"elicitation": {"form": {}, "url": {}}, "sampling": {}, "roots": {}}
@@ -40,11 +42,27 @@ async def probe_modern(
     call_arguments: Mapping[str, Any] | None = None,
     call_s: float = 20.0,
 ) -> ModernSide | None:
-    """The era the server shows to `server/discover`; None when that says nothing (unreachable, or a
+    """The era an HTTP server shows to `server/discover`; None when that says nothing (unreachable, or a
     401/403: the legacy steps that follow report it)."""
-    target = ModernTarget(url, headers, timeout=step_s)
+
+    async def send(msg: jsonrpc.Request, timeout: float) -> jsonrpc.Response:
+        return await post(http, ModernTarget(url, headers, timeout=timeout), msg)
+
+    return await probe_era(send, step_s=step_s, call=call, call_arguments=call_arguments, call_s=call_s)
+
+
+async def probe_era(
+    send: Send,
+    *,
+    step_s: float,
+    call: str | None = None,
+    call_arguments: Mapping[str, Any] | None = None,
+    call_s: float = 20.0,
+) -> ModernSide | None:
+    """The era the server shows to `server/discover` sent by `send` (None: that says nothing). Over stdio,
+    an error or no answer within `step_s` means legacy (the stdio binding's "Backward Compatibility")."""
     try:
-        answer = await post(http, target, discover_request())
+        answer = await send(discover_request(), step_s)
     except NotModern as exc:
         return ModernSide("legacy", detail=str(exc))
     except (UpstreamAuthChallenge, UpstreamError, TimeoutError):
@@ -62,17 +80,15 @@ async def probe_modern(
         versions=verdict.versions,
         server_info=dict(info) if isinstance(info, dict) else {},
         capabilities=dict(capabilities) if isinstance(capabilities, dict) else {},
-        tools=await _tools(http, target),
+        tools=await _tools(send, step_s),
+        call=None if call is None else await _call(send, call_s, call, call_arguments or {}),
     )
-    if call is None:
-        return side
-    calling = ModernTarget(url, headers, timeout=call_s)
-    return replace(side, call=await _call(http, calling, call, call_arguments or {}))
+    return side
 
 
-async def _tools(http: aiohttp.ClientSession, target: ModernTarget) -> tuple[str, ...]:
+async def _tools(send: Send, timeout: float) -> tuple[str, ...]:
     try:
-        answer = await post(http, target, _request(2, "tools/list", {}))
+        answer = await send(_request(2, "tools/list", {}), timeout)
     except (UpstreamError, TimeoutError):
         return ()
     tools = answer.result.get("tools") if isinstance(answer, jsonrpc.Result) else None
@@ -80,13 +96,11 @@ async def _tools(http: aiohttp.ClientSession, target: ModernTarget) -> tuple[str
     return tuple(n for n in names if isinstance(n, str))
 
 
-async def _call(
-    http: aiohttp.ClientSession, target: ModernTarget, name: str, arguments: Mapping[str, Any]
-) -> ModernCall:
+async def _call(send: Send, timeout: float, name: str, arguments: Mapping[str, Any]) -> ModernCall:
     try:
-        answer = await post(http, target, _request(3, "tools/call", {"name": name, "arguments": arguments}))
+        answer = await send(_request(3, "tools/call", {"name": name, "arguments": arguments}), timeout)
     except TimeoutError:
-        return ModernCall(name, "timeout", detail=f"no answer within {target.timeout:g}s")
+        return ModernCall(name, "timeout", detail=f"no answer within {timeout:g}s")
     except UpstreamError as exc:
         return ModernCall(name, "error", detail=str(exc)[:200])
     if isinstance(answer, jsonrpc.Error):

@@ -19,7 +19,7 @@ from proxy.probe.discover import probe_modern
 from proxy.probe.findings import Check, Findings, Resumability, Session, Transport
 from proxy.probe.http import Unauthorized
 from proxy.probe.sse import SseConversation
-from proxy.probe.stdio import StdioConversation
+from proxy.probe.stdio import StdioConversation, stdio_era
 from proxy.probe.streamable import StreamableConversation
 from proxy.wire import mcp
 
@@ -227,8 +227,38 @@ async def _try_sse(options: Options, base: Findings, http: aiohttp.ClientSession
 
 
 async def _probe_stdio(options: Options, base: Findings) -> Findings:
+    """`server/discover` first on a child of its own, then the legacy steps on others, as over HTTP."""
     if not options.command:
         return replace(base, error="no command given")
+    modern = await stdio_era(
+        options.command,
+        options.env,
+        step_s=options.step_s,
+        call=options.call,
+        call_arguments=options.call_arguments,
+        call_s=options.call_s,
+    )
+    if modern is None or modern.era == "legacy":
+        return replace(await _probe_legacy_stdio(options, base), modern=modern)
+    found = await _probe_legacy_stdio(replace(options, call=None), base)
+    if found.negotiated is None:  # modern only: no legacy side
+        return replace(
+            base,
+            transport="stdio",
+            transports={
+                "stdio": Check("yes", f"answers 2026-07-28 requests only ({', '.join(modern.versions)})"),
+                "legacy_initialize": Check("no", found.error or ""),
+            },
+            server_info=modern.server_info,
+            capabilities=modern.capabilities,
+            modern=modern,
+            cwd=os.getcwd(),
+            env=dict(options.env),
+        )
+    return replace(found, modern=modern)
+
+
+async def _probe_legacy_stdio(options: Options, base: Findings) -> Findings:
     conv = StdioConversation(options.command, Recorder(), options.env)
     try:
         try:

@@ -9,8 +9,12 @@ import asyncio
 import contextlib
 import os
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from proxy.probe.channel import ProbeError, Recorder, StreamChannel, decode
+from proxy.probe.discover import probe_era
+from proxy.probe.findings import ModernSide
+from proxy.upstream.base import UpstreamError
 from proxy.upstream.stdio import child_env
 from proxy.wire import jsonrpc
 
@@ -110,3 +114,32 @@ class StdioConversation:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+
+
+async def stdio_era(
+    command: Sequence[str],
+    env: Mapping[str, str],
+    *,
+    step_s: float,
+    call: str | None = None,
+    call_arguments: Mapping[str, Any] | None = None,
+    call_s: float = 20.0,
+) -> ModernSide | None:
+    """`server/discover` first, on a child of its own (the stdio binding's "Backward Compatibility", as the
+    proxy probes a stdio upstream): the era it shows; None when the command cannot be started or says
+    nothing in time (the legacy steps that follow report it)."""
+    conv = StdioConversation(command, Recorder(), env)
+    try:
+        await conv.open()
+
+        async def send(msg: jsonrpc.Request, timeout: float) -> jsonrpc.Response:
+            try:
+                return await conv.request(msg.method, msg.params, timeout)
+            except ProbeError as exc:
+                raise UpstreamError(str(exc)) from None
+
+        return await probe_era(send, step_s=step_s, call=call, call_arguments=call_arguments, call_s=call_s)
+    except ProbeError:
+        return None
+    finally:
+        await conv.close()

@@ -192,7 +192,11 @@ def modern_verdicts(f: Findings) -> tuple[Verdict, ...]:
         f" and legacy ({f.negotiated}: two eras)" if two_eras else " only"
     )
     out = [
-        Verdict("fronting", WORKS, f"a modern MCP server over streamable-http: speaks {speaks}; era: modern"),
+        Verdict(
+            "fronting",
+            WORKS,
+            f"a modern MCP server over {f.transport or 'streamable-http'}: speaks {speaks}; era: modern",
+        ),
         Verdict(
             "2026-07-28 clients",
             WORKS,
@@ -209,20 +213,20 @@ def modern_verdicts(f: Findings) -> tuple[Verdict, ...]:
 
 def _modern_legacy_clients(f: Findings, two_eras: bool) -> Verdict:
     name = "legacy clients through the proxy"
+    mirror = (
+        "the mirror: the proxy is their legacy server (initialize answered from server/discover, a sealed "
+        "session id, no state in any replica) and a 2026-07-28 client upstream; the server's input_required "
+        "rounds are asked of them inline on the call's stream, round after round"
+    )
     if two_eras:
         return Verdict(
             name,
-            LIMITS,
-            "relayed to the server's legacy side (stateless relay), so they get what it serves legacy "
-            "clients: a tool written the native 2026 way (InputRequiredResult) fails for them until the "
-            "mirror (legacy client -> modern upstream) exists",
+            WORKS,
+            f"{mirror}. A tool that asks with server-initiated requests (FastMCP's ctx.elicit, refused at "
+            "2026-07-28) goes in upstreams[].legacy_tools: the proxy then runs it on a legacy session, for "
+            "clients of both eras",
         )
-    return Verdict(
-        name,
-        NO,
-        "not yet: the mirror (legacy client -> modern upstream) is not built; a legacy client's initialize "
-        "fails at this server, through the proxy or not",
-    )
+    return Verdict(name, WORKS, f"{mirror} (this server refuses their initialize itself)")
 
 
 def _modern_call(call: ModernCall) -> Verdict:

@@ -72,6 +72,7 @@ from proxy.tasks.policy import TaskPolicy
 from proxy.upstream.era import EraBook
 from proxy.upstream.pool import SessionPool
 from proxy.upstream.pool_sessions import no_call_answer, session_adopter, session_factory
+from proxy.upstream.senders import ModernSenders
 from proxy.upstream.tls import tls_sessions
 
 log = structlog.get_logger(__name__)
@@ -150,7 +151,9 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
     clients = {up.name: tls_clients.get(up.name, http) for up in config.upstreams}
     app[UPSTREAM_HTTP] = clients
     roots = RootsBook()  # what each pooled session's server asked of roots before any call (calls/roots.py)
-    app[ERAS] = eras = EraBook({u.name: u for u in config.upstreams}, clients)
+    # stdio upstreams' 2026-07-28 children (one per upstream), and how any modern upstream is sent to
+    senders = ModernSenders({u.name: u for u in config.upstreams}, clients)
+    app[ERAS] = eras = EraBook({u.name: u for u in config.upstreams}, clients, senders.children)
     lists = ListCache()  # the aggregated routes' list pages: every pooled session's list_changed reaches it
     heard = {
         up.name: functools.partial(lists.heard, up.name) if config.routes else None for up in config.upstreams
@@ -227,7 +230,7 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
     upstreams = {u.name: u for u in config.upstreams}
     app[MIRROR] = mirror = LegacyMirror.from_config(
         config,
-        clients,
+        senders,
         eras,
         app[CODEC],
         app[KEY_CHECK],
@@ -237,8 +240,8 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
     )
     principal = resolver(config.principal)
     app[OAUTH] = OAuthFront.from_config(config, app[PREPARED], http, clients)
-    relay = NativeRelay.from_config(config, clients, eras, app[CODEC])  # to 2026-07-28 upstreams
-    aggregate = aggregated(app, pools, tasks, clients, eras, cache=lists)  # routes of several upstreams
+    relay = NativeRelay.from_config(config, senders, eras, app[CODEC])  # to 2026-07-28 upstreams
+    aggregate = aggregated(app, pools, tasks, senders, eras, cache=lists)  # routes of several upstreams
     listen = ListenFront(
         front=config.front, pools=pools, state=app[STATE], tasks=tasks, relay=relay, aggregate=aggregate
     )
@@ -285,6 +288,7 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
         await app[STATE].initialize_checks.close()  # a /readyz check still running
         await app[PEERS].close()
         await asyncio.gather(*(p.close() for p in pools.values()), return_exceptions=True)
+        await senders.close()  # stdio upstreams' 2026-07-28 children
         await asyncio.gather(*(c.close() for c in tls_clients.values()), return_exceptions=True)
         await http.close()
 

@@ -99,12 +99,15 @@ async def port_open(upstream: UpstreamConfig, timeout: float = 1.0) -> bool:
 
 async def upstream_state(app: web.Application, upstream: UpstreamConfig) -> tuple[str, str | None]:
     """`reachable`, `unreachable` (nothing answers) or `not initialising` (it answers, but `initialize`
-    fails), with why when it is not reachable. A stdio command: it starts and answers `initialize`. A URL:
-    its port opens within 1 s and it has answered `initialize` once since start — a session of its pool
-    did, or the check's own session (a failure kept RECHECK_S, see upstream/reachability.py)."""
+        fails), with why when it is not reachable. A stdio command: its 2026-07-28 child answered
+    `server/discover` (era.py), or it starts and answers `initialize`. A URL:
+        its port opens within 1 s and it has answered `initialize` once since start — a session of its pool
+        did, or the check's own session (a failure kept RECHECK_S, see upstream/reachability.py)."""
     checks: InitializeChecks = app[STATE].initialize_checks
     answer = no_call_answer(upstream)
     if upstream.command is not None:
+        if await _era(app, upstream.name) == "modern":  # its 2026-07-28 child answered server/discover
+            return "reachable", None
         problem = await checks.problem(upstream.name, lambda: command_answers(upstream, answer))
         return ("reachable", None) if problem is None else ("unreachable", problem)
     if not await port_open(upstream):

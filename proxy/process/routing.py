@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-import aiohttp
 from aiohttp import web
 
 from proxy.front.modern.aggregate import AggregateFront
@@ -22,13 +21,14 @@ from proxy.routes.table import RouteTable, members
 from proxy.tasks.front import TaskFront
 from proxy.upstream.era import EraBook
 from proxy.upstream.pool import SessionPool
+from proxy.upstream.senders import ModernSenders
 
 
 def aggregated(
     app: web.Application,
     pools: Mapping[str, SessionPool],
     tasks: TaskFront,
-    clients: Mapping[str, aiohttp.ClientSession],
+    senders: ModernSenders,
     eras: EraBook,
     *,
     cache: ListCache | None = None,
@@ -39,7 +39,7 @@ def aggregated(
     if not config.routes:
         return None
     app[METRICS].route_members(members(config))
-    relay = NativeRelay.from_config(config, clients, eras, app[CODEC])  # to a route's modern upstreams
+    relay = NativeRelay.from_config(config, senders, eras, app[CODEC])  # to a route's modern upstreams
     judges, ring = app[OAUTH].upstream_judges, lambda: app[CODEC].ring
     lists = RouteLists(
         pools, ring, app[ROUTES], tasks, observer=app[METRICS], judges=judges, relay=relay, cache=cache

@@ -6,8 +6,12 @@ or on an error only a modern server gives (`UnsupportedProtocolVersion`, `Header
 body, a non-JSON-RPC body) means legacy, and the legacy `initialize` follows.
 
 `upstreams[].era` fixes the verdict (`legacy`, `modern`) or leaves it to the probe (`auto`). An `sse` upstream
-(HTTP+SSE, 2024-11-05) is legacy by definition; a `stdio` upstream is taken as legacy without a probe (modern
-stdio upstreams are not supported yet; the configuration refuses `era: modern` for them).
+(HTTP+SSE, 2024-11-05) is legacy by definition. A `stdio` upstream is probed on its 2026-07-28 child
+(modern_stdio.py; the stdio page's "Backward Compatibility"): `server/discover` first, before anything else;
+a `DiscoverResult` or a recognised modern error means modern (the child stays, and serves the upstream's
+2026-07-28 requests), any other error or no answer within `timeouts.connect_s` means legacy (the child is
+stopped: legacy sessions run children of their own, each with its `initialize`). The verdict holds for the
+life of that child: when it dies the upstream is probed again at the next request, on the fresh child.
 
 The probe's verdict is cached for the life of the process. It is probed again when it stops holding: a
 legacy session of the upstream was lost (the server restarted, perhaps as a two-era or modern server: the
@@ -31,6 +35,7 @@ import structlog
 from proxy.config import UpstreamConfig
 from proxy.upstream.base import UpstreamAuthChallenge, UpstreamError
 from proxy.upstream.modern import MODERN_ERRORS, ModernTarget, NotModern, post
+from proxy.upstream.modern_stdio import ModernChildren
 from proxy.wire import jsonrpc, mcp
 
 log = structlog.get_logger(__name__)
@@ -81,8 +86,6 @@ def fixed_verdict(upstream: UpstreamConfig) -> Verdict | None:
     """The verdict the configuration decides alone (None: `auto` on Streamable HTTP, the probe decides)."""
     if upstream.transport == "sse":
         return Verdict("legacy", "transport", detail="HTTP+SSE (2024-11-05) is a legacy transport")
-    if upstream.transport == "stdio":
-        return Verdict("legacy", "transport", detail="stdio upstreams are taken as legacy")
     if upstream.era != "auto":
         return Verdict(upstream.era, "configured")
     return None
@@ -92,16 +95,25 @@ class EraBook:
     """The era of every upstream: fixed by the configuration, or probed once and cached."""
 
     def __init__(
-        self, upstreams: Mapping[str, UpstreamConfig], clients: Mapping[str, aiohttp.ClientSession]
+        self,
+        upstreams: Mapping[str, UpstreamConfig],
+        clients: Mapping[str, aiohttp.ClientSession],
+        children: ModernChildren | None = None,  # stdio upstreams' 2026-07-28 children (None: all legacy)
     ) -> None:
         self._upstreams = upstreams
         self._clients = clients
+        self._children = children
         self._verdicts: dict[str, Verdict] = {}
         for name, up in upstreams.items():
-            if (fixed := fixed_verdict(up)) is not None:
+            if up.transport == "stdio" and children is None:
+                self._verdicts[name] = Verdict("legacy", "transport", detail="no 2026-07-28 stdio client")
+            elif (fixed := fixed_verdict(up)) is not None:
                 self._verdicts[name] = fixed
+        if children is not None:
+            children.on_lost = self.suspect  # the verdict holds for the life of the child that was probed
         self._suspect: set[str] = set()  # probe again at the next request
         self._locks = {name: asyncio.Lock() for name in upstreams}
+        self._stdio_probes: dict[str, asyncio.Task[EraName]] = {}
         self.probes = 0  # how many probes were sent (tests, and the log)
 
     def verdict(self, name: str) -> Verdict | None:
@@ -117,11 +129,20 @@ class EraBook:
         known = self._verdicts.get(name)
         if known is not None and name not in self._suspect:
             return known.era
+        if self._upstreams[name].url is None:  # stdio: the probe outlives a caller that stops waiting
+            task = self._stdio_probes.get(name)
+            if task is None:
+                task = self._stdio_probes[name] = asyncio.ensure_future(self._decide(name, {}))
+                task.add_done_callback(lambda _: self._stdio_probes.pop(name, None))
+            return await asyncio.shield(task)
+        return await self._decide(name, headers or {})
+
+    async def _decide(self, name: str, headers: Mapping[str, str]) -> EraName:
         async with self._locks[name]:  # one probe at a time per upstream; those waiting share its verdict
             known = self._verdicts.get(name)
             if known is not None and name not in self._suspect:
                 return known.era
-            verdict = await self._probe(name, headers or {})
+            verdict = await self._probe(name, headers)
             if verdict is None:
                 return known.era if known is not None else "legacy"
             self._suspect.discard(name)
@@ -148,8 +169,9 @@ class EraBook:
 
     async def _probe(self, name: str, headers: Mapping[str, str]) -> Verdict | None:
         up = self._upstreams[name]
-        assert up.url is not None  # fixed_verdict covers the transports without one
         self.probes += 1
+        if up.url is None:  # stdio (fixed_verdict covers sse)
+            return await self._probe_stdio(name, up)
         target = ModernTarget(
             up.url,
             {**up.headers, **headers},
@@ -164,6 +186,26 @@ class EraBook:
             log.info("upstream.era_probe_failed", upstream=name, error=str(exc) or type(exc).__name__)
             return None
         return judge_discover(answer)
+
+    async def _probe_stdio(self, name: str, up: UpstreamConfig) -> Verdict | None:
+        """`server/discover` on the upstream's 2026-07-28 child, before anything else is sent to it. No
+        answer within `timeouts.connect_s` means legacy too (the stdio page: "or does not respond within a
+        reasonable timeout"); a child that cannot be started decides nothing."""
+        assert self._children is not None
+        timeout = up.timeouts.connect_s
+        try:
+            answer = await self._children.request(name, discover_request(), timeout=timeout)
+        except TimeoutError:
+            verdict = Verdict("legacy", "probe", detail=f"no answer to server/discover in {timeout:g}s")
+        except UpstreamError as exc:
+            log.info("upstream.era_probe_failed", upstream=name, error=str(exc))
+            await self._children.retire(name)
+            return None
+        else:
+            verdict = judge_discover(answer)
+        if verdict.era == "legacy":
+            await self._children.retire(name)  # legacy sessions start children of their own
+        return verdict
 
 
 __all__ = ["EraBook", "EraName", "Verdict", "discover_request", "fixed_verdict", "judge_discover"]

@@ -4,31 +4,23 @@ One child process is one session, and carries at most one receiving call: stdio 
 link to the call they belong to, so every server request the child sends while a call runs belongs to that
 call. The pool gives each receiving call a child of its own; `pool.max_sessions` caps the children.
 
-- **Start**: `command` + `args`, in `cwd` (else the proxy's), in a process group of its own. The environment
-  is minimal: only the variables named in `INHERITED_ENV` are taken from the proxy's environment (so its
-  own `MRTR_PROXY_*` settings and sealing keys never reach the child), and the upstream's `env` goes over
-  them. `command` is looked up on that `PATH`.
+- **Start**, **stderr** and **stopping** the child: child.py (a minimal environment, a process group of its
+  own, stderr logged line by line, stdin closed then SIGTERM then SIGKILL on close).
 - **Framing**: one JSON-RPC message per line, UTF-8, written under a lock; lines longer than
   `max_line_bytes` (`upstreams[].max_message_bytes`, 16 MiB) end the session. A line that is not one
   JSON-RPC message is logged and skipped.
-- **stderr** goes to the structured log line by line (`upstream.stderr`, with the upstream name and the
-  child's pid), each line cut at `max_stderr_line_bytes`.
 - **Routing** (`router.py`): responses to their waiter, server requests and the call's notifications
   (progress, logging) to the receiving call; session-wide notifications (list changes, resource updates)
   are dropped, as on a streamable-http standalone stream.
 - **Death**: when the child exits (or closes its stdout) the session goes dead: every waiter fails and the
   receiving call gets `TransportLost` naming the exit code or signal; the pool opens a fresh child next time.
-- **Close**: stdin is closed (a well-behaved server exits on EOF), then SIGTERM to the process group, then
-  SIGKILL, each after a bounded wait; the child is always waited for, so no zombie is left behind.
+- **Close**: the child is stopped (child.py) and always waited for.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
 import secrets
-import signal
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +30,7 @@ import structlog
 
 from proxy.upstream.base import Inbox, UpstreamError
 from proxy.upstream.bounded import too_large
+from proxy.upstream.child import INHERITED_ENV, child_env, describe_exit, read_stderr, spawn, terminate
 from proxy.upstream.propagation import detach_from_request
 from proxy.upstream.router import NoCallAnswer, negotiate
 from proxy.upstream.session_core import SessionCore
@@ -45,16 +38,10 @@ from proxy.wire import jsonrpc, mcp
 
 log = structlog.get_logger(__name__)
 
-# Variables the child inherits from the proxy's environment (when set); everything else stays out.
-INHERITED_ENV: Final = (
-    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR",
-)  # fmt: skip
 MAX_LINE_BYTES: Final = 16 * 1024 * 1024
 MAX_STDERR_LINE_BYTES: Final = 4096
-_STDERR_CHUNK: Final = 65536
 _DRAIN_GRACE: Final = 1.0  # after the child exits: time to read what it wrote before it died
 _EXIT_GRACE: Final = 2.0  # after stdout ends: time for the child to exit before it counts as hung
-_KILL_WAIT: Final = 5.0  # after SIGKILL
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,26 +60,6 @@ class StdioSettings:
     term_grace: float = 2.0  # on close: wait after SIGTERM, before SIGKILL
     max_line_bytes: int = MAX_LINE_BYTES
     max_stderr_line_bytes: int = MAX_STDERR_LINE_BYTES
-
-
-def child_env(extra: Mapping[str, str], environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The child's environment: `INHERITED_ENV` from `environ` (default: the proxy's), then `extra` over it.
-
-    Exported shell functions (values starting with `()`) are not inherited."""
-    source = os.environ if environ is None else environ
-    env = {k: source[k] for k in INHERITED_ENV if k in source and not source[k].startswith("()")}
-    env.update(extra)
-    return env
-
-
-def describe_exit(returncode: int) -> str:
-    if returncode < 0:
-        try:
-            name = signal.Signals(-returncode).name
-        except ValueError:
-            name = f"signal {-returncode}"
-        return f"upstream process was killed by {name}"
-    return f"upstream process exited with code {returncode}"
 
 
 class StdioSession(SessionCore):
@@ -121,23 +88,9 @@ class StdioSession(SessionCore):
     async def open(self) -> None:
         """Start the child, negotiate `initialize`, send `notifications/initialized`. Raises UpstreamError."""
         settings = self._settings
-        try:
-            self._proc = await asyncio.create_subprocess_exec(
-                settings.command,
-                *settings.args,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                env=child_env(settings.env),
-                cwd=settings.cwd,
-                start_new_session=True,  # its own process group: signals reach its children too
-                limit=settings.max_line_bytes,
-            )
-        except OSError as exc:
-            raise UpstreamError(f"could not start {settings.command!r}: {exc.strerror or exc}") from None
+        self._proc = await spawn(settings)
         pid = self._proc.pid
         self._session_id = f"stdio:{pid}:{secrets.token_hex(4)}"
-        log.info("upstream.child_started", upstream=settings.upstream, pid=pid, command=settings.command)
         self._stderr_task = self._spawn(self._read_stderr(self._proc))
         self._spawn(self._supervise(self._proc))
         self._info = await negotiate(
@@ -253,84 +206,12 @@ class StdioSession(SessionCore):
         return self._stopping
 
     async def _terminate(self) -> None:
-        proc = self._proc
-        assert proc is not None
-        how = "exited"
-        if proc.returncode is None:
-            if proc.stdin is not None:
-                proc.stdin.close()
-            how = "stdin closed"
-            if not await _exited(proc, self._settings.stdin_grace):
-                how = "SIGTERM"
-                _signal_group(proc, signal.SIGTERM)
-                if not await _exited(proc, self._settings.term_grace):
-                    how = "SIGKILL"
-                    _signal_group(proc, signal.SIGKILL)
-                    if not await _exited(proc, _KILL_WAIT):
-                        log.error("upstream.child_unkillable", upstream=self._settings.upstream, pid=proc.pid)
-                        return
-        log.info(
-            "upstream.child_stopped",
-            upstream=self._settings.upstream,
-            pid=proc.pid,
-            returncode=proc.returncode,
-            how=how,
-        )
+        assert self._proc is not None
+        await terminate(self._proc, self._settings)
 
     async def _read_stderr(self, proc: asyncio.subprocess.Process) -> None:
-        """Log each stderr line; a line over the limit is cut there, the rest of it dropped."""
         detach_from_request()
-        assert proc.stderr is not None
-        limit = self._settings.max_stderr_line_bytes
-        pending = bytearray()
-        skipping = False  # inside the dropped rest of an over-long line
-        while chunk := await proc.stderr.read(_STDERR_CHUNK):
-            pending += chunk
-            while (end := pending.find(b"\n")) != -1:
-                line = bytes(pending[:end])
-                del pending[: end + 1]
-                if skipping:
-                    skipping = False
-                else:
-                    self._log_stderr(proc.pid, line)
-            if len(pending) > limit:
-                if not skipping:
-                    self._log_stderr(proc.pid, bytes(pending))
-                    skipping = True
-                pending.clear()
-        if pending and not skipping:
-            self._log_stderr(proc.pid, bytes(pending))
-
-    def _log_stderr(self, pid: int, line: bytes) -> None:
-        limit = self._settings.max_stderr_line_bytes
-        text = line[:limit].decode("utf-8", errors="replace").rstrip("\r")
-        if len(line) > limit:
-            log.info("upstream.stderr", upstream=self._settings.upstream, pid=pid, line=text, truncated=True)
-        else:
-            log.info("upstream.stderr", upstream=self._settings.upstream, pid=pid, line=text)
-
-
-async def _exited(proc: asyncio.subprocess.Process, timeout: float) -> bool:
-    try:
-        async with asyncio.timeout(timeout):
-            await proc.wait()
-    except TimeoutError:
-        return False
-    return True
-
-
-def _signal_group(proc: asyncio.subprocess.Process, sig: signal.Signals) -> None:
-    """Signal the child's process group (its pid: it was started in a new session). Only while the child is
-    not yet reaped, so the group id cannot belong to anyone else."""
-    if proc.returncode is not None:
-        return
-    try:
-        os.killpg(proc.pid, sig)
-    except ProcessLookupError:
-        pass
-    except PermissionError:  # the group id is not ours after all: signal the child alone
-        with contextlib.suppress(ProcessLookupError):
-            proc.send_signal(sig)
+        await read_stderr(proc, self._settings)
 
 
 __all__ = ["INHERITED_ENV", "MAX_LINE_BYTES", "StdioSession", "StdioSettings", "child_env", "describe_exit"]

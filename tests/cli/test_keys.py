@@ -205,10 +205,12 @@ async def test_effective_configuration_shows_the_era_the_transport_decides() -> 
             UpstreamConfig(name="b", url="http://x/sse", transport="sse"),
             UpstreamConfig(name="c", command="srv", transport="stdio"),
             UpstreamConfig(name="d", url="http://y/mcp", era="modern"),
+            UpstreamConfig(name="e", command="srv", transport="stdio", era="modern"),
         )
     )
     doc = yaml.safe_load(effective_yaml(config))
-    assert [u["era"] for u in doc["upstreams"]] == ["auto", "legacy", "legacy", "modern"]
+    # stdio: probed like a URL (server/discover on a 2026-07-28 child), or fixed by era
+    assert [u["era"] for u in doc["upstreams"]] == ["auto", "legacy", "auto", "modern", "modern"]
 
 
 async def test_a_replica_address_derived_from_a_wildcard_listen_host_is_warned_about(tmp_path: Path) -> None:

@@ -155,16 +155,10 @@ BROKEN = [
         "is legacy by definition",
     ),
     (
-        "era-modern-stdio",
-        "upstreams: [{name: a, command: srv, era: modern}]",
+        "only-2026-sse",
+        "upstreams: [{name: a, url: 'http://x/sse', transport: sse, protocol_versions: [2026-07-28]}]",
         "upstreams.0",
-        "not supported yet",
-    ),
-    (
-        "only-2026-stdio",
-        "upstreams: [{name: a, command: srv, protocol_versions: [2026-07-28]}]",
-        "upstreams.0",
-        "protocol_versions: [2026-07-28] needs transport streamable-http",
+        "protocol_versions: [2026-07-28] needs transport streamable-http or stdio",
     ),
     (
         "era-legacy-lists-2026",
@@ -444,6 +438,19 @@ def test_era_defaults_to_auto_and_2026_in_protocol_versions_says_modern(tmp_path
         tmp_path, "upstreams: [{name: a, url: 'http://x/', protocol_versions: [2026-07-28, 2025-06-18]}]"
     )
     assert (both.upstreams[0].era, both.upstreams[0].protocol_versions) == ("auto", ("2025-06-18",))
+
+
+def test_a_stdio_upstream_may_be_modern(tmp_path: Path) -> None:
+    cfg = load_text(
+        tmp_path,
+        "upstreams: [{name: a, command: srv, era: modern},"
+        " {name: b, command: srv, protocol_versions: [2026-07-28]}, {name: c, command: srv}]",
+    )
+    assert [(u.transport, u.era) for u in cfg.upstreams] == [
+        ("stdio", "modern"),
+        ("stdio", "modern"),
+        ("stdio", "auto"),
+    ]
 
 
 def test_transport_defaults_from_url_or_command(tmp_path: Path) -> None:

@@ -178,10 +178,14 @@ async def test_a_mixed_gateway_serves_every_era_and_shows_each_upstreams_era(fas
             aiohttp.ClientSession() as http,
         ):
             base = proxy.url.removesuffix("/mcp")
-            async with http.get(f"{base}/readyz") as resp:
-                ready = await resp.json()
             eras = {"legacy": "legacy", "two": "modern", "modern": "modern", "local": "legacy"}
-            assert ready["upstream_eras"] == eras  # stdio: legacy without a probe
+            for _ in range(40):  # stdio: probed on a child of its own, which may take longer than a /readyz
+                async with http.get(f"{base}/readyz") as resp:
+                    ready = await resp.json()
+                if ready["upstream_eras"] == eras:
+                    break
+                await asyncio.sleep(0.25)
+            assert ready["upstream_eras"] == eras
             legacy = RawClient(f"{base}/servers/legacy/mcp", http)
             first = await legacy.call("ask_name")
             assert first.result["resultType"] == "input_required" and proxy.parked == 1  # the proxy's MRTR

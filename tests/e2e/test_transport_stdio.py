@@ -25,6 +25,7 @@ from e2e import flows
 from e2e.flows import text_of
 from e2e.harness import NO_ROOTS_CAPS, ROOTS, SAMPLED, RawClient, RunningProxy, accept_name, running_proxy
 from proxy.config import PoolConfig, UpstreamConfig
+from proxy.process.appstate import ERAS
 from proxy.wire import jsonrpc
 
 pytestmark = [pytest.mark.peers, pytest.mark.asyncio(loop_scope="session")]
@@ -336,6 +337,8 @@ async def test_child_killed_while_parked(http: aiohttp.ClientSession) -> None:
 async def test_child_killed_while_running(http: aiohttp.ClientSession) -> None:
     async with running_proxy(fastmcp_stdio("running")) as proxy:
         client = RawClient(proxy.url, http)
+        # era auto: the probe's own child (server/discover first, refused: legacy) is gone before the call's
+        assert await proxy.app[ERAS].era("default") == "legacy"
         slow = asyncio.ensure_future(client.call("slow_echo", {"text": "never", "delay_s": 60}))
         victim = await only_child("running")
         for _ in range(int(WAIT / 0.05)):

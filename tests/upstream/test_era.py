@@ -67,8 +67,12 @@ async def test_unreachable_upstream_decides_nothing() -> None:
 
 async def test_configured_and_transport_eras_are_never_probed() -> None:
     assert fixed_verdict(UpstreamConfig(name="a", url="http://x/sse", transport="sse")).era == "legacy"  # type: ignore[union-attr]
-    stdio = fixed_verdict(UpstreamConfig(name="b", command="server", transport="stdio"))
-    assert stdio is not None and (stdio.era, stdio.how) == ("legacy", "transport")
+    # stdio: probed on a 2026-07-28 child of its own (auto), or fixed by era like any other
+    assert fixed_verdict(UpstreamConfig(name="b", command="server", transport="stdio")) is None
+    stdio = fixed_verdict(UpstreamConfig(name="b", command="server", transport="stdio", era="modern"))
+    assert stdio is not None and (stdio.era, stdio.how) == ("modern", "configured")
+    without = EraBook({"b": UpstreamConfig(name="b", command="server", transport="stdio")}, {})
+    assert without.describe() == {"b": "legacy"}  # no 2026-07-28 stdio client given: legacy, as before
     modern = fixed_verdict(UpstreamConfig(name="c", url="http://x/mcp", era="modern"))
     assert modern is not None and (modern.era, modern.how) == ("modern", "configured")
     assert fixed_verdict(UpstreamConfig(name="d", url="http://x/mcp")) is None

@@ -4,7 +4,8 @@ ones.
 A legacy client (2024-11-05 … 2025-11-25, Streamable HTTP) cannot speak to a server that has dropped the
 handshake, nor use a migrated server's native `input_required` tools. For an upstream whose era
 (upstream/era.py) is modern, the proxy is the legacy server to the client and a stateless 2026-07-28 client
-upstream (upstream/modern.py):
+upstream (a `ModernSender`, upstream/senders.py: a POST per request, or a line on a stdio upstream's shared
+2026-07-28 child):
 
 - **initialize** is answered from the upstream's `server/discover` (translate/mirror.py): the client's own
   protocol version if the proxy knows it, the server's capabilities a legacy client knows, its serverInfo
@@ -44,7 +45,6 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import aiohttp
 import structlog
 from aiohttp import web
 
@@ -64,7 +64,8 @@ from proxy.routes.table import Route
 from proxy.translate import mirror as tr
 from proxy.upstream.base import UpstreamAuthChallenge, UpstreamError
 from proxy.upstream.era import EraBook
-from proxy.upstream.modern import ModernTarget, Notify, NotModern, post
+from proxy.upstream.modern import Notify, NotModern
+from proxy.upstream.senders import ModernSenders
 from proxy.wire import jsonrpc, mcp
 
 log = structlog.get_logger("proxy.front.mirror")
@@ -107,7 +108,7 @@ class LegacyMirror:
         self,
         *,
         upstreams: Mapping[str, UpstreamConfig],
-        clients: Mapping[str, aiohttp.ClientSession],
+        senders: ModernSenders,
         eras: EraBook,
         codec: HandleCodec,
         peers: Peers | None,
@@ -121,7 +122,7 @@ class LegacyMirror:
         addresses: AddressSource = TCP_PEER,  # the client's address, for its share
     ) -> None:
         self._replicas, self._state, self.inner = replicas, state, inner
-        self._upstreams, self._clients, self._eras = upstreams, clients, eras
+        self._upstreams, self._senders, self._eras = upstreams, senders, eras
         self._codec, self._peers, self._settings = codec, peers, settings
         self._call_timeout, self._log_level = call_timeout, log_level
         self._addresses = addresses
@@ -133,7 +134,7 @@ class LegacyMirror:
     def from_config(
         cls,
         config: Config,
-        clients: Mapping[str, aiohttp.ClientSession],
+        senders: ModernSenders,
         eras: EraBook,
         codec: HandleCodec,
         book: PeerBook,
@@ -151,7 +152,7 @@ class LegacyMirror:
         upstreams = {u.name: u for u in config.upstreams}
         return cls(
             upstreams=upstreams,
-            clients=clients,
+            senders=senders,
             eras=eras,
             codec=codec,
             peers=book.peers,
@@ -168,8 +169,7 @@ class LegacyMirror:
     ) -> bool:
         """Whether the mirror serves this legacy request: a mirror session's, or an `initialize` for an
         upstream whose era is modern."""
-        config = self._upstreams[upstream]
-        if config.transport != "streamable-http" or config.url is None:
+        if self._upstreams[upstream].transport == "sse":  # HTTP+SSE: legacy by definition
             return False
         if mcp.SESSION_HEADER in request.headers:
             try:
@@ -263,15 +263,10 @@ class LegacyMirror:
                 await inner.end(request_state, principal=caller.principal, reason=reason)
 
             return within, end
-        config = self._upstreams[upstream]
-        assert config.url is not None
-        headers = {**config.headers, **dict(caller.forwarded)}
-        target = ModernTarget(config.url, headers, timeout=self._call_timeout)
-
-        async def straight(req: jsonrpc.Request, note: Notify) -> jsonrpc.Response:
-            return await post(self._clients[upstream], target, req, on_note=note)
-
-        return straight, None  # a modern upstream keeps nothing of a call between its rounds
+        # Straight to the modern upstream, over HTTP or its stdio child (upstream/senders.py); a modern
+        # upstream keeps nothing of a call between its rounds: nothing to end.
+        straight = self._senders.sender(upstream, timeout=self._call_timeout, headers=dict(caller.forwarded))
+        return straight, None
 
     async def _initialize(
         self, caller: Caller, upstream: str, msg: jsonrpc.Request

@@ -1,8 +1,9 @@
 """The native relay: a 2026-07-28 client's request to a 2026-07-28 upstream goes upstream as it came.
 
 No legacy session and no parking: the request (its params, `_meta`, `inputResponses`, the client's own id)
-is POSTed upstream by the stateless client (upstream/modern.py) with the request metadata headers and the
-client's `Mcp-Param-*` headers; the upstream's answer comes back as it is, `input_required` with the
+is sent upstream by the stateless client (upstream/senders.py: POSTed by upstream/modern.py with the request
+metadata headers and the client's `Mcp-Param-*` headers, or written to a stdio upstream's shared 2026-07-28
+child by upstream/modern_stdio.py); the upstream's answer comes back as it is, `input_required` with the
 server's own `inputRequests` and `requestState` included, and the retry goes upstream the same way, from
 any replica: nothing of a call lives in the proxy. Progress and log notifications of the upstream's stream
 reach the client's stream as they come; a client that goes away closes the upstream's stream (that is the
@@ -21,7 +22,6 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-import aiohttp
 from aiohttp import web
 
 from proxy.calls.wording import unavailable_answer
@@ -42,7 +42,8 @@ from proxy.handle.relay_task import open_relay_task
 from proxy.translate.request import ModernRequest
 from proxy.upstream.base import UpstreamAuthChallenge, UpstreamError
 from proxy.upstream.era import EraBook
-from proxy.upstream.modern import ModernTarget, Notify, NotModern, post
+from proxy.upstream.modern import Notify, NotModern
+from proxy.upstream.senders import ModernSenders
 from proxy.wire import jsonrpc, mcp
 
 INVALID_STATE_MESSAGE = "Invalid requestState"  # the modern front's one message for every handle rejection
@@ -50,7 +51,10 @@ INVALID_STATE_MESSAGE = "Invalid requestState"  # the modern front's one message
 
 def binds_state(upstream: UpstreamConfig, principal_source: PrincipalSource) -> bool:
     """Whether the upstream's `requestState` must be bound to the principal: unless the client's own
-    credential, the one its principal comes from, goes upstream with every request."""
+    credential, the one its principal comes from, goes upstream with every request. A stdio upstream
+    never sees a credential (its one child serves every user): always bound."""
+    if upstream.command is not None:
+        return True
     auth = upstream.auth
     if auth.mode == "validate":
         return auth.upstream_credential.source != "client_token"
@@ -62,7 +66,7 @@ class NativeRelay:
         self,
         *,
         upstreams: Mapping[str, UpstreamConfig],
-        clients: Mapping[str, aiohttp.ClientSession],
+        senders: ModernSenders,
         eras: EraBook,
         codec: HandleCodec,
         principal_source: PrincipalSource,
@@ -72,7 +76,7 @@ class NativeRelay:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._upstreams = upstreams
-        self._clients = clients
+        self._senders = senders
         self.eras = eras
         self._codec = codec
         self._binds = {name: binds_state(up, principal_source) for name, up in upstreams.items()}
@@ -86,13 +90,13 @@ class NativeRelay:
     def from_config(
         cls,
         config: Config,
-        clients: Mapping[str, aiohttp.ClientSession],
+        senders: ModernSenders,
         eras: EraBook,
         codec: HandleCodec,
     ) -> NativeRelay:
         return cls(
             upstreams={u.name: u for u in config.upstreams},
-            clients=clients,
+            senders=senders,
             eras=eras,
             codec=codec,
             principal_source=config.principal.source,
@@ -151,25 +155,17 @@ class NativeRelay:
                 if exc.reason == "unknown_key":  # sealed by a key another replica holds: 503, try elsewhere
                     raise key_not_held(exc.token, self._codec.ring, line) from None
                 return refusal(msg.id, msg.method, upstream, exc)
-        up = self._upstreams[upstream]
-        assert up.url is not None  # a modern upstream is a Streamable HTTP one
         listen = msg.method == mcp.LISTEN
-        target = ModernTarget(
-            up.url,
-            {**up.headers, **dict(forwarded)},
-            timeout=None if listen else self._call_timeout,
-            max_message_bytes=up.max_message_bytes,
-        )
         extra = {k: v for k, v in request.headers.items() if k.lower().startswith("mcp-param-")}
+        send = self._senders.sender(
+            upstream,
+            timeout=None if listen else self._call_timeout,
+            headers=dict(forwarded),
+            extra_headers=extra,
+        )
         on_note = replier.notify if tasks is None else _filtered(replier, tasks)
         try:
-            answer = await post(
-                self._clients[upstream],
-                target,
-                jsonrpc.Request(msg.id, msg.method, params),
-                on_note=on_note,
-                extra_headers=extra,
-            )
+            answer = await send(jsonrpc.Request(msg.id, msg.method, params), on_note)
         except TimeoutError:
             line["outcome"] = f"failed:{jsonrpc.UPSTREAM_TIMEOUT}"
             text = f"Upstream {upstream!r} did not answer within {self._call_timeout:g}s"
@@ -191,13 +187,9 @@ class NativeRelay:
     ) -> jsonrpc.Response:
         """A request of the proxy's own, sent as it is: an aggregated route's lists and discover (only the
         answer matters), or its listen to a modern member (`on_note` gets the stream's notifications; no
-        `timeout`: the proxy ends it). Raises as `modern.post` does."""
-        up = self._upstreams[upstream]
-        assert up.url is not None  # a modern upstream is a Streamable HTTP one
-        target = ModernTarget(
-            up.url, {**up.headers, **dict(forwarded)}, timeout=timeout, max_message_bytes=up.max_message_bytes
-        )
-        return await post(self._clients[upstream], target, msg, on_note=on_note)
+        `timeout`: the proxy ends it). Raises as a `ModernSender` does."""
+        send = self._senders.sender(upstream, timeout=timeout, headers=dict(forwarded))
+        return await send(msg, on_note)
 
     def task_upstream(self, token: object) -> str | None:
         """The upstream a relay task handle (relay_tasks.py) names, so an aggregated route sends `tasks/*`

@@ -11,6 +11,7 @@ from proxy.handle import HandleCodec, KeyRing
 from proxy.handle.relay_task import RelayTask, seal_relay_task
 from proxy.tasks.ids import TaskClaims, seal_task_id
 from proxy.upstream.era import EraBook
+from proxy.upstream.senders import ModernSenders
 from proxy.wire import jsonrpc
 
 
@@ -29,6 +30,8 @@ def validate(source: str) -> AuthConfig:
         (UpstreamConfig(name="a", url="http://x/", auth=validate("file")), "authorization", True),
         (UpstreamConfig(name="a", url="http://x/", auth=validate("env")), "authorization", True),
         (UpstreamConfig(name="a", url="http://x/", auth=validate("none")), "authorization", True),
+        # stdio: one child serves every user and no credential reaches it, whatever forward_headers says
+        (UpstreamConfig(name="a", command="srv", transport="stdio"), "authorization", True),
     ],
 )
 def test_binds_state(upstream: UpstreamConfig, principal_source: str, binds: bool) -> None:
@@ -42,7 +45,7 @@ def test_the_proxys_own_task_ids_do_not_take_the_relay() -> None:
     codec = HandleCodec(KeyRing.ephemeral())
     relay = NativeRelay(
         upstreams={"a": up},
-        clients={},
+        senders=ModernSenders({"a": up}, {}),
         eras=EraBook({"a": up}, {}),
         codec=codec,
         principal_source="authorization",

@@ -1,0 +1,72 @@
+"""How a 2026-07-28 request reaches a modern upstream, whatever its transport: one small Protocol,
+`ModernSender`, made per request by `ModernSenders.sender` — a POST on the shared aiohttp client for a
+Streamable HTTP upstream (modern.py), a line on the upstream's shared child for a stdio one
+(modern_stdio.py). The native relay, the mirror and the era probe send through it and never ask which.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Protocol
+
+import aiohttp
+
+from proxy.config import UpstreamConfig
+from proxy.upstream.modern import ModernTarget, Notify, post
+from proxy.upstream.modern_stdio import ModernChildren
+from proxy.wire import jsonrpc
+
+
+class ModernSender(Protocol):
+    """Send one 2026-07-28 request and return the upstream's answer to it; its notifications go to `note`
+    meanwhile. Raises UpstreamAuthChallenge (HTTP 401/403), NotModern (HTTP: a legacy server's answer),
+    UpstreamError (unreachable, or the child died) and TimeoutError."""
+
+    async def __call__(self, msg: jsonrpc.Request, note: Notify | None = None) -> jsonrpc.Response: ...
+
+
+class ModernSenders:
+    def __init__(
+        self,
+        upstreams: Mapping[str, UpstreamConfig],
+        clients: Mapping[str, aiohttp.ClientSession],
+        children: ModernChildren | None = None,
+    ) -> None:
+        self._upstreams = upstreams
+        self._clients = clients
+        self.children = children if children is not None else ModernChildren(upstreams)
+
+    def sender(
+        self,
+        name: str,
+        *,
+        timeout: float | None,
+        headers: Mapping[str, str] | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> ModernSender:
+        """A sender to upstream `name`. `headers` (forwarded credentials) and `extra_headers` (the client's
+        `Mcp-Param-*`) go with an HTTP request; a stdio one has no header layer (its `_meta` says it all)."""
+        up = self._upstreams[name]
+        if up.command is not None:
+            children = self.children
+
+            async def over_stdio(msg: jsonrpc.Request, note: Notify | None = None) -> jsonrpc.Response:
+                return await children.request(name, msg, note, timeout)
+
+            return over_stdio
+        assert up.url is not None
+        target = ModernTarget(
+            up.url, {**up.headers, **(headers or {})}, timeout=timeout, max_message_bytes=up.max_message_bytes
+        )
+        http = self._clients[name]
+
+        async def over_http(msg: jsonrpc.Request, note: Notify | None = None) -> jsonrpc.Response:
+            return await post(http, target, msg, on_note=note, extra_headers=extra_headers)
+
+        return over_http
+
+    async def close(self) -> None:
+        await self.children.close()
+
+
+__all__ = ["ModernSender", "ModernSenders"]

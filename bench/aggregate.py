@@ -4,7 +4,10 @@ single-upstream route, in one proxy process, cells interleaved.
 Four minimal legacy servers (bench/minimal_server.py) are the upstreams `u0` … `u3` of one mrtr-proxy; the
 route `fleet` aggregates all four (conditional prefixes: `u0__echo` …), and `u0` keeps its own route
 (`/servers/u0/mcp`). Each repetition runs, at each concurrency, `tools/list` and then `tools/call echo`
-through the single route and through the aggregate, back to back (modern clients). `goals.aggregate_rows`
+through the single route and through the aggregate, back to back (modern clients). The aggregate's lists
+are served from its list-page cache (`list_cache_ms`, default 5 s: one client asks the same list again and
+again); the same list through `fleet0`, the same four upstreams with `list_cache_ms: 0`, shows what a list
+costs when every upstream is asked. `goals.aggregate_rows`
 judges the ratios (proxy CPU per request, from /proc over each cell's window) against the issue's 1.2 times.
 
 Run alone (a few seconds a cell; prints the rows, writes nothing): ``python bench/aggregate.py [--quick]``.
@@ -28,6 +31,10 @@ from plan import FULL, QUICK, Plan, say
 MEMBERS = 4
 OPS = {  # what each cell does, through the single route and through the aggregate
     "tools/list": ({"mode": "list", "expect_tools": 2}, {"mode": "list", "expect_tools": 2 * MEMBERS}),
+    "tools/list, list_cache_ms 0": (
+        {"mode": "list", "expect_tools": 2},
+        {"mode": "list", "expect_tools": 2 * MEMBERS, "route": "fleet0"},
+    ),
     "tools/call": (
         {"mode": "pass", "tool": "echo", "args": {"text": "hello"}, "expect": "hello"},
         {"mode": "pass", "tool": "u0__echo", "args": {"text": "hello"}, "expect": "hello"},
@@ -41,7 +48,10 @@ async def aggregate(plan: Plan, tmp: Path) -> dict[str, Any]:
         names = [f"u{i}" for i in range(MEMBERS)]
         more = {
             "upstreams": [{"name": n, "url": up.url} for n, up in zip(names, ups, strict=True)],
-            "routes": [{"name": "fleet", "upstreams": names}],
+            "routes": [
+                {"name": "fleet", "upstreams": names},
+                {"name": "fleet0", "upstreams": names, "list_cache_ms": 0},
+            ],
         }
         mp = await stack.enter_async_context(mrtr_proxy(ups[0].url, tmp, more=more))
         urls = {
@@ -51,8 +61,9 @@ async def aggregate(plan: Plan, tmp: Path) -> dict[str, Any]:
         pids = {"proxy": mp.pid, **{n: up.pid for n, up in zip(names, ups, strict=True)}}
         say(f"[aggregate] {MEMBERS} minimal servers behind {urls['aggregate']}; single {urls['single']}")
         for op, specs in OPS.items():  # warm: sessions to every upstream, the eras probed
-            for path, spec in zip(urls, specs, strict=True):
-                base = {"kind": "modern", "url": urls[path], "concurrency": 8, "duration": 0.5}
+            for path, one in zip(urls, specs, strict=True):
+                spec, url = _url(one, urls[path])
+                base = {"kind": "modern", "url": url, "concurrency": 8, "duration": 0.5}
                 await measure({**base, "warmup": 0.2, "limit_s": 60, **spec}, f"warm {op} {path}")
         cells: dict[str, dict[str, dict[str, list[dict[str, Any]]]]] = {
             op: {str(c): {p: [] for p in urls} for c in plan.concurrencies} for op in OPS
@@ -60,10 +71,11 @@ async def aggregate(plan: Plan, tmp: Path) -> dict[str, Any]:
         for rep in range(plan.reps):
             for c in plan.concurrencies:
                 for op, specs in OPS.items():
-                    for path, spec in zip(urls, specs, strict=True):
+                    for path, one in zip(urls, specs, strict=True):
+                        spec, url = _url(one, urls[path])
                         cell = {
                             "kind": "modern",
-                            "url": urls[path],
+                            "url": url,
                             "concurrency": c,
                             "duration": plan.duration,
                             "warmup": plan.warmup,
@@ -75,6 +87,13 @@ async def aggregate(plan: Plan, tmp: Path) -> dict[str, Any]:
                         label = f"[aggregate] rep {rep + 1}/{plan.reps} c={c:<3} {op} {path:<9}"
                         cells[op][str(c)][path].append(await measure(cell, label, pids))
     return {"members": MEMBERS, "upstream": "minimal", "cells": cells}
+
+
+def _url(spec: dict[str, Any], url: str) -> tuple[dict[str, Any], str]:
+    """The cell's spec without its `route`, and its URL (another route's when `route` names one)."""
+    route = spec.get("route")
+    rest = {k: v for k, v in spec.items() if k != "route"}
+    return rest, url if route is None else url.replace("/servers/fleet/", f"/servers/{route}/")
 
 
 def main() -> int:

@@ -17,7 +17,8 @@ Sections:
 3. parked calls: proxy RSS and latency of new plain calls while N calls are parked waiting for input.
 4. handle: seal and unseal per handle (µs), handle size (bytes).
 5. aggregated routes: tools/list and tools/call through an aggregate of 4 minimal servers vs a
-   single-upstream route, in one proxy, interleaved (bench/aggregate.py).
+   single-upstream route, in one proxy, interleaved; the list also through the aggregate without its list
+   cache (bench/aggregate.py).
 6. native relay: a 2026-07-28 client's plain call through the proxy to a minimal 2026-07-28 server vs the
    same client direct (``bench/relay_bench.py``), interleaved; goal relay at least 0.9 times direct.
 """

@@ -425,10 +425,14 @@ async def start_fastmcp4(
 
 @contextlib.asynccontextmanager
 async def start_mcp2_server(
-    *, two_era: bool = False, port: int | None = None, ready_timeout: float = DEFAULT_READY_TIMEOUT
+    *,
+    two_era: bool = False,
+    port: int | None = None,
+    ready_timeout: float = DEFAULT_READY_TIMEOUT,
+    args: tuple[str, ...] = (),
 ) -> AsyncIterator[PeerUrl]:
     """Run ``tests/fixtures/mcp2_server.py`` (the mcp 2.3.0 SDK's own server; modern-only unless
-    ``two_era``) on 127.0.0.1. Yields ``http://127.0.0.1:PORT/mcp``."""
+    ``two_era``; ``args``: more of its options) on 127.0.0.1. Yields ``http://127.0.0.1:PORT/mcp``."""
     require_peers({"client python (mcp 2.3)": client_python()})
 
     def argv(port: int) -> list[str]:
@@ -437,6 +441,7 @@ async def start_mcp2_server(
             str(mcp2_server_script()),
             str(port),
             *(["--two-era"] if two_era else []),
+            *args,
         ]
 
     async with run_peer(

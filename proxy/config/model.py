@@ -296,6 +296,7 @@ class RouteConfig:
     prefix_mode: PrefixMode = "conditional"
     separator: str = "__"
     list_timeout_s: float = 10
+    list_cache_ms: int = 5000  # an upstream's list page is given again this long (0: always asked)
     tools: ToolPolicy = field(default_factory=ToolPolicy)
     auth: AuthConfig = field(default_factory=AuthConfig)
     hosts: tuple[str, ...] = ()  # Host names that route /mcp to this route (as an upstream's hosts)

@@ -30,6 +30,7 @@ from proxy.front.legacy.quota import SessionQuota
 from proxy.front.legacy.relay import LegacyRelay
 from proxy.front.modern.front import ModernFront
 from proxy.front.modern.inner import InnerFront
+from proxy.front.modern.list_cache import ListCache
 from proxy.front.modern.listen import ListenFront
 from proxy.front.modern.relay import NativeRelay
 from proxy.front.oauth import OAUTH, OAuthFront, metadata_endpoint
@@ -154,10 +155,14 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
     # stdio upstreams' 2026-07-28 children (one per upstream), and how any modern upstream is sent to
     senders = ModernSenders({u.name: u for u in config.upstreams}, clients)
     app[ERAS] = eras = EraBook({u.name: u for u in config.upstreams}, clients, senders.children)
+    lists = ListCache()  # the aggregated routes' list pages: every pooled session's list_changed reaches it
+    heard = {
+        up.name: functools.partial(lists.heard, up.name) if config.routes else None for up in config.upstreams
+    }
     pools = {
         up.name: SessionPool(
             up.name,
-            session_factory(up, clients[up.name], roots),
+            session_factory(up, clients[up.name], roots, heard[up.name]),
             max_sessions=up.pool.max_sessions,
             idle_ttl=up.pool.idle_ttl_s,
             adopter=session_adopter(up, clients[up.name]),
@@ -237,7 +242,7 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
     principal = resolver(config.principal)
     app[OAUTH] = OAuthFront.from_config(config, app[PREPARED], http, clients)
     relay = NativeRelay.from_config(config, senders, eras, app[CODEC])  # to 2026-07-28 upstreams
-    aggregate = aggregated(app, pools, tasks, senders, eras)  # routes of several upstreams
+    aggregate = aggregated(app, pools, tasks, senders, eras, cache=lists)  # routes of several upstreams
     listen = ListenFront(
         front=config.front, pools=pools, state=app[STATE], tasks=tasks, relay=relay, aggregate=aggregate
     )

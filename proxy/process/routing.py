@@ -11,6 +11,7 @@ from aiohttp import web
 
 from proxy.front.modern.aggregate import AggregateFront
 from proxy.front.modern.aggregate_lists import RouteLists
+from proxy.front.modern.list_cache import ListCache
 from proxy.front.modern.relay import NativeRelay
 from proxy.front.oauth import OAUTH
 from proxy.observe.metrics import METRICS
@@ -29,6 +30,8 @@ def aggregated(
     tasks: TaskFront,
     senders: ModernSenders,
     eras: EraBook,
+    *,
+    cache: ListCache | None = None,
 ) -> AggregateFront | None:
     """The aggregated routes' front; None when no route is configured."""
     config = app[CONFIG]
@@ -38,5 +41,7 @@ def aggregated(
     app[METRICS].route_members(members(config))
     relay = NativeRelay.from_config(config, senders, eras, app[CODEC])  # to a route's modern upstreams
     judges, ring = app[OAUTH].upstream_judges, lambda: app[CODEC].ring
-    lists = RouteLists(pools, ring, app[ROUTES], tasks, observer=app[METRICS], judges=judges, relay=relay)
+    lists = RouteLists(
+        pools, ring, app[ROUTES], tasks, observer=app[METRICS], judges=judges, relay=relay, cache=cache
+    )
     return AggregateFront(lists, tasks, RouteTable.of(config), task_upstream=relay.task_upstream)

@@ -110,6 +110,12 @@ class IndexBook:
             views.move_to_end(view)
         return held
 
+    def forget(self, methods: Iterable[str]) -> None:
+        """The indexes of these lists, on every route and view: an upstream said one of them changed."""
+        gone = set(methods)
+        for held in [held for held in self._held if held[1] in gone]:
+            del self._held[held]
+
     def put(self, route: str, method: str, view: str, index: NameIndex, built: float) -> None:
         views = self._held.setdefault((route, method), OrderedDict())
         views[view] = (index, built)

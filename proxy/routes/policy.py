@@ -37,11 +37,19 @@ class Refused:
 
 def judge(route: Route, member: Member, exposed: str, local: str, grant: Grant | None) -> Refused | None:
     """None when the client (its token's `grant`; None: no validated token) may see and call the tool."""
+    if not route.policed:  # no rule anywhere on the route (the usual case): nothing to judge
+        return None
     for policy, name in ((route.policy, exposed), (member.policy, local)):
         refused = _judge(policy, name, exposed, grant)
         if refused is not None:
             return refused
     return None
+
+
+def per_token(route: Route) -> bool:
+    """Does the route judge tools by the client's token (so what one client lists is its own)?"""
+    policies = (route.policy, *(m.policy for m in route.members))
+    return any(p.require_scopes or p.require_claims for p in policies)
 
 
 def _judge(policy: ToolPolicy, name: str, exposed: str, grant: Grant | None) -> Refused | None:

@@ -36,6 +36,11 @@ class Route:
     policy: ToolPolicy
     validates: bool = False  # auth.mode validate: the route's tokens carry the scopes its rules need
     hosts: tuple[str, ...] = ()  # Host names that route /mcp here
+    list_cache: float = 0.0  # seconds an upstream's list page is given again without asking it (0: never)
+    # Worked out once (Route.of) rather than on every call: each member's `<prefix><separator>`, longest
+    # first (route order among equals), and whether any tool rule applies at all (True: judge every call).
+    heads: tuple[tuple[str, Member], ...] = ()
+    policed: bool = True
 
     @classmethod
     def of(cls, config: RouteConfig) -> Route:
@@ -45,6 +50,9 @@ class Route:
         )
         mode = config.prefix_mode
         prefixed = mode == "always" or (mode == "conditional" and len(members) > 1)
+        heads = sorted(((m.prefix + config.separator, m) for m in members), key=_longest)
+        policies = (config.tools, *(m.policy for m in members))
+        policed = any(p.allow or p.deny or p.require_scopes or p.require_claims for p in policies)
         return cls(
             config.name,
             members,
@@ -54,6 +62,9 @@ class Route:
             config.tools,
             validates=config.auth.mode == "validate",
             hosts=config.hosts,
+            list_cache=config.list_cache_ms / 1000,
+            heads=tuple(heads),
+            policed=policed,
         )
 
     @property
@@ -69,13 +80,15 @@ class Route:
         None when no member's prefix matches, or when the route does not prefix (ask the index)."""
         if not self.prefixed:
             return None
-        found: tuple[Member, str] | None = None
-        for member in self.members:
-            head = member.prefix + self.separator
-            longer = found is None or len(member.prefix) > len(found[0].prefix)
-            if exposed.startswith(head) and len(exposed) > len(head) and longer:
-                found = (member, exposed[len(head) :])
-        return found
+        heads = self.heads or sorted(((m.prefix + self.separator, m) for m in self.members), key=_longest)
+        for head, member in heads:
+            if exposed.startswith(head) and len(exposed) > len(head):
+                return member, exposed[len(head) :]
+        return None
+
+
+def _longest(head: tuple[str, Member]) -> int:
+    return -len(head[0])
 
 
 @dataclass(frozen=True, slots=True)

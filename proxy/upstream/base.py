@@ -106,6 +106,11 @@ class UpstreamSession(Protocol):
         router.py) go to `listener` from now on; None (the default) drops them."""
         ...
 
+    def hear(self, heard: SessionListener) -> None:
+        """`heard` is told every session-wide notification too, whoever watches (the pool's: list changes
+        make the aggregated routes' cached list pages stale)."""
+        ...
+
     async def request(self, method: str, params: Mapping[str, Any], timeout: float) -> jsonrpc.Response:
         """A request whose answer is all that matters (lists, completion). Raises UpstreamError."""
         ...

@@ -10,7 +10,7 @@ import aiohttp
 
 from proxy.config import UpstreamConfig
 from proxy.translate.capabilities import shared_legacy
-from proxy.upstream.base import ServerInfo, UpstreamSession
+from proxy.upstream.base import ServerInfo, SessionListener, UpstreamSession
 from proxy.upstream.connect import adopt_upstream_session, open_upstream_session
 from proxy.upstream.pool import PoolKey, SessionAdopter, SessionFactory
 from proxy.upstream.session_roots import RootsBook, SessionRoots, StartupWindow
@@ -36,12 +36,16 @@ def no_call_answer(upstream: UpstreamConfig) -> Callable[[jsonrpc.Request], json
 
 
 def session_factory(
-    upstream: UpstreamConfig, http: aiohttp.ClientSession, roots: RootsBook | None = None
+    upstream: UpstreamConfig,
+    http: aiohttp.ClientSession,
+    roots: RootsBook | None = None,
+    heard: SessionListener | None = None,
 ) -> SessionFactory:
     """Sessions for a pool: declaring what the pool key's client declared, carrying its forwarded headers.
     On stdio the forwarded headers cannot reach the child; as part of the pool key they still keep the
     children of different principals apart. With `roots`, each session holds the roots/list its server
-    sends before any call, for the first call to ask its client (calls/roots.py)."""
+    sends before any call, for the first call to ask its client (calls/roots.py). `heard` is told every
+    session-wide notification of every session (list changes: the aggregated routes' list cache)."""
     answer = no_call_answer(upstream)
     window = StartupWindow()  # learnt from this upstream's sessions (session_roots.py)
 
@@ -58,6 +62,8 @@ def session_factory(
         if roots is not None:
             state.opened()
             roots.add(session, state)
+        if heard is not None:
+            session.hear(heard)
         return session
 
     return open_for

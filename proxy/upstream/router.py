@@ -82,6 +82,7 @@ class Router:
         self._receiver: Inbox | None = None
         self._receiver_id: jsonrpc.RequestId | None = None
         self._listener: SessionListener | None = None
+        self.heard: SessionListener | None = None  # told every session-wide notification (SessionCore.hear)
         self._flooded = False  # the session's inbox was full once (logged once per session)
 
     @property
@@ -161,6 +162,8 @@ class Router:
             return None
         if isinstance(msg, jsonrpc.Notification):
             if standalone:
+                if self.heard is not None:
+                    self.heard(msg)
                 if self._listener is not None:
                     self._listener(msg)
             elif self._receiver is not None and not self._full(self._receiver, msg, MAX_QUEUED // 2):

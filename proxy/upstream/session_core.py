@@ -94,6 +94,9 @@ class SessionCore:
     def watch(self, listener: SessionListener | None) -> None:
         self._router.watch(listener)
 
+    def hear(self, heard: SessionListener) -> None:
+        self._router.heard = heard
+
     async def request(self, method: str, params: Mapping[str, Any], timeout: float) -> jsonrpc.Response:
         return await self._exchange(method, params, timeout)
 

@@ -86,3 +86,16 @@ def test_the_book_keeps_one_index_per_view_and_drops_the_least_recently_used() -
     book.put("r", "tools/list", "new", NameIndex(), 2.0)
     assert book.get("r", "tools/list", "v1") is None  # the least recently used went
     assert book.get("r", "tools/list", "v0") == (first, 1.0)
+
+
+def test_a_changed_list_forgets_its_indexes_on_every_route_and_view() -> None:
+    book = IndexBook()
+    for name, method, view in (
+        ("r1", "tools/list", "v1"),
+        ("r2", "tools/list", "v2"),
+        ("r1", "prompts/list", "v1"),
+    ):
+        book.put(name, method, view, NameIndex(), 0.0)
+    book.forget(("tools/list",))
+    assert book.get("r1", "tools/list", "v1") is None and book.get("r2", "tools/list", "v2") is None
+    assert book.get("r1", "prompts/list", "v1") is not None

@@ -66,3 +66,9 @@ def test_claims_per_tool_glob() -> None:
         "Tool 'a__billing_pay' is not available to this access token (claim 'groups')"
     )
     assert judge(r, a, "a__read", "read", None) is None  # no rule matches
+
+
+def test_a_route_without_rules_is_not_judged_and_one_with_any_rule_is() -> None:
+    assert not route("a", "b").policed
+    assert route("a", RouteMember("b", tools=ToolPolicy(deny=("x",)))).policed
+    assert route("a", tools=ToolPolicy(allow=("a__*",))).policed

@@ -28,3 +28,15 @@ async def test_standalone_notifications_reach_the_listener_only() -> None:
     router.watch(None)
     router.dispatch(CHANGED, standalone=True)
     assert heard == [CHANGED]
+
+
+async def test_the_pools_hearing_gets_every_standalone_notification_whoever_watches() -> None:
+    router = Router(no_call)
+    pool: list[jsonrpc.Notification] = []
+    listener: list[jsonrpc.Notification] = []
+    router.heard = pool.append
+    router.dispatch(CHANGED, standalone=True)  # nobody watches: the pool still hears it
+    router.watch(listener.append)
+    router.dispatch(CHANGED, standalone=True)
+    router.dispatch(PROGRESS)  # not session-wide: neither
+    assert pool == [CHANGED, CHANGED] and listener == [CHANGED]

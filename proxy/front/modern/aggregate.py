@@ -12,7 +12,7 @@ logged with the principal), as an unknown one is.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
@@ -108,7 +108,12 @@ class AggregateFront:
     ) -> Routed | Own:
         msg = req.request
         name = msg.params.get("name")
-        found = await self._owner(route, kind, name, key_for) if isinstance(name, str) else None
+        if not isinstance(name, str):
+            found = None
+        elif route.prefixed and kind in RENAMED:  # by the prefix alone: no index, nothing to await
+            found = route.split(name)
+        else:
+            found = await self._owner(route, kind, name, key_for)
         noun = "tool" if kind == "tools" else "prompt"
         if found is None:
             return _refused(
@@ -198,7 +203,15 @@ def _renamed(req: ModernRequest, changes: Mapping[str, Any]) -> ModernRequest:
     """`req` with its params changed for the upstream (its own name instead of the one the client used)."""
     msg = req.request
     request = jsonrpc.Request(msg.id, msg.method, {**msg.params, **changes})
-    return replace(req, request=request, upstream_params={**req.upstream_params, **changes})
+    return ModernRequest(  # field by field: dataclasses.replace took half of the routing step (~2.7 µs)
+        request,
+        {**req.upstream_params, **changes},
+        req.capabilities,
+        req.client_info,
+        req.request_state,
+        req.input_responses,
+        req.log_level,
+    )
 
 
 def _refused(msg: jsonrpc.Request, line: dict[str, Any], reason: str, message: str) -> Own:

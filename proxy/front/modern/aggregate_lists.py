@@ -4,12 +4,14 @@ Each upstream's page is asked for at once (each on a session of the client's own
 route's `list_timeout_s`); the page the client gets is their entries concatenated in route order up to the
 first upstream with more (proxy/routes/merge.py), with the proxy's sealed cursor. An upstream that fails or
 is too slow is left out: logged (`route.upstream_left_out`), counted in
-`mrtr_proxy_route_left_out_total`, and shown on /readyz until it answers again.
+`mrtr_proxy_route_left_out_total`, and shown on /readyz until it answers again. A page an upstream gave is
+given again within the route's `list_cache_ms` (list_cache.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
@@ -17,6 +19,7 @@ from typing import Any, Protocol
 
 import structlog
 
+from proxy.front.modern.list_cache import Freshness, ListCache
 from proxy.front.modern.plain import complete
 from proxy.front.modern.relay import NativeRelay
 from proxy.handle import HandleError, KeyRing
@@ -25,6 +28,8 @@ from proxy.routes.health import RouteHealth
 from proxy.routes.index import Clash, IndexBook, NameIndex, view_of
 from proxy.routes.merge import Answered, Page, assemble, list_kind, pending
 from proxy.routes.names import RENAMED, Entry, entries
+from proxy.routes.page_cache import merged_hints
+from proxy.routes.policy import per_token
 from proxy.routes.table import Member, Route
 from proxy.tasks.front import TaskFront
 from proxy.translate.request import ModernRequest
@@ -68,7 +73,9 @@ class RouteLists:
         observer: LeftOutObserver | None = None,
         judges: Callable[[str], bool] = lambda _: False,  # OAuthFront.upstream_judges
         relay: NativeRelay | None = None,  # to the modern (2026-07-28) upstreams of a route
+        cache: ListCache | None = None,  # upstreams' list pages (list_cache.py)
     ) -> None:
+        self.cache = cache if cache is not None else ListCache()
         self._pools = pools
         self._judges = judges
         self._relay = relay
@@ -77,6 +84,7 @@ class RouteLists:
         self._tasks = tasks
         self._observer = observer or _NoObserver()
         self._indexes = IndexBook()  # per route, list and view (routes/index.py)
+        self.cache.changed = self._indexes.forget  # a list_changed heard: built again when next needed
         self._locks: weakref.WeakValueDictionary[tuple[str, str, str], asyncio.Lock] = (
             weakref.WeakValueDictionary()  # a refresh's lock lives as long as someone holds or awaits it
         )
@@ -105,12 +113,16 @@ class RouteLists:
         params = {k: v for k, v in req.upstream_params.items() if k != "cursor"}
         meta = msg.params.get("_meta")  # the client's own, for a modern upstream
         todo = pending(route, start)
-        answered, owners = await asyncio.gather(
+        fetched, owners = await asyncio.gather(
             asyncio.gather(
-                *(self._page(route, m, msg.method, params, c, key_for=key_for, meta=meta) for m, c in todo)
+                *(
+                    self._cached(route, m, msg.method, c, params=params, key_for=key_for, meta=meta)
+                    for m, c in todo
+                )
             ),
             self._owners(route, msg.method, key_for),  # at the same time: the list waits for the slower
         )
+        answered = [one for one, _ in fetched]
 
         def kept(entry: Entry) -> bool:  # a key another upstream listed first (maybe on an earlier page)
             owner = owners.owner(entry.kind, entry.key) if owners is not None else None
@@ -122,7 +134,15 @@ class RouteLists:
         line["outcome"] = "complete"
         if page.left_out:
             line["left_out"] = [up for up, _ in page.left_out]
-        return jsonrpc.Result(msg.id, complete(msg.method, page.result(list_kind(msg.method), sealed)))
+        last = page.next.member if page.next is not None else len(route.members)
+        used = [fresh for (one, fresh) in fetched if one.member.index <= last]  # the page's upstreams
+        hints = merged_hints(
+            (fresh for fresh in used if fresh is not None),
+            complete=not page.left_out and None not in used,
+            per_client=page.next is not None or per_token(route),
+        )
+        result = {**page.result(list_kind(msg.method), sealed), **hints}
+        return jsonrpc.Result(msg.id, complete(msg.method, result))
 
     async def discover(
         self, route: Route, msg: jsonrpc.Request, key_for: KeyFor, line: dict[str, Any]
@@ -211,6 +231,32 @@ class RouteLists:
         index = held[0]
         return (
             index.resource_owner(key) if method == "resources/list" else index.owner(list_kind(method), key)
+        )
+
+    async def _cached(
+        self,
+        route: Route,
+        member: Member,
+        method: str,
+        cursor: str | None,
+        *,
+        params: Mapping[str, Any],
+        key_for: KeyFor,
+        meta: object,
+    ) -> tuple[Answered, Freshness | None]:
+        """One upstream's page for a merged list, from the cache while fresh (list_cache.py)."""
+        key = key_for(member.upstream)
+        return await self.cache.page(
+            route,
+            member,
+            method,
+            cursor,
+            params=params,
+            key=key,
+            fetch=functools.partial(
+                self._page, route, member, method, params, cursor, key_for=key_for, meta=meta
+            ),
+            modern=functools.partial(self._modern, member.upstream, key),
         )
 
     async def _all_pages(self, route: Route, member: Member, method: str, key_for: KeyFor) -> list[Answered]:

@@ -37,6 +37,7 @@ from proxy.calls.wording import unavailable
 from proxy.config import FrontConfig
 from proxy.front.modern.aggregate import AggregateFront
 from proxy.front.modern.aggregate_lists import KeyFor
+from proxy.front.modern.list_cache import ListCache
 from proxy.front.modern.listen_filter import LIST_CHANGED, MAX_ITEMS, Refused, Wanted, parse_filter
 from proxy.front.modern.listen_modern import ModernMember
 from proxy.front.modern.relay import NativeRelay
@@ -121,6 +122,7 @@ class ListenFront:
         self._state = state
         self._tasks = tasks
         self._native = relay
+        self._hear = ListCache.deaf if aggregate is None else aggregate.lists.cache.hearing  # list_changed
 
     async def serve(
         self,
@@ -266,7 +268,7 @@ class ListenFront:
         notifications: dict[str, Any] = {flag: True for flag in wanted.flags}
         if uris:
             notifications["resourceSubscriptions"] = uris
-        listener = ModernMember(self._native, upstream, sub.on_upstream)
+        listener = ModernMember(self._native, upstream, self._hear(upstream, sub.on_upstream))
         meta = req.request.params.get("_meta")
         honored = await listener.open(sub.id, notifications, meta=meta, forwarded=key.forwarded)
         if honored is None:

@@ -24,7 +24,7 @@ from proxy.upstream.base import Inbox, ServerInfo, TransportLost, UpstreamError
 from proxy.upstream.bounded import MessageTooLarge, read_body
 from proxy.upstream.event_stream import EventStream, StreamEnded, open_event_stream
 from proxy.upstream.http_errors import SESSION_GONE, refused, rejected_status, session_gone, unreachable
-from proxy.upstream.keepalive import finish_body
+from proxy.upstream.keepalive import finish_body, finish_later, leave
 from proxy.upstream.propagation import detach_from_request, forget_propagated, with_propagated
 from proxy.upstream.router import CLIENT_INFO, NoCallAnswer, negotiate
 from proxy.upstream.session_core import SessionCore
@@ -175,7 +175,10 @@ class StreamableHttpSession(SessionCore):
             del body
             if rid == self._router.receiver_id:  # its own task (SessionCore.call), which sends no more
                 forget_propagated()
-            async with resp:
+            # Left by hand rather than with `async with resp`: a body still going after the response is
+            # handed to a task of its own (`later`).
+            later = False
+            try:
                 if initialize and "mcp-session-id" in resp.headers:
                     self._session_id = resp.headers["mcp-session-id"]
                 if resp.status == 404 and self._session_id is not None and not initialize:
@@ -188,11 +191,17 @@ class StreamableHttpSession(SessionCore):
                     if not await self._read_sse(resp, until=rid, on_event_id=track):
                         raise UpstreamError("upstream ended the stream before answering")
                     # The server closes the stream after the response (its last chunk is usually on the
-                    # wire already): read to that end, so the connection goes back to the pool.
-                    await finish_body(resp)
+                    # wire already): read to that end, so the connection goes back to the pool; in the
+                    # background if it takes long (keepalive.py), so the caller has its answer.
+                    later = not await finish_body(resp, close=False)
                 else:
                     body = await read_body(resp, self._settings.max_message_bytes)
                     self._dispatch(jsonrpc.decode(body))
+            finally:
+                if later:
+                    self._spawn(finish_later(resp))
+                else:
+                    await leave(resp)
         except jsonrpc.InvalidMessage as exc:
             raise UpstreamError(f"upstream sent an invalid JSON-RPC message: {exc}") from None
         except aiohttp.ClientError as exc:

@@ -107,23 +107,18 @@ async def _timed(clients: list[Legacy | Modern], spec: dict[str, Any]) -> dict[s
     # (default 2 per client), never past `max_window` seconds.
     min_completions = int(spec.get("min_completions", 2 * len(clients)))
     max_window = float(spec.get("max_window", max(duration, 4.0)))
-    # The warm-up lasts `warmup` seconds and, bounded by `warm_limit`, until every client has completed
-    # `warm_calls` calls (default 2): a cell at a concurrency the target has not seen yet first grows its
-    # pools (through mrtr-proxy, one upstream session per call in flight, each with its own GET stream and
-    # initialize POSTs); that is the warm-up of that concurrency, not what the window measures. Against
-    # FastMCP 1.30 the growth from 16 to 64 sessions outlasted a fixed 0.5 s and put dozens of new upstream
-    # connections in the first 64-client window (issue 31). A client's second call is the first that can
-    # overlap its previous call's upstream connection still waiting for the server's closing chunk (FastMCP
-    # ends its SSE reply a moment after the response): 64 calls in flight hold 80-90 upstream connections
-    # under load, and the pool grows to that on the second round of calls, not the first (issue 31 again).
+    # The warm-up lasts `warmup` seconds and, bounded by `warm_limit`, until every client has completed a
+    # call: a cell at a concurrency the target has not seen yet first grows its pools (through mrtr-proxy,
+    # one upstream session per call in flight, each with its own GET stream and initialize POSTs); that is
+    # the warm-up of that concurrency, not what the window measures. Against FastMCP 1.30 the growth from 16
+    # to 64 sessions outlasted a fixed 0.5 s and put dozens of new upstream connections in the first
+    # 64-client window (issue 31).
     warm_limit = float(spec.get("warm_limit", 10.0))
     loop = asyncio.get_running_loop()
     start = loop.time()
     window_start = float("inf")  # once warm (marks)
-    warm_calls = int(spec.get("warm_calls", 2))
-    warm_clients: dict[int, int] = {}  # calls completed by each client, until warm
-    warm_left = len(clients)  # clients that have not completed warm_calls yet
-    warm = asyncio.Event()  # set once every client has completed warm_calls calls
+    warm_clients: set[int] = set()
+    warm = asyncio.Event()  # set once every client has completed a call
     latencies: list[float] = []
     errors: list[str] = []
     done = 0
@@ -159,7 +154,7 @@ async def _timed(clients: list[Legacy | Modern], spec: dict[str, Any]) -> dict[s
         cpu_marks["t1"] = time.perf_counter()
 
     async def worker(client: Legacy | Modern) -> None:
-        nonlocal done, warm_left
+        nonlocal done
         while done < max_requests and not stopped:
             t0 = loop.time()
             try:
@@ -184,11 +179,9 @@ async def _timed(clients: list[Legacy | Modern], spec: dict[str, Any]) -> dict[s
                 continue
             t1 = loop.time()
             if not warm.is_set():
-                warm_clients[id(client)] = calls = warm_clients.get(id(client), 0) + 1
-                if calls == warm_calls:
-                    warm_left -= 1
-                    if warm_left == 0:
-                        warm.set()
+                warm_clients.add(id(client))
+                if len(warm_clients) == len(clients):
+                    warm.set()
             if window_start <= t1 and not stopped:  # completions inside the window (closed loop)
                 latencies.append(t1 - t0)
                 if len(latencies) >= min_completions:

@@ -24,7 +24,7 @@ from proxy.upstream.base import Inbox, ServerInfo, TransportLost, UpstreamError
 from proxy.upstream.bounded import MessageTooLarge, read_body
 from proxy.upstream.event_stream import EventStream, StreamEnded, open_event_stream
 from proxy.upstream.http_errors import SESSION_GONE, refused, rejected_status, session_gone, unreachable
-from proxy.upstream.keepalive import finish_body
+from proxy.upstream.keepalive import finish_body, finish_later, leave
 from proxy.upstream.propagation import detach_from_request, forget_propagated, with_propagated
 from proxy.upstream.router import CLIENT_INFO, NoCallAnswer, negotiate
 from proxy.upstream.session_core import SessionCore
@@ -175,7 +175,8 @@ class StreamableHttpSession(SessionCore):
             del body
             if rid == self._router.receiver_id:  # its own task (SessionCore.call), which sends no more
                 forget_propagated()
-            async with resp:
+            later = False  # the body goes on after the response: a task finishes it, not `async with`
+            try:
                 if initialize and "mcp-session-id" in resp.headers:
                     self._session_id = resp.headers["mcp-session-id"]
                 if resp.status == 404 and self._session_id is not None and not initialize:
@@ -184,15 +185,28 @@ class StreamableHttpSession(SessionCore):
                     raise await refused(resp)
                 ctype = resp.headers.get("Content-Type", "")
                 if ctype.startswith("text/event-stream"):
-                    track = self._track_call_event if rid == self._router.receiver_id else None
-                    if not await self._read_sse(resp, until=rid, on_event_id=track):
+                    receiving = rid == self._router.receiver_id
+                    track = self._track_call_event if receiving else None
+                    answer = await self._read_sse(resp, until=rid, on_event_id=track, hold=receiving)
+                    if not answer:
                         raise UpstreamError("upstream ended the stream before answering")
                     # The server closes the stream after the response (its last chunk is usually on the
-                    # wire already): read to that end, so the connection goes back to the pool.
-                    await finish_body(resp)
+                    # wire already): read to that end, so the connection goes back to the pool; in the
+                    # background if it takes long (keepalive.py). A receiving call's answer waits for
+                    # that: its client's next call must not need a second connection meanwhile.
+                    try:
+                        later = not await finish_body(resp, close=False)
+                    finally:
+                        if answer is not True:
+                            self._dispatch(answer)
                 else:
                     body = await read_body(resp, self._settings.max_message_bytes)
                     self._dispatch(jsonrpc.decode(body))
+            finally:
+                if later:
+                    self._spawn(finish_later(resp))
+                else:
+                    await leave(resp)
         except jsonrpc.InvalidMessage as exc:
             raise UpstreamError(f"upstream sent an invalid JSON-RPC message: {exc}") from None
         except aiohttp.ClientError as exc:
@@ -204,8 +218,10 @@ class StreamableHttpSession(SessionCore):
         until: jsonrpc.RequestId | None,
         *,
         on_event_id: Callable[[str], None] | None = None,
-    ) -> bool:
-        """Dispatch the stream's messages; True once the response with id `until` was seen.
+        hold: bool = False,
+    ) -> jsonrpc.Response | bool:
+        """Dispatch the stream's messages; True once the response with id `until` was seen (with `hold`,
+        that response, not dispatched: the caller dispatches it). False: the stream ended first.
 
         Event ids belong to their stream: `on_event_id` is told each one (for that stream's resumption).
         Each chunk is fed in a call of its own, so nothing of it (the bytes, the events, the last message)
@@ -217,7 +233,7 @@ class StreamableHttpSession(SessionCore):
         while True:
             await self._until_answered()  # a server flooding us with requests waits for their answers
             try:
-                seen = self._feed(decoder, await content.readany(), until, on_event_id)
+                seen = self._feed(decoder, await content.readany(), until, on_event_id, hold)
             except SSEError:
                 resp.close()
                 raise MessageTooLarge(limit) from None
@@ -230,15 +246,16 @@ class StreamableHttpSession(SessionCore):
         chunk: bytes,
         until: jsonrpc.RequestId | None,
         on_event_id: Callable[[str], None] | None,
-    ) -> bool | None:
-        """One chunk of `_read_sse`'s stream: True once `until`'s response was seen, False at the end (an
-        empty chunk), None for more."""
+        hold: bool = False,
+    ) -> jsonrpc.Response | bool | None:
+        """One chunk of `_read_sse`'s stream: True (`hold`: the response) once `until`'s response was seen,
+        False at the end (an empty chunk), None for more."""
         if not chunk:
             return False
         for event in decoder.feed(chunk):
-            msg = self._on_event(event, on_event_id=on_event_id)
+            msg = self._on_event(event, on_event_id=on_event_id, hold=until if hold else None)
             if until is not None and isinstance(msg, jsonrpc.Result | jsonrpc.Error) and msg.id == until:
-                return True
+                return msg if hold else True
         return None
 
     def _on_event(
@@ -247,8 +264,9 @@ class StreamableHttpSession(SessionCore):
         *,
         standalone: bool = False,
         on_event_id: Callable[[str], None] | None = None,
+        hold: jsonrpc.RequestId | None = None,
     ) -> jsonrpc.Message | None:
-        """Dispatch one SSE event's message (None: a priming event, or a message that is not JSON-RPC)."""
+        """Dispatch one SSE event's message unless it answers `hold` (None: priming, or not JSON-RPC)."""
         if event.id is not None and on_event_id is not None:
             on_event_id(event.id)
         if not event.data.strip():
@@ -258,7 +276,8 @@ class StreamableHttpSession(SessionCore):
         except jsonrpc.InvalidMessage as exc:
             log.warning("upstream.bad_message", error=str(exc))
             return None
-        self._dispatch(msg, standalone=standalone)
+        if hold is None or not isinstance(msg, jsonrpc.Result | jsonrpc.Error) or msg.id != hold:
+            self._dispatch(msg, standalone=standalone)
         return msg
 
     async def _run_get_stream(self, ready: asyncio.Future[None]) -> None:
@@ -343,7 +362,7 @@ class StreamableHttpSession(SessionCore):
                     with contextlib.suppress(TimeoutError):
                         async with asyncio.timeout(RESUME_WINDOW):
                             track = self._track_call_event
-                            answered = await self._read_sse(resp, until=rid, on_event_id=track)
+                            answered = bool(await self._read_sse(resp, until=rid, on_event_id=track))
                     if answered:
                         await finish_body(resp)
                         return

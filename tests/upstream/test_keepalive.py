@@ -12,7 +12,7 @@ import pytest_asyncio
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from proxy.upstream.keepalive import finish_body
+from proxy.upstream.keepalive import finish_body, finish_later
 
 
 async def _sse_then_end(request: web.Request) -> web.StreamResponse:
@@ -91,3 +91,32 @@ async def test_a_reply_that_never_ends_is_closed_after_the_bound(server: TestSer
         async with http.post(server.make_url("/ends"), data=b"{}") as resp:
             await finish_body(resp)
     assert len(created) == 2  # the one left open was dropped, not reused
+
+
+async def _late_end(request: web.Request) -> web.StreamResponse:
+    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+    await resp.prepare(request)
+    await resp.write(b'data: {"jsonrpc":"2.0","id":1,"result":{}}\n\n')
+    await asyncio.sleep(0.4)  # a loaded server's closing chunk, later than FINISH_WITHIN
+    await resp.write_eof()
+    return resp
+
+
+async def test_a_late_closing_chunk_is_awaited_in_the_background_and_keeps_the_connection() -> None:
+    app = web.Application()
+    app.router.add_post("/late", _late_end)
+    srv = TestServer(app, host="127.0.0.1")
+    await srv.start_server()
+    http, created = _counting_session()
+    try:
+        async with http:
+            for _ in range(2):
+                resp = await http.post(srv.make_url("/late"), data=b"{}")
+                await resp.content.readline()
+                assert not await finish_body(resp, limit=0.1, close=False)  # not ended yet, not closed
+                async with asyncio.timeout(10):
+                    await finish_later(resp)
+                assert resp.content.at_eof()
+    finally:
+        await srv.close()
+    assert len(created) == 1  # the connection went back to the pool once the body ended

@@ -144,7 +144,7 @@ class InnerFront:
                 )
             if own is not None:
                 return await own()
-            key = front.pool_key(upstream, req, request, principal, upstream_headers)
+            key = key_for(upstream)
             relay = front.relay
             if relay and relay.takes(upstream, req.request) and await relay.modern(upstream, key.forwarded):
                 try:

@@ -26,6 +26,8 @@ from typing import Final, Protocol
 import structlog
 
 from proxy.upstream.base import UpstreamError
+from proxy.upstream.bounded import too_large
+from proxy.wire import jsonrpc
 
 log = structlog.get_logger("proxy.upstream.stdio")
 
@@ -123,6 +125,29 @@ async def terminate(proc: asyncio.subprocess.Process, settings: ChildSettings) -
         returncode=proc.returncode,
         how=how,
     )
+
+
+async def next_message(
+    proc: asyncio.subprocess.Process, settings: ChildSettings
+) -> jsonrpc.Message | str | None:
+    """The child's next JSON-RPC message on stdout (blank lines skipped; an undecodable one logged and
+    skipped). A str: why reading must stop (a line over `max_line_bytes`); None: stdout ended."""
+    assert proc.stdout is not None
+    while True:
+        try:
+            line = await proc.stdout.readline()
+        except ValueError:  # asyncio's LimitOverrunError, as readline reports it
+            return too_large(settings.max_line_bytes)
+        if not line:
+            return None
+        if not line.strip():
+            continue
+        try:
+            return jsonrpc.decode(line)
+        except jsonrpc.InvalidMessage as exc:
+            log.warning("upstream.bad_message", upstream=settings.upstream, pid=proc.pid, error=str(exc))
+            preview = line[:200].decode("utf-8", errors="replace")
+            log.debug("upstream.bad_line", upstream=settings.upstream, pid=proc.pid, line=preview)
 
 
 async def read_stderr(proc: asyncio.subprocess.Process, settings: ChildSettings) -> None:

@@ -41,8 +41,7 @@ import structlog
 
 from proxy.config import UpstreamConfig
 from proxy.upstream.base import UpstreamError
-from proxy.upstream.bounded import too_large
-from proxy.upstream.child import describe_exit, exited, read_stderr, spawn, terminate
+from proxy.upstream.child import describe_exit, exited, next_message, read_stderr, spawn, terminate
 from proxy.upstream.connect import stdio_settings
 from proxy.upstream.modern import Notify
 from proxy.upstream.propagation import detach_from_request
@@ -172,23 +171,10 @@ class ModernChild:
             await self._write(note)
 
     async def _read_stdout(self, proc: asyncio.subprocess.Process) -> str | None:
-        assert proc.stdout is not None
         while True:
-            try:
-                line = await proc.stdout.readline()
-            except ValueError:  # asyncio's LimitOverrunError, as readline reports it
-                return too_large(self._settings.max_line_bytes)
-            if not line:
-                return None
-            if not line.strip():
-                continue
-            try:
-                msg = jsonrpc.decode(line)
-            except jsonrpc.InvalidMessage as exc:
-                log.warning(
-                    "upstream.bad_message", upstream=self._settings.upstream, pid=proc.pid, error=str(exc)
-                )
-                continue
+            msg = await next_message(proc, self._settings)
+            if not isinstance(msg, jsonrpc.Message):
+                return msg  # the reason reading stopped, or None at EOF
             await self._route(msg)
 
     async def _route(self, msg: jsonrpc.Message) -> None:

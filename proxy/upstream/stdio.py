@@ -29,8 +29,15 @@ from typing import Any, Final
 import structlog
 
 from proxy.upstream.base import Inbox, UpstreamError
-from proxy.upstream.bounded import too_large
-from proxy.upstream.child import INHERITED_ENV, child_env, describe_exit, read_stderr, spawn, terminate
+from proxy.upstream.child import (
+    INHERITED_ENV,
+    child_env,
+    describe_exit,
+    next_message,
+    read_stderr,
+    spawn,
+    terminate,
+)
 from proxy.upstream.propagation import detach_from_request
 from proxy.upstream.router import NoCallAnswer, negotiate
 from proxy.upstream.session_core import SessionCore
@@ -144,26 +151,11 @@ class StdioSession(SessionCore):
 
     async def _read_stdout(self, proc: asyncio.subprocess.Process) -> str | None:
         """Dispatch every line the child writes; returns why reading stopped early, or None at EOF."""
-        assert proc.stdout is not None
         while True:
             await self._until_answered()  # a child flooding us with requests waits for their answers
-            try:
-                line = await proc.stdout.readline()
-            except ValueError:  # asyncio's LimitOverrunError, as readline reports it
-                return too_large(self._settings.max_line_bytes)
-            if not line:
-                return None
-            if not line.strip():
-                continue
-            try:
-                msg = jsonrpc.decode(line)
-            except jsonrpc.InvalidMessage as exc:
-                log.warning(
-                    "upstream.bad_message", upstream=self._settings.upstream, pid=proc.pid, error=str(exc)
-                )
-                preview = line[:200].decode("utf-8", errors="replace")
-                log.debug("upstream.bad_line", upstream=self._settings.upstream, pid=proc.pid, line=preview)
-                continue
+            msg = await next_message(proc, self._settings)
+            if not isinstance(msg, jsonrpc.Message):
+                return msg  # the reason reading stopped, or None at EOF
             self._dispatch_one_stream(msg)
 
     async def _supervise(self, proc: asyncio.subprocess.Process) -> None:

@@ -154,8 +154,8 @@ class ModernFront:
                 ),
             )
         # Never a route's own answers (lists, discover), nor its listen: that one listens to every upstream.
-        relay = self.relay if own is None and (route is None or msg.method != mcp.LISTEN) else None
-        if relay and relay.takes(upstream, req.request) and await relay.modern(upstream, key.forwarded):
+        relayable = own is None and (route is None or msg.method != mcp.LISTEN)
+        if relayable and await self.relays(upstream, req, key):
             relayed = await self._relayed(request, upstream, req=req, key=key, principal=principal, line=line)
             if relayed is not None:
                 return relayed  # else the upstream turned out legacy: on the legacy way below
@@ -222,6 +222,15 @@ class ModernFront:
         if isinstance(routed, Routed):
             return routed.upstream, routed.req, None
         return route.members[0].upstream, req, routed
+
+    async def relays(self, upstream: str, req: ModernRequest, key: PoolKey) -> bool:
+        """Whether `req` takes the native relay (relay.py): it may, and the upstream speaks 2026-07-28."""
+        relay = self.relay
+        return (
+            relay is not None
+            and relay.takes(upstream, req.request)
+            and await relay.modern(upstream, key.forwarded)
+        )
 
     async def _relayed(
         self,

@@ -146,7 +146,7 @@ class InnerFront:
                 return await own()
             key = key_for(upstream)
             relay = front.relay
-            if relay and relay.takes(upstream, req.request) and await relay.modern(upstream, key.forwarded):
+            if relay is not None and await front.relays(upstream, req, key):
                 try:
                     return await relay.relay(
                         request,

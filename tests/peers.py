@@ -165,6 +165,24 @@ def free_port() -> int:
         return port
 
 
+_HELD: list[socket.socket] = []  # bound, never listening: kept for the life of the test process
+
+
+def closed_port() -> int:
+    """A TCP port on 127.0.0.1 where nothing listens and nothing can start listening.
+
+    ``free_port()`` is no closed port: the OS hands the same port to the next bind, and a proxy a
+    test then starts may get it and end up as its own "unreachable" upstream (a CI run saw exactly
+    that). This port stays bound by a socket that never listens, so a connect is refused at once
+    and no other bind to port 0 gets it.
+    """
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind((LOOPBACK, 0))
+    _HELD.append(sock)
+    port: int = sock.getsockname()[1]
+    return port
+
+
 @dataclass
 class PeerProcess:
     """A started peer: its process, the port it listens on, and its combined stdout/stderr log."""

@@ -62,7 +62,7 @@ async def test_probe_prints_merged_names_and_the_clash(
 @pytest.mark.peers
 @pytest.mark.asyncio(loop_scope="session")
 async def test_probe_fails_when_an_upstream_cannot_be_listed(tmp_path: Path, fastmcp_url: str) -> None:
-    path = write(tmp_path, fastmcp_url, f"http://127.0.0.1:{peers.free_port()}/mcp", "conditional")
+    path = write(tmp_path, fastmcp_url, f"http://127.0.0.1:{peers.closed_port()}/mcp", "conditional")
     run = await peers.run_once(
         [sys.executable, "-m", "proxy", "check-config", str(path), "--probe"], limit_s=90
     )

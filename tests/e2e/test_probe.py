@@ -355,7 +355,7 @@ async def test_oauth_protected_fastmcp_with_a_token(protected_url: str, tmp_path
 
 
 async def test_nothing_listening() -> None:
-    url = f"http://127.0.0.1:{peers.free_port()}/mcp"
+    url = f"http://127.0.0.1:{peers.closed_port()}/mcp"
     run = await probe(url, json_out=False)
     assert run.returncode == 1
     assert run.stderr == f"mrtr-proxy probe: cannot connect to {url}: connection refused\n"

@@ -44,7 +44,7 @@ def test_which_paths_are_mcp_routes(path: str, mcp: bool) -> None:
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def proxy() -> AsyncIterator[RunningProxy]:
-    closed = f"http://127.0.0.1:{peers.free_port()}/mcp"
+    closed = f"http://127.0.0.1:{peers.closed_port()}/mcp"
     async with running_proxy(closed, front=FrontConfig(allowed_origins=(APP,)), names=("a", "b")) as running:
         yield running
 
@@ -185,9 +185,9 @@ async def validating() -> AsyncIterator[RunningProxy]:
         mode="validate",
         public_url="https://mcp.example.test/mcp",
         authorization_servers=("https://as.example.test",),
-        jwks_url=f"http://127.0.0.1:{peers.free_port()}/jwks",
+        jwks_url=f"http://127.0.0.1:{peers.closed_port()}/jwks",
     )
-    up = UpstreamConfig(name="default", url=f"http://127.0.0.1:{peers.free_port()}/mcp", auth=auth)
+    up = UpstreamConfig(name="default", url=f"http://127.0.0.1:{peers.closed_port()}/mcp", auth=auth)
     async with running_proxy(up, front=FrontConfig(allowed_origins=(APP,))) as running:
         yield running
 

@@ -30,7 +30,7 @@ async def proxy() -> AsyncIterator[RunningProxy]:
         max_input_responses=2,
         max_input_response_bytes=200,
     )
-    async with running_proxy(f"http://127.0.0.1:{peers.free_port()}/mcp", front=front) as running:
+    async with running_proxy(f"http://127.0.0.1:{peers.closed_port()}/mcp", front=front) as running:
         yield running
 
 

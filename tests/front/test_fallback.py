@@ -25,7 +25,7 @@ pytestmark = pytest.mark.asyncio(loop_scope="session")
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def proxy() -> AsyncIterator[RunningProxy]:
     front = FrontConfig(rate_limit_per_s=0.01, rate_burst=1)  # the second request of a principal: 429
-    async with running_proxy(f"http://127.0.0.1:{peers.free_port()}/mcp", front=front) as running:
+    async with running_proxy(f"http://127.0.0.1:{peers.closed_port()}/mcp", front=front) as running:
         yield running
 
 

@@ -93,7 +93,7 @@ def test_check_modern_only_refuses(case: tuple[dict[str, Any], dict[str, str]]) 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def proxy() -> AsyncIterator[RunningProxy]:
-    async with running_proxy(f"http://127.0.0.1:{peers.free_port()}/mcp") as running:
+    async with running_proxy(f"http://127.0.0.1:{peers.closed_port()}/mcp") as running:
         yield running
 
 

@@ -35,8 +35,8 @@ async def test_readyz_says_which_upstreams_answer(tmp_path: Path) -> None:
     upstreams = [
         {"name": "answers", "command": sys.executable, "args": [str(FAKE)]},
         {"name": "exits", "command": "false"},  # on PATH, dies at once
-        {"name": "down", "url": f"http://127.0.0.1:{peers.free_port()}/mcp"},
-        {"name": "sse-down", "url": f"http://127.0.0.1:{peers.free_port()}/sse", "transport": "sse"},
+        {"name": "down", "url": f"http://127.0.0.1:{peers.closed_port()}/mcp"},
+        {"name": "sse-down", "url": f"http://127.0.0.1:{peers.closed_port()}/sse", "transport": "sse"},
     ]
     cfg.write_text(json.dumps({"logging": {"format": "json"}, "upstreams": upstreams}))
     argv = [*PROXY, "serve", "--config", str(cfg)]

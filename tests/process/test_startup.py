@@ -102,7 +102,7 @@ def _modern(method: str, rid: int, **params: Any) -> tuple[dict[str, Any], dict[
 @pytest.mark.asyncio(loop_scope="session")
 async def test_every_line_is_json_against_a_down_upstream_and_a_taken_port(tmp_path: Path) -> None:
     """The run of issue 20: 81 of 88 lines were not JSON. Now every line of both processes parses."""
-    cfg = _config(tmp_path, f"http://127.0.0.1:{peers.free_port()}/mcp")  # nothing listens there
+    cfg = _config(tmp_path, f"http://127.0.0.1:{peers.closed_port()}/mcp")  # nothing listens there
     argv = [*PROXY, "serve", "--config", str(cfg)]
     async with peers.run_peer("mrtr-proxy", lambda p: [*argv, "--listen", f"127.0.0.1:{p}"]) as proxy:
         url = f"http://127.0.0.1:{proxy.port}"
@@ -218,7 +218,7 @@ async def test_a_taken_admin_port_is_one_line_and_exit_status_1(tmp_path: Path) 
         cfg.write_text(
             "logging: {format: json}\n"
             f"admin: {{listen: '127.0.0.1:{taken}', token_file: '{token}'}}\n"
-            f"upstreams: [{{name: a, url: 'http://127.0.0.1:{peers.free_port()}/mcp'}}]\n"
+            f"upstreams: [{{name: a, url: 'http://127.0.0.1:{peers.closed_port()}/mcp'}}]\n"
         )
         run = await peers.run_once(
             [*PROXY, "serve", "--config", str(cfg), "--listen", f"127.0.0.1:{peers.free_port()}"], limit_s=30
@@ -234,7 +234,7 @@ async def test_a_key_problem_at_start_is_one_json_line_and_exit_status_2(tmp_pat
     cfg = tmp_path / "c.yaml"
     cfg.write_text(
         "logging: {format: json}\nkeys: {env: [MRTR_TEST_UNSET_KEY]}\n"
-        f"upstreams: [{{name: a, url: 'http://127.0.0.1:{peers.free_port()}/mcp'}}]\n"
+        f"upstreams: [{{name: a, url: 'http://127.0.0.1:{peers.closed_port()}/mcp'}}]\n"
     )
     run = await peers.run_once([*PROXY, "serve", "--config", str(cfg), "--listen", "127.0.0.1:1"], limit_s=30)
     assert run.returncode == 2

@@ -57,7 +57,7 @@ async def test_verdict_is_cached_and_probed_again_when_suspect(fastmcp_url: str)
 
 
 async def test_unreachable_upstream_decides_nothing() -> None:
-    book, http = book_for(f"http://127.0.0.1:{peers.free_port()}/mcp")
+    book, http = book_for(f"http://127.0.0.1:{peers.closed_port()}/mcp")
     async with http:
         assert await book.era("up") == "legacy"  # the request goes the legacy way, which reports the failure
         assert book.describe() == {"up": "unknown"}
@@ -76,7 +76,7 @@ async def test_configured_and_transport_eras_are_never_probed() -> None:
     modern = fixed_verdict(UpstreamConfig(name="c", url="http://x/mcp", era="modern"))
     assert modern is not None and (modern.era, modern.how) == ("modern", "configured")
     assert fixed_verdict(UpstreamConfig(name="d", url="http://x/mcp")) is None
-    book, http = book_for(f"http://127.0.0.1:{peers.free_port()}/mcp", era="modern")
+    book, http = book_for(f"http://127.0.0.1:{peers.closed_port()}/mcp", era="modern")
     async with http:
         assert await book.era("up") == "modern"
         book.suspect("up", "ignored: configured")

@@ -96,7 +96,7 @@ async def test_an_unknown_session_and_a_dead_port_end_with_a_reason(
     stream.close()
     assert head.status == 404  # the caller's cue that the session is gone
     with pytest.raises(OSError):
-        await _open(f"http://127.0.0.1:{peers.free_port()}/mcp", {})
+        await _open(f"http://127.0.0.1:{peers.closed_port()}/mcp", {})
     with pytest.raises(StreamEnded, match="cannot be sent"):
         await _open(url, {"X-Bad": "a\r\nb"})
 

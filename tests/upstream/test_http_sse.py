@@ -435,7 +435,7 @@ async def test_http_error_on_get_fails_open(fake: Running) -> None:
 
 async def test_unreachable_server_fails_open_at_once() -> None:
     async with aiohttp.ClientSession() as http:
-        url = f"http://127.0.0.1:{peers.free_port()}/sse"  # nothing listens there
+        url = f"http://127.0.0.1:{peers.closed_port()}/sse"  # nothing listens there
         settings = SessionSettings(url=url, versions=("2024-11-05",), capabilities={})
         session = HttpSseSession(http, settings, _refuse)
         try:

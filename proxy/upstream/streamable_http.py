@@ -25,7 +25,7 @@ from proxy.upstream.bounded import MessageTooLarge, read_body
 from proxy.upstream.event_stream import EventStream, StreamEnded, open_event_stream
 from proxy.upstream.http_errors import SESSION_GONE, refused, rejected_status, session_gone, unreachable
 from proxy.upstream.keepalive import finish_body, finish_later, leave
-from proxy.upstream.propagation import detach_from_request, forget_propagated, with_propagated
+from proxy.upstream.propagation import detach_from_request, forget_propagated, header_name, with_propagated
 from proxy.upstream.router import CLIENT_INFO, NoCallAnswer, negotiate
 from proxy.upstream.session_core import SessionCore
 from proxy.upstream.tls import context_of
@@ -160,7 +160,7 @@ class StreamableHttpSession(SessionCore):
             headers["Mcp-Session-Id"] = self._session_id
         if self._info is not None and self._info.protocol_version >= "2025-06-18":
             headers["MCP-Protocol-Version"] = self._info.protocol_version
-        return headers
+        return {header_name(name): value for name, value in headers.items()}
 
     async def _deliver(self, req: jsonrpc.Request) -> None:
         """POST a request and dispatch everything its reply carries, until the response to it.

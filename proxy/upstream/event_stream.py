@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import cast
 from urllib.parse import urlsplit
 
@@ -111,6 +112,22 @@ class EventStream(asyncio.Protocol):
             self._transport = None
 
 
+@dataclass(slots=True)
+class StreamPosition:
+    """A stream's own last event id, for Last-Event-ID when it is opened again."""
+
+    last_id: str | None = None
+
+    def saw(self, event_id: str) -> None:
+        self.last_id = event_id
+
+
+def settle(ready: asyncio.Future[None] | None) -> None:
+    """Mark `ready` done (once; None or already done: nothing to do)."""
+    if ready is not None and not ready.done():
+        ready.set_result(None)
+
+
 async def open_event_stream(
     url: str,
     headers: Mapping[str, str],
@@ -160,4 +177,4 @@ async def open_event_stream(
     return stream, head
 
 
-__all__ = ["EventHandler", "EventStream", "StreamEnded", "open_event_stream"]
+__all__ = ["EventHandler", "EventStream", "StreamEnded", "StreamPosition", "open_event_stream", "settle"]

@@ -35,7 +35,7 @@ from proxy.wire import jsonrpc
 # session's life). Those copies kept the request that started the task alive (its structlog context and
 # propagated headers) after the task itself had let go of them. Neither callback sets a context variable; the
 # one log line among them (a bug's, `Router.call_delivered`) goes without the request's ids.
-_CALLBACKS = contextvars.Context()
+CALLBACK_CONTEXT = contextvars.Context()
 
 
 class SessionCore:
@@ -93,7 +93,7 @@ class SessionCore:
         rid = next(self._ids)
         self._begin_call(rid, inbox)
         task = self._spawn(self._deliver(jsonrpc.Request(rid, method, params)))
-        task.add_done_callback(functools.partial(Router.call_delivered, inbox), context=_CALLBACKS)
+        task.add_done_callback(functools.partial(Router.call_delivered, inbox), context=CALLBACK_CONTEXT)
         return rid
 
     def end_call(self) -> None:
@@ -125,7 +125,7 @@ class SessionCore:
     def _spawn(self, coro: Awaitable[None]) -> asyncio.Task[None]:
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard, context=_CALLBACKS)
+        task.add_done_callback(self._tasks.discard, context=CALLBACK_CONTEXT)
         return task
 
     async def _cancel_tasks(self) -> None:

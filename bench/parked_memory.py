@@ -1,11 +1,16 @@
 """Where the memory of a parked call goes: tracemalloc inside an in-process mrtr-proxy (a diagnostic, not a
 benchmark; `make bench` measures RSS from outside).
 
-    .bench/venv/bin/python bench/parked_memory.py [--count 1000] [--top 20] [--no-get-stream]
+    .bench/venv/bin/python bench/parked_memory.py [--count 1000] [--top 20] [--no-get-stream] [--garbage]
 
 Starts the minimal legacy server (its own process), runs the proxy in this process with tracemalloc on, parks
 ``--count`` calls with ``bench/loadgen.py`` (another process), and prints the allocation sites that grew, per
 parked call, grouped by file:line (and by file), next to this process's RSS growth per call.
+
+The snapshots are taken after a full collection, so they show what parked calls hold, not the cyclic garbage
+parking them left for the collector (which RSS shows: it waits for a full collection, rare in a busy proxy).
+``--garbage`` counts that garbage instead: the collector off while parking, then what a collection finds,
+per parked call by type.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import json
 import os
 import sys
 import tracemalloc
+from collections import Counter
 from pathlib import Path
 
 from aiohttp import web
@@ -57,11 +63,15 @@ async def main_async(args: argparse.Namespace) -> None:
             park = {"mode": "park", "url": url, "tool": "ask", "concurrency": 64, "limit_s": 240}
             await loadgen({**park, "count": 50})  # warm: pools, caches, first sessions
             gc.collect()
+            if args.garbage:
+                gc.disable()
             tracemalloc.start(args.frames)
             rss0 = rss_kb(os.getpid())
             before = tracemalloc.take_snapshot()
             result = await loadgen({**park, "count": args.count})
             await asyncio.sleep(1.0)
+            if args.garbage:
+                print_garbage(runner.app[CALLS].registry.parked_count - 50)
             gc.collect()
             after = tracemalloc.take_snapshot()
             rss1 = rss_kb(os.getpid())
@@ -93,6 +103,23 @@ async def main_async(args: argparse.Namespace) -> None:
             await runner.cleanup()
 
 
+def print_garbage(parked: int) -> None:
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        gc.collect()
+        garbage, n = list(gc.garbage), max(1, parked)
+        gc.garbage.clear()
+    finally:
+        gc.set_debug(0)
+        gc.enable()
+    size = sum(sys.getsizeof(o) for o in garbage)
+    print(f"cyclic garbage: {len(garbage) / n:.1f} objects, {size / n:.0f} B (getsizeof) per parked call")
+    kinds = Counter(type(o).__qualname__ for o in garbage)
+    for kind, count in kinds.most_common(15):
+        print(f"  {count / n:6.2f}  {kind}")
+    print()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=1000)
@@ -102,6 +129,9 @@ def main() -> int:
         "--tracebacks", type=int, default=0, help="also print the N biggest sites with stacks"
     )
     parser.add_argument("--no-get-stream", action="store_true")
+    parser.add_argument(
+        "--garbage", action="store_true", help="also count the cyclic garbage parking leaves, by type"
+    )
     args = parser.parse_args()
     raise_nofile()
     asyncio.run(main_async(args))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import cast
 from urllib.parse import urlsplit
 
@@ -33,8 +34,9 @@ class StreamEnded(Exception):
 
 class EventStream(asyncio.Protocol):
     """One GET and its response, as the bytes arrive. `head` resolves to the response head once it is in (to
-    None if the stream ended first); `ended` to why the stream ended ("" when `close()` ended it). Neither
-    future ever holds an exception, so nothing is left unretrieved whoever stops waiting."""
+    None if the stream ended first; `open_event_stream` drops it once it has the head); `ended` to why the
+    stream ended ("" when `close()` ended it). Neither future ever holds an exception, so nothing is left
+    unretrieved whoever stops waiting."""
 
     __slots__ = ("_decoder", "_on_event", "_reader", "_request", "_transport", "ended", "head", "paused")
 
@@ -51,7 +53,7 @@ class EventStream(asyncio.Protocol):
         self._decoder = SSEDecoder(max_event_bytes=max_message_bytes)
         self._transport: asyncio.Transport | None = None
         self.paused = False  # reading paused (`pause`): the session owes the server too many answers
-        self.head: asyncio.Future[ResponseHead | None] = loop.create_future()
+        self.head: asyncio.Future[ResponseHead | None] | None = loop.create_future()
         self.ended: asyncio.Future[str] = loop.create_future()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -63,7 +65,7 @@ class EventStream(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         try:
             head, body = self._reader.feed(data)
-            if head is not None and not self.head.done():
+            if head is not None and self.head is not None and not self.head.done():
                 self.head.set_result(head)
             if body:
                 for event in self._decoder.feed(body):
@@ -101,13 +103,29 @@ class EventStream(asyncio.Protocol):
         self._end("")
 
     def _end(self, why: str) -> None:
-        if not self.head.done():
+        if self.head is not None and not self.head.done():
             self.head.set_result(None)
         if not self.ended.done():
             self.ended.set_result(why)
         if self._transport is not None:
             self._transport.close()
             self._transport = None
+
+
+@dataclass(slots=True)
+class StreamPosition:
+    """A stream's own last event id, for Last-Event-ID when it is opened again."""
+
+    last_id: str | None = None
+
+    def saw(self, event_id: str) -> None:
+        self.last_id = event_id
+
+
+def settle(ready: asyncio.Future[None] | None) -> None:
+    """Mark `ready` done (once; None or already done: nothing to do)."""
+    if ready is not None and not ready.done():
+        ready.set_result(None)
 
 
 async def open_event_stream(
@@ -138,6 +156,7 @@ async def open_event_stream(
         raise StreamEnded(str(exc)) from None
     loop = asyncio.get_running_loop()
     stream = EventStream(request, on_event, loop, max_message_bytes)
+    pending = stream.head
     async with asyncio.timeout(connect_timeout):
         await loop.create_connection(
             lambda: stream,
@@ -148,14 +167,14 @@ async def open_event_stream(
         )
     try:
         async with asyncio.timeout(head_timeout):
-            head = await asyncio.shield(stream.head)
+            head = await asyncio.shield(pending) if pending is not None else None
     except BaseException:
         stream.close()
         raise
     if head is None:
         raise StreamEnded(stream.ended.result() or "the stream ended before its response head")
-    stream.head = loop.create_future()  # the caller has the head; a stream held for hours keeps none
+    stream.head = None  # the caller has the head; a stream held for hours keeps none (nor a future for it)
     return stream, head
 
 
-__all__ = ["EventHandler", "EventStream", "StreamEnded", "open_event_stream"]
+__all__ = ["EventHandler", "EventStream", "StreamEnded", "StreamPosition", "open_event_stream", "settle"]

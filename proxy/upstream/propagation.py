@@ -17,6 +17,7 @@ from contextvars import ContextVar
 from types import MappingProxyType
 
 import structlog
+from multidict import istr
 
 _NONE: Mapping[str, str] = MappingProxyType({})
 _PROPAGATED: ContextVar[Mapping[str, str]] = ContextVar("mrtr_proxy_propagated_headers", default=_NONE)
@@ -53,6 +54,22 @@ def with_propagated(headers: Mapping[str, str]) -> dict[str, str]:
     out = {name: value for name, value in headers.items() if name.lower() not in names}
     out.update(extra)
     return out
+
+
+_NAMES: dict[str, istr] = {}
+_MAX_NAMES = 256  # header names come from the configuration and this module: a few dozen at most
+
+
+def header_name(name: str) -> istr:
+    """`name` as aiohttp keeps a header name (case-insensitive `istr`), one object per name. aiohttp makes an
+    `istr` of every name that is not one already, and a response keeps its request's headers (its request
+    info) for as long as it lives: a parked call's held ~0.5 KB of names of its own."""
+    known = _NAMES.get(name)
+    if known is None:
+        known = istr(name)
+        if len(_NAMES) < _MAX_NAMES:
+            _NAMES[name] = known
+    return known
 
 
 def forget_propagated() -> None:

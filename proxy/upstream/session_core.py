@@ -19,6 +19,7 @@ waiter fails, the receiving call gets `TransportLost`); it returns False for any
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import itertools
 from collections.abc import Awaitable, Mapping
@@ -28,6 +29,13 @@ from proxy.upstream.answers import AnswerQueue
 from proxy.upstream.base import Inbox, ServerInfo, UpstreamError
 from proxy.upstream.router import SESSION_WIDE_NOTIFICATIONS, NoCallAnswer, Router, SessionListener
 from proxy.wire import jsonrpc
+
+# The context the session's done-callbacks run in. Without one, asyncio copies the caller's context into each
+# callback, and a callback lives as long as its task: a parked call's delivery (minutes), a GET stream (the
+# session's life). Those copies kept the request that started the task alive (its structlog context and
+# propagated headers) after the task itself had let go of them. Neither callback sets a context variable; the
+# one log line among them (a bug's, `Router.call_delivered`) goes without the request's ids.
+CALLBACK_CONTEXT = contextvars.Context()
 
 
 class SessionCore:
@@ -85,7 +93,7 @@ class SessionCore:
         rid = next(self._ids)
         self._begin_call(rid, inbox)
         task = self._spawn(self._deliver(jsonrpc.Request(rid, method, params)))
-        task.add_done_callback(functools.partial(Router.call_delivered, inbox))
+        task.add_done_callback(functools.partial(Router.call_delivered, inbox), context=CALLBACK_CONTEXT)
         return rid
 
     def end_call(self) -> None:
@@ -117,7 +125,7 @@ class SessionCore:
     def _spawn(self, coro: Awaitable[None]) -> asyncio.Task[None]:
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._tasks.discard, context=CALLBACK_CONTEXT)
         return task
 
     async def _cancel_tasks(self) -> None:

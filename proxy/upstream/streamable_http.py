@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -22,12 +23,12 @@ import structlog
 from proxy.config import MAX_MESSAGE_BYTES
 from proxy.upstream.base import Inbox, ServerInfo, TransportLost, UpstreamError
 from proxy.upstream.bounded import MessageTooLarge, read_body
-from proxy.upstream.event_stream import EventStream, StreamEnded, open_event_stream
+from proxy.upstream.event_stream import EventStream, StreamEnded, StreamPosition, open_event_stream, settle
 from proxy.upstream.http_errors import SESSION_GONE, refused, rejected_status, session_gone, unreachable
 from proxy.upstream.keepalive import finish_body, finish_later, leave
-from proxy.upstream.propagation import detach_from_request, forget_propagated, with_propagated
+from proxy.upstream.propagation import detach_from_request, forget_propagated, header_name, with_propagated
 from proxy.upstream.router import CLIENT_INFO, NoCallAnswer, negotiate
-from proxy.upstream.session_core import SessionCore
+from proxy.upstream.session_core import CALLBACK_CONTEXT, SessionCore
 from proxy.upstream.tls import context_of
 from proxy.wire import jsonrpc, mcp
 from proxy.wire.sse import SSEDecoder, SSEError, SSEEvent
@@ -65,6 +66,7 @@ class StreamableHttpSession(SessionCore):
         self._http = http
         self._settings = settings
         self._call_event_id: str | None = None  # last SSE event id on the receiving call's POST stream
+        self._get_stream: EventStream | None = None  # the standalone stream, while it is up
 
     @property
     def last_event_id(self) -> str | None:
@@ -103,7 +105,7 @@ class StreamableHttpSession(SessionCore):
 
     async def _open_get_stream(self) -> None:
         get_ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._spawn(self._run_get_stream(get_ready))
+        self._spawn(self._run_get_stream(get_ready, StreamPosition()))
         # Servers drop messages for the standalone stream while none is connected: no call before it is.
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(self._settings.initialize_timeout):
@@ -111,12 +113,14 @@ class StreamableHttpSession(SessionCore):
 
     async def detach(self) -> None:
         self._alive = False
+        if self._get_stream is not None:
+            self._get_stream.close()  # `_reopen` finds the session over
         await self._cancel_tasks()
 
     async def close(self) -> None:
-        was_alive, self._alive = self._alive, False
+        was_alive = self._alive
         self._router.fail_all("session closed")
-        await self._cancel_tasks()
+        await self.detach()
         if was_alive and self._session_id is not None:
             with contextlib.suppress(aiohttp.ClientError, TimeoutError):
                 async with self._http.delete(
@@ -160,7 +164,7 @@ class StreamableHttpSession(SessionCore):
             headers["Mcp-Session-Id"] = self._session_id
         if self._info is not None and self._info.protocol_version >= "2025-06-18":
             headers["MCP-Protocol-Version"] = self._info.protocol_version
-        return headers
+        return {header_name(name): value for name, value in headers.items()}
 
     async def _deliver(self, req: jsonrpc.Request) -> None:
         """POST a request and dispatch everything its reply carries, until the response to it.
@@ -280,14 +284,16 @@ class StreamableHttpSession(SessionCore):
             self._dispatch(msg, standalone=standalone)
         return msg
 
-    async def _run_get_stream(self, ready: asyncio.Future[None]) -> None:
-        """Hold the standalone GET stream open: servers send unrelated requests (sampling, roots) on it. It
-        lives as long as the session, so it runs on a lean protocol of its own (event_stream.py).
-
+    async def _run_get_stream(
+        self, ready: asyncio.Future[None] | None, position: StreamPosition, delay: float = 0.0
+    ) -> None:
+        """Open the standalone GET stream (after `delay`): servers send unrelated requests (sampling, roots)
+        on it. It lives as long as the session, on a lean protocol of its own (event_stream.py), and no task
+        waits for it (~0.9 KB a session): this one ends once it is up; its end opens it again (`_reopen`).
         `ready` is done once the stream is up, or known to be unavailable."""
         detach_from_request()  # the stream is the session's, not the request's that opened it
-        failures = 0
-        position = _StreamPosition()  # this stream's own last event id, for Last-Event-ID on reconnect
+        failures, held = 0, False
+        await asyncio.sleep(delay)
         stream: EventStream | None = None
 
         def on_event(event: SSEEvent) -> None:
@@ -314,29 +320,37 @@ class StreamableHttpSession(SessionCore):
                 status = head.status
                 del head, headers  # held for as long as the stream lives otherwise
                 if status == 405:
-                    _done(ready)
+                    settle(ready)
                     return  # the server offers no standalone stream
                 if status == 404:
-                    _done(ready)
+                    settle(ready)
                     self._die(SESSION_GONE)
                     return
                 if status != 200:
                     raise UpstreamError(f"GET stream answered HTTP {status}")
-                failures = 0
-                _done(ready)
-                why = await stream.ended
-                log.debug("upstream.get_stream_ended", reason=why)
+                reopen = functools.partial(self._reopen, stream, position)
+                stream.ended.add_done_callback(reopen, context=CALLBACK_CONTEXT)
+                self._get_stream, held = stream, True
+                settle(ready)
+                return
             except (OSError, StreamEnded, UpstreamError, TimeoutError) as exc:
                 failures += 1
                 log.debug("upstream.get_stream_lost", error=str(exc), failures=failures)
             finally:
-                if stream is not None:
+                if stream is not None and not held:
                     stream.close()
             if failures >= len(GET_RETRY_DELAYS):
-                _done(ready)
+                settle(ready)
                 log.warning("upstream.get_stream_gave_up", session=self._session_id)
                 return
             await asyncio.sleep(GET_RETRY_DELAYS[min(failures, len(GET_RETRY_DELAYS) - 1)])
+
+    def _reopen(self, stream: EventStream, position: StreamPosition, ended: asyncio.Future[str]) -> None:
+        log.debug("upstream.get_stream_ended", reason=ended.result())
+        if self._get_stream is stream:
+            self._get_stream = None
+        if self._alive:
+            self._spawn(self._run_get_stream(None, position, GET_RETRY_DELAYS[0]))
 
     async def _resume_when_answered(self, stream: EventStream) -> None:
         await self._until_answered()
@@ -377,19 +391,6 @@ class StreamableHttpSession(SessionCore):
         """Unlike `_lose`, every time: each 404 or refused connection fails whoever waits by then."""
         self._alive = False
         self._router.fail_all(reason)
-
-
-@dataclass(slots=True)
-class _StreamPosition:
-    last_id: str | None = None
-
-    def saw(self, event_id: str) -> None:
-        self.last_id = event_id
-
-
-def _done(ready: asyncio.Future[None]) -> None:
-    if not ready.done():
-        ready.set_result(None)
 
 
 def _kind(message: jsonrpc.Response | jsonrpc.Notification) -> str:

@@ -118,7 +118,10 @@ class NativeRelay:
     async def modern(self, upstream: str, forwarded: tuple[tuple[str, str], ...]) -> bool:
         """Whether `upstream` speaks 2026-07-28 (probed with the request's forwarded credentials if need
         be)."""
-        return await self.eras.era(upstream, dict(forwarded) if forwarded else None) == "modern"
+        era = self.eras.held(upstream)
+        if era is None:
+            era = await self.eras.era(upstream, dict(forwarded) if forwarded else None)
+        return era == "modern"
 
     async def relay(
         self,

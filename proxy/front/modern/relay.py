@@ -273,7 +273,7 @@ def _param_headers(headers: Mapping[str, str]) -> dict[str, str] | None:
     """The client's `Mcp-Param-*` headers, which go upstream with the request (None: it sent none)."""
     found = None
     for name, value in headers.items():
-        if name[:10].lower() == _PARAM_PREFIX:
+        if len(name) >= 10 and name[9] == "-" and name[:10].lower() == _PARAM_PREFIX:  # [9]: few pass
             if found is None:
                 found = {}
             found[name] = value

@@ -9,7 +9,14 @@ JSON decode and one encode. No checks, no principal, no pool, no handles, no log
 proxy anyone should run, but what CPU per call a pass-through on aiohttp cannot go below. `make bench` puts
 mrtr-proxy's CPU per call next to it, so a goal below this floor shows as such.
 
-Run: ``python bench/floor_relay.py --upstream http://127.0.0.1:8000/mcp --port 8091`` (binds 127.0.0.1).
+With ``--modern`` it is the floor of the native relay (section 6: a 2026-07-28 client, a 2026-07-28
+upstream): no session at all; each ``POST /mcp`` goes to the upstream with its body and its MCP headers
+(``MCP-Protocol-Version``, ``Mcp-Method``, ``Mcp-Name``, ``Content-Type``, ``Accept``) as they came, on one
+pooled keep-alive ``ClientSession``, and the upstream's answer comes back as it is (JSON untouched, or the
+JSON-RPC message taken from an SSE reply): no decode, no encode.
+
+Run: ``python bench/floor_relay.py --upstream http://127.0.0.1:8000/mcp --port 8091 [--modern]``
+(binds 127.0.0.1).
 """
 
 from __future__ import annotations
@@ -63,7 +70,22 @@ async def relay(request: web.Request) -> web.Response:
     return web.Response(body=json.dumps(msg).encode(), content_type="application/json")
 
 
-def create_app(url: str) -> web.Application:
+MODERN_HEADERS = ("MCP-Protocol-Version", "Mcp-Method", "Mcp-Name", "Content-Type", "Accept")
+
+
+async def relay_modern(request: web.Request) -> web.Response:
+    up: dict[str, Any] = request.app[UPSTREAM]
+    body = await request.read()
+    headers = {h: v for h in MODERN_HEADERS if (v := request.headers.get(h)) is not None}
+    async with up["http"].post(up["url"], data=body, headers=headers) as resp:
+        raw = await resp.read()
+        status = resp.status
+        if resp.content_type == "text/event-stream":
+            raw = from_sse(raw)
+    return web.Response(status=status, body=raw, content_type="application/json")
+
+
+def create_app(url: str, *, modern: bool = False) -> web.Application:
     app = web.Application()
     state: dict[str, Any] = {"url": url}
     app[UPSTREAM] = state
@@ -71,11 +93,12 @@ def create_app(url: str) -> web.Application:
     async def upstream_session(_: web.Application) -> Any:
         async with aiohttp.ClientSession() as http:
             state["http"] = http
-            state["headers"] = await open_session(http, url)
+            if not modern:
+                state["headers"] = await open_session(http, url)
             yield
 
     app.cleanup_ctx.append(upstream_session)
-    app.router.add_post("/mcp", relay)
+    app.router.add_post("/mcp", relay_modern if modern else relay)
     return app
 
 
@@ -84,8 +107,15 @@ def main() -> None:
     parser.add_argument("--upstream", required=True)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--modern", action="store_true", help="2026-07-28 on both sides: no session")
     args = parser.parse_args()
-    web.run_app(create_app(args.upstream), host=args.host, port=args.port, print=None, access_log=None)
+    web.run_app(
+        create_app(args.upstream, modern=args.modern),
+        host=args.host,
+        port=args.port,
+        print=None,
+        access_log=None,
+    )
 
 
 if __name__ == "__main__":

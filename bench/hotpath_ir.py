@@ -8,9 +8,10 @@ mrtr-proxy under ``valgrind --tool=callgrind`` (with ``--before DIR``, a second 
 calls (16 modern clients, the echo tool), and dumps the counters: their total ÷ calls is the figure. Valgrind
 runs the proxy ~50 times slower, so the clients wait on it alone; instructions are not time (a syscall counts
 as the few instructions that make it), so this ranks changes to the proxy's own code, it does not replace
-the CPU figures of ``make bench``::
+the CPU figures of ``make bench``. With ``--relay`` the upstream is the minimal 2026-07-28 server
+(bench/minimal_modern.py) instead, so the path measured is the native relay (issue 28, section 6)::
 
-    python bench/hotpath_ir.py --before /tmp/main-src --calls 600
+    python bench/hotpath_ir.py --before /tmp/main-src --calls 600 [--relay]
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import aiohttp
 
 from clients import Modern
 from hotpath import proxy
-from pieces import legacy_server
+from pieces import legacy_server, modern_server
 from plan import say
 
 _TOTALS = re.compile(r"^(?:summary|totals): (\d+)", re.M)
@@ -84,7 +85,8 @@ async def main(args: argparse.Namespace) -> None:
     results: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory(prefix="mrtr-hotpath-ir-") as tmp_name:
         tmp = Path(tmp_name)
-        async with legacy_server("minimal") as up:
+        upstream = modern_server() if args.relay else legacy_server("minimal")
+        async with upstream as up:
             labels = [("before", args.before)] if args.before is not None else []
             labels.append(("after", None))
             for rep in range(args.reps):
@@ -115,4 +117,5 @@ if __name__ == "__main__":
     parser.add_argument("--calls", type=int, default=600)
     parser.add_argument("--reps", type=int, default=1)
     parser.add_argument("--keep", type=Path, help="copy the callgrind dumps here")
+    parser.add_argument("--relay", action="store_true", help="the native relay: a 2026-07-28 upstream")
     asyncio.run(main(parser.parse_args()))

@@ -127,11 +127,13 @@ async def fastmcp_proxy(upstream: str, *, shared: bool = False) -> AsyncIterator
 
 
 @contextlib.asynccontextmanager
-async def floor_relay(upstream: str) -> AsyncIterator[Piece]:
-    """The aiohttp floor (bench/floor_relay.py): one server request + one pooled client request per call."""
+async def floor_relay(upstream: str, *, modern: bool = False) -> AsyncIterator[Piece]:
+    """The aiohttp floor (bench/floor_relay.py): one server request + one pooled client request per call;
+    `modern`: its 2026-07-28 mode (no session, body and MCP headers forwarded as they came)."""
 
     def command(port: int) -> list[str]:
-        return [PY, str(BENCH / "floor_relay.py"), "--upstream", upstream, "--port", str(port)]
+        argv = [PY, str(BENCH / "floor_relay.py"), "--upstream", upstream, "--port", str(port)]
+        return [*argv, *(["--modern"] if modern else [])]
 
     env = {"PYTHONUNBUFFERED": "1"}
     async with peers.run_peer("floor-relay", command, env=env, stop_timeout=STOP_S) as peer:

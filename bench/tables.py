@@ -288,24 +288,43 @@ def _profile_lines(prof: dict[str, Any]) -> list[str]:
 
 
 def _relay_lines(rows: dict[str, Any], server: str = "minimal 2026-07-28 server") -> list[str]:
+    has_floor = any("floor" in r for r in rows.values())
+    floor_cols = ["floor relay req/s", "relay ÷ floor"] if has_floor else []
     lines = [
         f"### 6. Native relay: plain tool call, 2026-07-28 client and {server}",
         "",
         *_header(
-            "clients", "direct req/s", "relay req/s", "relay ÷ direct", "p50 ms direct / relay", "added p50"
+            "clients",
+            "direct req/s",
+            "relay req/s",
+            *floor_cols,
+            "relay ÷ direct",
+            *(["floor ÷ direct"] if has_floor else []),
+            "p50 ms direct / relay" + (" / floor" if has_floor else ""),
+            "added p50",
+            *(["floor's added p50"] if has_floor else []),
         ),
     ]
     for c in sorted(rows, key=int):
         r = rows[c]
-        d, m = r["direct"], r["relay"]
+        d, m, f = r["direct"], r["relay"], r.get("floor") or {}
+        floor_cells = (
+            [f"{fmt(f.get('throughput_rps'), '.0f')}{_flag(f)}", fmt(r.get("relay_over_floor"), ".2f", "×")]
+            if has_floor
+            else []
+        )
+        p50s = f"{fmt(d.get('p50_ms'))} / {fmt(m.get('p50_ms'))}"
         lines.append(
             _row(
                 c,
                 f"{fmt(d.get('throughput_rps'), '.0f')}{_flag(d)}",
                 f"{fmt(m.get('throughput_rps'), '.0f')}{_flag(m)}",
+                *floor_cells,
                 fmt(r["relay_over_direct"], ".2f", "×"),
-                f"{fmt(d.get('p50_ms'))} / {fmt(m.get('p50_ms'))}",
+                *([fmt(r.get("floor_over_direct"), ".2f", "×")] if has_floor else []),
+                p50s + (f" / {fmt(f.get('p50_ms'))}" if has_floor else ""),
                 fmt(r["added_p50_ms"]),
+                *([fmt(r.get("floor_added_p50_ms"))] if has_floor else []),
             )
         )
     return [*lines, ""]

@@ -60,6 +60,8 @@ class Replier:
         self._request = request
         self._json, self._sse = wants(request)
         self._stream: web.StreamResponse | None = None
+        self._ticks: asyncio.TimerHandle | None = None  # kept_alive's next keep-alive
+        self._writes: set[asyncio.Task[None]] | None = None  # its keep-alive writes under way (from a tick)
 
     def adopt(self, stream: web.StreamResponse) -> None:
         """Go on with an SSE stream already started for this request (a relayed answer that was cut off)."""
@@ -82,17 +84,34 @@ class Replier:
     async def kept_alive(self, work: Awaitable[T], interval: float) -> T:
         """Await `work`, writing a keep-alive comment every `interval` seconds (0: none) while it runs.
 
-        A timer, not a task: most requests finish long before the first tick, and this runs for each one."""
+        A timer, not a task: most requests finish long before the first tick, and this runs for each one
+        (so nothing else is made for it until the first tick). Its callback is a bound method, never a
+        closure that re-arms itself: such a closure refers to itself through its own cell, a cycle that kept
+        the replier and its whole request (~5 KB) until the collector's next full pass; a cancelled timer
+        drops its callback, so nothing here outlives the request."""
         if interval <= 0:
             return await work
-        ticks = _Ticks(self, interval)
+        loop = asyncio.get_running_loop()
+        self._ticks = loop.call_later(interval, self._tick, interval)
         try:
             return await work  # cancelled with the handler if the client goes away: so is the call
         finally:
-            ticks.timer.cancel()
-            for write in list(ticks.writes):
-                with contextlib.suppress(Exception):
-                    await write
+            if self._ticks is not None:
+                self._ticks.cancel()  # a cancelled timer lets go of its callback (this replier's method)
+                self._ticks = None
+            if self._writes:
+                for write in list(self._writes):
+                    with contextlib.suppress(Exception):
+                        await write
+
+    def _tick(self, interval: float) -> None:
+        loop = asyncio.get_running_loop()
+        if self._writes is None:
+            self._writes = set()
+        write = loop.create_task(self.keepalive())
+        self._writes.add(write)
+        write.add_done_callback(self._writes.discard)
+        self._ticks = loop.call_later(interval, self._tick, interval)
 
     async def keepalive(self) -> None:
         """A comment line on the SSE stream (started now if need be), so idle intermediaries keep it open.
@@ -113,24 +132,3 @@ class Replier:
         await self._stream.write(encode_event(jsonrpc.dumps(msg).decode()))
         await self._stream.write_eof()
         return self._stream
-
-
-class _Ticks:
-    """`Replier.kept_alive`'s timer: a keep-alive written every `interval` seconds. An object rather than a
-    closure that re-arms itself: such a closure refers to itself through its own cell, a cycle that kept the
-    replier and its whole request (~5 KB) until the collector's next full pass, thousands of requests later
-    (a cancelled timer lets go of its callback, so nothing here outlives the request)."""
-
-    __slots__ = ("_interval", "_loop", "_replier", "timer", "writes")
-
-    def __init__(self, replier: Replier, interval: float) -> None:
-        self._replier, self._interval = replier, interval
-        self._loop = asyncio.get_running_loop()
-        self.writes: set[asyncio.Task[None]] = set()
-        self.timer = self._loop.call_later(interval, self._tick)
-
-    def _tick(self) -> None:
-        write = self._loop.create_task(self._replier.keepalive())
-        self.writes.add(write)
-        write.add_done_callback(self.writes.discard)
-        self.timer = self._loop.call_later(self._interval, self._tick)

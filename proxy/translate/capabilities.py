@@ -38,13 +38,15 @@ class ClientCapabilities:
             form, url = "form" in elicitation, "url" in elicitation
             if not form and not url:  # `elicitation: {}` means form mode only
                 form = True
-        return cls(
-            elicitation_form=form,
-            elicitation_url=url,
-            sampling=sampling is not None,
-            sampling_tools=sampling is not None and "tools" in sampling,
-            sampling_context=sampling is not None and "context" in sampling,
-            roots=_obj(declared.get("roots")) is not None,
+        return _interned(
+            (
+                form,
+                url,
+                sampling is not None,
+                sampling is not None and "tools" in sampling,
+                sampling is not None and "context" in sampling,
+                _obj(declared.get("roots")) is not None,
+            )
         )
 
     def allows(self, method: str, params: Mapping[str, Any]) -> bool:
@@ -96,6 +98,11 @@ class ClientCapabilities:
             if on
         ]
         return "+".join(parts) or "none"
+
+
+@functools.lru_cache(maxsize=64)  # six flags: every set there is, made once (not per request)
+def _interned(flags: tuple[bool, bool, bool, bool, bool, bool]) -> ClientCapabilities:
+    return ClientCapabilities(*flags)
 
 
 @functools.lru_cache(maxsize=64)

@@ -119,6 +119,12 @@ class EraBook:
     def verdict(self, name: str) -> Verdict | None:
         return self._verdicts.get(name)
 
+    def held(self, name: str) -> EraName | None:
+        """The upstream's era if a verdict holds (no probe needed), else None: `era` without its await, for
+        the path every request takes."""
+        known = self._verdicts.get(name)
+        return known.era if known is not None and name not in self._suspect else None
+
     def describe(self) -> dict[str, str]:
         """Each upstream's era as /readyz and /metrics show it: legacy, modern, or unknown (not probed)."""
         return {name: v.era if (v := self._verdicts.get(name)) else "unknown" for name in self._upstreams}

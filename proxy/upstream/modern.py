@@ -33,6 +33,7 @@ log = structlog.get_logger(__name__)
 
 ACCEPT = "application/json, text/event-stream"
 _SENTINEL = ("=?base64?", "?=")
+_SENT_AS = {"Accept": ACCEPT, "Content-Type": "application/json"}
 
 Notify = Callable[[jsonrpc.Notification], Awaitable[None]]
 # The errors only a 2026-07-28 server answers with: HeaderMismatch, MissingRequiredClientCapability,
@@ -100,9 +101,9 @@ async def post(
 
     Raises UpstreamAuthChallenge (401/403), NotModern (a legacy server's answer), UpstreamError (the
     upstream could not be reached, or answered nothing usable), TimeoutError (no answer in time)."""
-    headers = with_propagated({**target.headers, **(extra_headers or {})})
+    headers = with_propagated({**target.headers, **extra_headers} if extra_headers else target.headers)
     headers.update(metadata_headers(msg))
-    headers.update({"Accept": ACCEPT, "Content-Type": "application/json"})
+    headers.update(_SENT_AS)
     async with asyncio.timeout(target.timeout):
         try:
             async with http.post(target.url, data=jsonrpc.dumps(msg), headers=headers) as resp:
@@ -119,7 +120,11 @@ async def _answer(
     ctype = resp.headers.get("Content-Type", "")
     if resp.status < 300 and ctype.startswith("text/event-stream"):
         return await _read_stream(resp, msg, on_note, limit)
-    body = await read_body(resp, limit)
+    length = resp.content_length
+    if length is not None and length <= limit:  # one read; the parser stops at Content-Length
+        body = await resp.read()
+    else:
+        body = await read_body(resp, limit)
     try:
         answer = jsonrpc.decode(body) if body.strip() else None
     except jsonrpc.InvalidMessage:

@@ -16,6 +16,8 @@ from proxy.upstream.modern import ModernTarget, Notify, post
 from proxy.upstream.modern_stdio import ModernChildren
 from proxy.wire import jsonrpc
 
+_MAX_BARE = 256
+
 
 class ModernSender(Protocol):
     """Send one 2026-07-28 request and return the upstream's answer to it; its notifications go to `note`
@@ -35,6 +37,10 @@ class ModernSenders:
         self._upstreams = upstreams
         self._clients = clients
         self.children = children if children is not None else ModernChildren(upstreams)
+        # The sender of a request with no header of its own (the common case: nothing forwarded, no
+        # Mcp-Param-*), per upstream and timeout: made once, not per request. Both mappings are fixed and
+        # every timeout is a configured one; the cap only guards against a caller that computes them.
+        self._bare: dict[tuple[str, float | None], ModernSender] = {}
 
     def sender(
         self,
@@ -46,6 +52,22 @@ class ModernSenders:
     ) -> ModernSender:
         """A sender to upstream `name`. `headers` (forwarded credentials) and `extra_headers` (the client's
         `Mcp-Param-*`) go with an HTTP request; a stdio one has no header layer (its `_meta` says it all)."""
+        if not headers and not extra_headers:
+            bare = self._bare.get((name, timeout))
+            if bare is None:
+                bare = self._make(name, timeout, None, None)
+                if len(self._bare) < _MAX_BARE:
+                    self._bare[(name, timeout)] = bare
+            return bare
+        return self._make(name, timeout, headers, extra_headers)
+
+    def _make(
+        self,
+        name: str,
+        timeout: float | None,
+        headers: Mapping[str, str] | None,
+        extra_headers: Mapping[str, str] | None,
+    ) -> ModernSender:
         up = self._upstreams[name]
         if up.command is not None:
             children = self.children

@@ -161,7 +161,7 @@ def _long_digits(payload: bytes | bytearray | str) -> bool:
         if not payload.isascii():
             return _LONG_DIGITS_S.search(payload) is not None
         payload = payload.encode("ascii")
-    return _NINETEEN in payload.translate(_DIGITS_AS_ZERO)
+    return payload.translate(_DIGITS_AS_ZERO).find(_NINETEEN) >= 0  # find, not `in`: see _clean
 
 
 _STRICT: Final = json.JSONDecoder(parse_constant=_reject_constant)
@@ -183,6 +183,13 @@ def loads(payload: bytes | str) -> Any:
     return _STRICT.decode(payload)
 
 
+def _clean(out: bytes) -> bool:
+    """No DEL and no null in orjson's text. `bytes.find`, not `in`: CPython's `bytes.__contains__` first
+    tries the needle as an integer and raises (and formats, and clears) a TypeError before it searches:
+    ~2,500 instructions per test, three such tests per relayed call's encode and decode."""
+    return out.find(b"\x7f") < 0 and out.find(b"null") < 0
+
+
 def dump_bytes(obj: Any) -> bytes:
     """Compact JSON as `json.dumps(obj, separators=(",", ":"), allow_nan=False)` writes it (ASCII, non-ASCII
     as \\u escapes, lone surrogates kept, NaN/Infinity refused with ValueError), fast: orjson writes it
@@ -193,7 +200,7 @@ def dump_bytes(obj: Any) -> bytes:
         out = orjson.dumps(obj)
     except (orjson.JSONEncodeError, TypeError):
         return _ENCODER.encode(obj).encode()
-    if out.isascii() and b"\x7f" not in out and b"null" not in out:
+    if out.isascii() and _clean(out):
         return out
     return _ENCODER.encode(obj).encode()
 

@@ -118,7 +118,10 @@ class NativeRelay:
     async def modern(self, upstream: str, forwarded: tuple[tuple[str, str], ...]) -> bool:
         """Whether `upstream` speaks 2026-07-28 (probed with the request's forwarded credentials if need
         be)."""
-        return await self.eras.era(upstream, dict(forwarded)) == "modern"
+        era = self.eras.held(upstream)
+        if era is None:
+            era = await self.eras.era(upstream, dict(forwarded) if forwarded else None)
+        return era == "modern"
 
     async def relay(
         self,
@@ -135,16 +138,17 @@ class NativeRelay:
         caller asks the era again) and UpstreamAuthChallenge (its 401/403)."""
         msg = req.request
         line["upstream_era"] = "modern"
-        params = dict(msg.params)
+        params = msg.params  # copied only if something in it changes: most requests go up as they came
         bound = self._binds[upstream] and msg.method in mcp.MRTR_METHODS
         if bound and req.request_state is not None:
             try:
-                params["requestState"] = self._unwrap(upstream, msg, req.request_state, principal)
+                unwrapped = self._unwrap(upstream, msg, req.request_state, principal)
             except HandleError as exc:
                 line.update(outcome="handle_rejected", reason=exc.reason)
                 if exc.reason == "unknown_key":  # sealed by a key another replica holds: 503, try elsewhere
                     raise key_not_held(req.request_state, self._codec.ring, line) from None
                 return jsonrpc.error(msg.id, jsonrpc.INVALID_PARAMS, INVALID_STATE_MESSAGE)
+            params = {**params, "requestState": unwrapped}
         tasks = None
         if self._binds[upstream]:  # its task ids too are bound to the principal (relay_tasks.py)
             tasks = BoundTasks(self._codec, upstream, principal, self._clock(), self._task_ttl)
@@ -156,16 +160,17 @@ class NativeRelay:
                     raise key_not_held(exc.token, self._codec.ring, line) from None
                 return refusal(msg.id, msg.method, upstream, exc)
         listen = msg.method == mcp.LISTEN
-        extra = {k: v for k, v in request.headers.items() if k.lower().startswith("mcp-param-")}
         send = self._senders.sender(
             upstream,
             timeout=None if listen else self._call_timeout,
-            headers=dict(forwarded),
-            extra_headers=extra,
+            headers=dict(forwarded) if forwarded else None,
+            extra_headers=_param_headers(request.headers),
         )
         on_note = replier.notify if tasks is None else _filtered(replier, tasks)
         try:
-            answer = await send(jsonrpc.Request(msg.id, msg.method, params), on_note)
+            answer = await send(
+                msg if params is msg.params else jsonrpc.Request(msg.id, msg.method, params), on_note
+            )
         except TimeoutError:
             line["outcome"] = f"failed:{jsonrpc.UPSTREAM_TIMEOUT}"
             text = f"Upstream {upstream!r} did not answer within {self._call_timeout:g}s"
@@ -220,11 +225,12 @@ class NativeRelay:
         if isinstance(answer, jsonrpc.Error):
             line["outcome"] = f"upstream_error:{answer.error.code}"
             return answer
-        result = dict(answer.result)
+        result = answer.result  # the upstream's own, passed on as it is unless something must change
         kind = result.get("resultType")
         if kind is None:  # a legacy server's result: it was served, but the verdict no longer holds
             self.eras.suspect(upstream, f"a {msg.method} result without resultType")
-            result["resultType"] = kind = mcp.RESULT_COMPLETE
+            result = {**result, "resultType": mcp.RESULT_COMPLETE}
+            kind = mcp.RESULT_COMPLETE
         known = (mcp.RESULT_COMPLETE, mcp.RESULT_INPUT_REQUIRED, mcp.RESULT_TASK)
         line["outcome"] = kind if kind in known else mcp.RESULT_COMPLETE
         state = result.get("requestState")
@@ -232,7 +238,7 @@ class NativeRelay:
             expires = int(self._clock() + self._state_ttl)
             wrapped = RelayState(upstream, principal, _target(msg), state, expires)
             try:
-                result["requestState"] = seal_relay_state(self._codec, wrapped)
+                result = {**result, "requestState": seal_relay_state(self._codec, wrapped)}
             except StateTooLarge as exc:
                 line["outcome"] = f"failed:{jsonrpc.UPSTREAM_FAILED}"
                 text = f"Upstream {upstream!r} gave a requestState the proxy cannot bind to you ({exc})"
@@ -244,6 +250,8 @@ class NativeRelay:
                 line["outcome"] = f"failed:{jsonrpc.UPSTREAM_FAILED}"
                 text = f"Upstream {upstream!r} gave a task id the proxy cannot bind to you ({exc})"
                 return jsonrpc.error(msg.id, jsonrpc.UPSTREAM_FAILED, text)
+        if result is answer.result and answer.id == msg.id:
+            return answer
         return jsonrpc.Result(msg.id, result)
 
 
@@ -256,6 +264,20 @@ def _filtered(replier: Notes, tasks: BoundTasks) -> Callable[[jsonrpc.Notificati
             await replier.notify(shown)
 
     return notify
+
+
+_PARAM_PREFIX = "mcp-param-"
+
+
+def _param_headers(headers: Mapping[str, str]) -> dict[str, str] | None:
+    """The client's `Mcp-Param-*` headers, which go upstream with the request (None: it sent none)."""
+    found = None
+    for name, value in headers.items():
+        if len(name) >= 10 and name[9] == "-" and name[:10].lower() == _PARAM_PREFIX:  # [9]: few pass
+            if found is None:
+                found = {}
+            found[name] = value
+    return found
 
 
 def _target(msg: jsonrpc.Request) -> str:

@@ -73,22 +73,21 @@ class BoundTasks:
     default_ttl_s: float  # a task handle's life when the upstream gives no ttlMs
     handles: dict[str, str] = field(default_factory=dict)  # upstream task id → the client's handle
 
-    def unwrap_params(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    def unwrap_params(self, method: str, params: Mapping[str, Any]) -> Mapping[str, Any]:
         """The params to send upstream: the client's handles replaced by the upstream's task ids. Raises
-        TaskRefused."""
-        out = dict(params)
+        TaskRefused. `params` itself when nothing in it names a task (most requests)."""
         if method in mcp.TASK_METHODS:
-            out["taskId"] = self._unwrap(params.get("taskId"))
-        elif method == mcp.LISTEN:
+            return {**params, "taskId": self._unwrap(params.get("taskId"))}
+        if method == mcp.LISTEN:
             notes = params.get("notifications")
             ids = notes.get("taskIds") if isinstance(notes, dict) else None
             if isinstance(notes, dict) and isinstance(ids, list) and ids:
-                out["notifications"] = {**notes, "taskIds": [self._unwrap(t) for t in ids]}
+                return {**params, "notifications": {**notes, "taskIds": [self._unwrap(t) for t in ids]}}
         elif method.startswith("tasks/"):
             raise TaskRefused("unserved")
-        return out
+        return params
 
-    def wrap_result(self, method: str, result: dict[str, Any]) -> dict[str, Any]:
+    def wrap_result(self, method: str, result: Mapping[str, Any]) -> Mapping[str, Any]:
         """The upstream's result with its task ids replaced by the client's handles. Raises TaskIdTooLarge
         (a task id the proxy cannot seal)."""
         task_id = result.get("taskId")

@@ -60,3 +60,27 @@ def test_the_proxys_own_task_ids_do_not_take_the_relay() -> None:
         assert relay.takes("a", jsonrpc.Request(1, method, {"taskId": "task-1"}))
     assert not relay.takes("a", jsonrpc.Request(1, "tools/call", {"name": "ask"}))
     assert relay.takes("a", jsonrpc.Request(1, "tools/call", {"name": "other"}))
+
+
+def test_param_headers_are_the_mcp_param_ones_in_any_case() -> None:
+    """The client's `Mcp-Param-*` headers go upstream with a relayed request, whatever their case; nothing
+    else does, and a request without any sends no extra header at all (None)."""
+    from multidict import CIMultiDict, CIMultiDictProxy
+
+    from proxy.front.modern.relay import _param_headers
+
+    headers = CIMultiDictProxy(
+        CIMultiDict(
+            [
+                ("Content-Type", "application/json"),
+                ("Mcp-Method", "tools/call"),
+                ("Mcp-Param-Region", "eu"),
+                ("mcp-param-x", "1"),
+                ("MCP-PARAM-", "bare"),
+                ("Mcp-Params", "no"),
+                ("X-Mcp-Param-Y", "no"),
+            ]
+        )
+    )
+    assert _param_headers(headers) == {"Mcp-Param-Region": "eu", "mcp-param-x": "1", "MCP-PARAM-": "bare"}
+    assert _param_headers(CIMultiDictProxy(CIMultiDict([("Mcp-Method", "tools/call")]))) is None

@@ -82,15 +82,16 @@ def configure(level: str = "info", fmt: str = "auto", stream: TextIO | None = No
         renderer,
     ]
     threshold = logging.getLevelNamesMapping()[level.upper()]
+    wrapper = structlog.make_filtering_bound_logger(threshold)
     structlog.configure(
         processors=processors,
-        wrapper_class=structlog.make_filtering_bound_logger(threshold),
+        wrapper_class=wrapper,
         logger_factory=structlog.PrintLoggerFactory(out),
         cache_logger_on_first_use=False,
     )
     _fast.clear()  # the fast path of `info_line`: JSON lines at info
     if as_json and threshold <= logging.INFO:
-        _fast["json"] = _FastJson(processors, out)
+        _fast["json"] = _FastJson(processors, wrapper, out)
 
 
 # The canonical request line, once per request, is the hot path's one log line. Through the processor chain
@@ -130,7 +131,9 @@ def _live_configuration() -> Any:
     try:
         from structlog import _config  # noqa: PLC0415 - a private module, hence the guard
 
-        return _config._CONFIG if hasattr(_config._CONFIG, "default_processors") else None
+        live = _config._CONFIG
+        known = hasattr(live, "default_processors") and hasattr(live, "default_wrapper_class")
+        return live if known else None
     except (ImportError, AttributeError):  # pragma: no cover - structlog 24-26 have it
         return None
 
@@ -139,8 +142,9 @@ _STRUCTLOG = _live_configuration()
 
 
 class _FastJson:
-    def __init__(self, processors: list[Any], out: TextIO) -> None:
+    def __init__(self, processors: list[Any], wrapper: type[Any], out: TextIO) -> None:
         self.processors = processors
+        self.wrapper = wrapper  # its level: another one configured since may filter info out
         self.chain = list(processors)  # capture_logs swaps the list's items, keeping the list
         self.file = out
         # The lock structlog's PrintLoggers of this stream share, so a line of the chain's never interleaves.
@@ -149,12 +153,13 @@ class _FastJson:
         self.flush = not getattr(self.file, "line_buffering", False)
 
     def current(self) -> bool:
-        """Whether structlog still has the processors `configure` gave it, unchanged."""
+        """Whether structlog still has the processors and the level `configure` gave it, unchanged."""
         if _STRUCTLOG is None:  # pragma: no cover
-            processors = structlog.get_config()["processors"]
+            config = structlog.get_config()
+            processors, wrapper = config["processors"], config["wrapper_class"]
         else:
-            processors = _STRUCTLOG.default_processors
-        return processors is self.processors and processors == self.chain
+            processors, wrapper = _STRUCTLOG.default_processors, _STRUCTLOG.default_wrapper_class
+        return processors is self.processors and processors == self.chain and wrapper is self.wrapper
 
     def write(self, text: str) -> None:
         """What `PrintLogger.msg` writes (the line, a newline, a flush), in one write."""

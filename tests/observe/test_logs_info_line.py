@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime
 import io
 import json
+import logging
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -187,3 +188,11 @@ def test_a_line_buffered_stream_gets_whole_lines(tmp_path: Path) -> None:
             info_line(structlog.get_logger("proxy.request"), "request", {"id": n})
         written = (tmp_path / "log").read_text(encoding="utf-8")  # before the file is closed
     assert [json.loads(raw)["id"] for raw in written.splitlines()] == [0, 1, 2]
+
+
+def test_a_level_configured_since_is_respected() -> None:
+    stream = io.StringIO()
+    configure(fmt="json", stream=stream)
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    info_line(structlog.get_logger("proxy.request"), "request", {"id": 1})
+    assert stream.getvalue() == ""

@@ -2,12 +2,16 @@
 
 The id is in the request's canonical log line and bound into every log line emitted while the request is
 handled, sent upstream on the HTTP requests made for it (proxy/upstream/propagation.py), and echoed on the
-response.
+response. That is all it is for: log correlation, never a credential (a client may choose its own), so a made
+one needs to be unique, not secret. It is 128 bits of a Mersenne Twister seeded from os.urandom (again in a
+forked child), not `secrets.token_hex`: that is a getrandom(2) system call per request (~0.8 µs, 0.2 µs
+now). The ids that guard something (call ids, session tokens, handles' nonces) stay `secrets`/os.urandom.
 """
 
 from __future__ import annotations
 
-import secrets
+import os
+import random
 from collections.abc import Mapping
 
 from aiohttp import web
@@ -16,6 +20,8 @@ from proxy.upstream.propagation import propagated
 
 REQUEST_ID_HEADER = "X-Request-Id"
 MAX_LENGTH = 128
+_made = random.Random()  # noqa: S311 - see the module's docstring: unique, not secret
+os.register_at_fork(after_in_child=_made.seed)  # a forked child does not repeat its parent's ids
 
 
 def request_id(headers: Mapping[str, str]) -> str:
@@ -23,7 +29,7 @@ def request_id(headers: Mapping[str, str]) -> str:
     given = headers.get(REQUEST_ID_HEADER, "").strip()
     if 0 < len(given) <= MAX_LENGTH and given.isascii() and given.isprintable():
         return given
-    return secrets.token_hex(16)
+    return _made.randbytes(16).hex()
 
 
 async def echo_request_id(_: web.Request, response: web.StreamResponse) -> None:

@@ -78,14 +78,17 @@ def rejection_reason(reason: object) -> str:
     return str(reason) if reason in REJECTION_REASONS else OTHER
 
 
+_ERROR_KINDS: Final[Mapping[str, str]] = {
+    f"failed:{jsonrpc.UPSTREAM_TIMEOUT}": "timeout",
+    "upstream_failed": "failed",
+    f"failed:{jsonrpc.UPSTREAM_FAILED}": "failed",
+}
+
+
 def upstream_error_kind(outcome: object) -> str | None:
     """What the upstream did wrong, if the line's outcome blames it: `error_response` (a JSON-RPC error of
     its own), `timeout` (silent for calls.call_timeout_s) or `failed` (unreachable, or failed mid-call)."""
     text = str(outcome)
     if text.startswith("upstream_error:"):
         return "error_response"
-    if text == f"failed:{jsonrpc.UPSTREAM_TIMEOUT}":
-        return "timeout"
-    if text in ("upstream_failed", f"failed:{jsonrpc.UPSTREAM_FAILED}"):
-        return "failed"
-    return None
+    return _ERROR_KINDS.get(text)

@@ -11,6 +11,8 @@ import functools
 import json
 import logging
 import sys
+import threading
+import time
 from collections.abc import Mapping, MutableMapping
 from typing import Any, TextIO
 
@@ -80,37 +82,114 @@ def configure(level: str = "info", fmt: str = "auto", stream: TextIO | None = No
         renderer,
     ]
     threshold = logging.getLevelNamesMapping()[level.upper()]
+    wrapper = structlog.make_filtering_bound_logger(threshold)
     structlog.configure(
         processors=processors,
-        wrapper_class=structlog.make_filtering_bound_logger(threshold),
+        wrapper_class=wrapper,
         logger_factory=structlog.PrintLoggerFactory(out),
         cache_logger_on_first_use=False,
     )
     _fast.clear()  # the fast path of `info_line`: JSON lines at info
     if as_json and threshold <= logging.INFO:
-        _fast["json"] = _FastJson(processors, structlog.PrintLogger(out))
+        _fast["json"] = _FastJson(processors, wrapper, out)
 
 
 # The canonical request line, once per request, is the hot path's one log line. Through the processor chain
 # it costs ~18 µs (context copy, five processors, a json.dumps with a `default`, so no cached encoder);
-# `info_line` writes the same bytes in ~7 µs when it can prove they are the same: JSON output configured
-# here (and not replaced since, e.g. by `structlog.testing.capture_logs`), and every value a plain scalar
-# (anything else, nested values included, takes the chain: redaction inside, the fallback handler).
+# `info_line` writes the same bytes for a fraction of that when it can prove they are the same: JSON output
+# configured here (and not replaced since, e.g. by `structlog.testing.capture_logs`), and every value a
+# plain scalar (anything else, nested values included, takes the chain: redaction inside, the fallback
+# handler). Its pieces are bound once: the encoder json.dumps would build per call, whether each key is
+# sensitive, the timestamp's whole second.
 _PLAIN = frozenset({str, int, float, bool, type(None)})
 
 
+def _no_default(value: Any) -> Any:  # pragma: no cover - only plain scalars reach the bound encoder
+    raise TypeError(f"{type(value).__name__} is not a plain scalar")
+
+
+def _bound_encoder() -> Any:
+    """json.dumps's own C encoder with its default options (", ", ": ", ASCII, NaN allowed), made once: the
+    same bytes as `json.dumps(line)` for a dict of plain scalars, without the encoder json.dumps makes per
+    call. None where the C accelerator is missing."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # pragma: no cover - CPython has it
+        return None
+    return make(None, _no_default, json.encoder.encode_basestring_ascii, None, ": ", ", ", False, False, True)
+
+
+_ENCODE = _bound_encoder()
+
+
+def _dumps(line: Mapping[str, Any]) -> str:
+    return json.dumps(line) if _ENCODE is None else "".join(_ENCODE(line, 0))
+
+
+def _live_configuration() -> Any:
+    """structlog's live configuration object, read without `get_config`'s copy into a new dict per line
+    (None if structlog ever moves it: then `get_config` it is)."""
+    try:
+        from structlog import _config  # noqa: PLC0415 - a private module, hence the guard
+
+        live = _config._CONFIG
+        known = hasattr(live, "default_processors") and hasattr(live, "default_wrapper_class")
+        return live if known else None
+    except (ImportError, AttributeError):  # pragma: no cover - structlog 24-26 have it
+        return None
+
+
+_STRUCTLOG = _live_configuration()
+
+
 class _FastJson:
-    def __init__(self, processors: list[Any], printer: structlog.PrintLogger) -> None:
+    def __init__(self, processors: list[Any], wrapper: type[Any], out: TextIO) -> None:
         self.processors = processors
-        self.chain = tuple(processors)  # capture_logs swaps the list's items, keeping the list
-        self.printer = printer
+        self.wrapper = wrapper  # its level: another one configured since may filter info out
+        self.chain = list(processors)  # capture_logs swaps the list's items, keeping the list
+        self.file = out
+        # The lock structlog's PrintLoggers of this stream share, so a line of the chain's never interleaves.
+        self.lock = getattr(structlog.PrintLogger(out), "_lock", None) or threading.Lock()
+        # A line-buffered stream (sys.stderr, since Python 3.9) flushes on the newline itself.
+        self.flush = not getattr(self.file, "line_buffering", False)
 
     def current(self) -> bool:
-        processors = structlog.get_config()["processors"]
-        return processors is self.processors and tuple(processors) == self.chain
+        """Whether structlog still has the processors and the level `configure` gave it, unchanged."""
+        if _STRUCTLOG is None:  # pragma: no cover
+            config = structlog.get_config()
+            processors, wrapper = config["processors"], config["wrapper_class"]
+        else:
+            processors, wrapper = _STRUCTLOG.default_processors, _STRUCTLOG.default_wrapper_class
+        return processors is self.processors and processors == self.chain and wrapper is self.wrapper
+
+    def write(self, text: str) -> None:
+        """What `PrintLogger.msg` writes (the line, a newline, a flush), in one write."""
+        with self.lock:
+            self.file.write(text + "\n")
+            if self.flush:
+                self.file.flush()
 
 
+class _Stamp:
+    """The timestamp `TimeStamper(fmt="iso", utc=True)` writes, `datetime.now(UTC).isoformat()` with "Z":
+    the same clock, the same floor to microseconds, the date and time formatted once a second."""
+
+    second = -1
+    whole = ""  # "YYYY-MM-DDTHH:MM:SS"
+
+    def __call__(self) -> str:
+        micros = time.time_ns() // 1000
+        second = micros // 1_000_000
+        if second != self.second:
+            whole = datetime.datetime.fromtimestamp(second, tz=datetime.UTC).isoformat()
+            self.whole, self.second = whole.removesuffix("+00:00"), second
+        fraction = str(micros)[-6:]  # zero-padded: micros has more than six digits
+        return f"{self.whole}Z" if fraction == "000000" else f"{self.whole}.{fraction}Z"
+
+
+_timestamp = _Stamp()
 _fast: dict[str, _FastJson] = {}
+# Keys known not sensitive (is_sensitive), bounded: the request line's keys are a small vocabulary.
+_plain_keys: set[str] = set()
 
 
 def info_line(logger: Any, event: str, fields: Mapping[str, Any]) -> None:
@@ -123,14 +202,19 @@ def info_line(logger: Any, event: str, fields: Mapping[str, Any]) -> None:
     for key, value in structlog.contextvars.get_contextvars().items():
         line.setdefault(key, value)
     line["level"] = "info"
-    line["timestamp"] = datetime.datetime.now(tz=datetime.UTC).isoformat().replace("+00:00", "Z")
-    for key, value in line.items():
-        if is_sensitive(key):
-            line[key] = REDACTED
-        elif type(value) not in _PLAIN:  # nested (redacted inside), or rendered by the fallback handler
-            logger.info(event, **fields)
-            return
-    fast.printer.msg(json.dumps(line))
+    line["timestamp"] = _timestamp()
+    # The usual line: every key known plain, every value a plain scalar (both checks in C).
+    if not (_plain_keys.issuperset(line) and _PLAIN.issuperset(map(type, line.values()))):
+        for key, value in line.items():
+            if is_sensitive(key):
+                line[key] = REDACTED
+                continue
+            if len(_plain_keys) < 1024:
+                _plain_keys.add(key)
+            if type(value) not in _PLAIN:  # nested (redacted inside), or rendered by the fallback handler
+                logger.info(event, **fields)
+                return
+    fast.write(_dumps(line))
 
 
 class StructlogHandler(logging.Handler):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
@@ -53,6 +54,18 @@ _FORWARD_RESULTS: Final = (
 
 
 LEFT_OUT_REASONS: Final = frozenset({"timeout", "unavailable", "pool_full"})
+MAX_SERIES_KEYS: Final = 4096  # distinct (method, upstream, outcome, tool) of lines whose children are kept
+
+
+@dataclass(frozen=True, slots=True)
+class _Series:
+    """The children of the instruments one kind of request line counts in (None: that instrument is not)."""
+
+    requests: Counter
+    tool_calls: Counter | None
+    duration: Histogram
+    rounds: Counter | None
+    upstream_errors: Counter | None
 
 
 class Metrics:
@@ -67,6 +80,7 @@ class Metrics:
         names = tuple(upstreams)
         self._upstreams = names
         self._tools = frozenset(tools)  # metrics.tools: the only tool names that become label values
+        self._series: dict[tuple[object, ...], _Series] = {}  # see _series_of
         known = [(name,) for name in names]  # known series start at 0: rate() and absence alerts
         self.requests = self._add(
             Counter,
@@ -190,30 +204,55 @@ class Metrics:
 
     def observe_request(self, line: Mapping[str, Any]) -> None:
         """Count one request from its canonical log line."""
-        method = method_label(line.get("method"))
-        upstream = self.upstream_label(line.get("upstream"))
         outcome = line.get("outcome")
-        self.requests.labels(method, outcome_class(outcome), upstream).inc()
-        if method == "tools/call":
-            tool = line["tool"] if line.get("tool") in self._tools else OTHER
-            self.tool_calls.labels(upstream, tool, outcome_class(outcome)).inc()
+        series = self._series_of(line.get("method"), line.get("upstream"), outcome, line.get("tool"))
+        series.requests.inc()
+        if series.tool_calls is not None:
+            series.tool_calls.inc()
         duration_ms = line.get("duration_ms")
         if isinstance(duration_ms, int | float):
-            self.duration.labels(method, upstream).observe(duration_ms / 1000)
-        if outcome == "input_required":
-            self.rounds.labels(upstream).inc()
+            series.duration.observe(duration_ms / 1000)
+        if series.rounds is not None:
+            series.rounds.inc()
         elif outcome == "handle_rejected" or line.get("reason") == "unknown_key":  # the latter: a 503
             self.rejections.labels(rejection_reason(line.get("reason"))).inc()
-        if (kind := upstream_error_kind(outcome)) is not None:
-            self.upstream_errors.labels(upstream, kind).inc()
+        if series.upstream_errors is not None:
+            series.upstream_errors.inc()
         if "owner" in line:  # the retry was for a call parked on another replica
             result = next((result for key, result in _FORWARD_RESULTS if key in line), "ok")
             self.peer_forwards.labels(result).inc()
+
+    def _series_of(self, method: object, upstream: object, outcome: object, tool: object) -> _Series:
+        """The children a line with these values counts in, their labels worked out and looked up once for
+        each such line (up to MAX_SERIES_KEYS of them: the values are the client's, the labels are not)."""
+        key = (method, upstream, outcome, tool)  # strings (or None), as the front writes them
+        series = self._series.get(key)
+        if series is None:
+            series = self._bind(method_label(method), self.upstream_label(upstream), outcome, tool)
+            if len(self._series) < MAX_SERIES_KEYS:
+                self._series[key] = series
+        return series
+
+    def _bind(self, method: str, upstream: str, outcome: object, tool: object) -> _Series:
+        klass = outcome_class(outcome)
+        kind = upstream_error_kind(outcome)
+        if method == "tools/call":
+            tool_label = str(tool) if tool in self._tools else OTHER
+        return _Series(
+            requests=self.requests.labels(method, klass, upstream),
+            tool_calls=self.tool_calls.labels(upstream, tool_label, klass)
+            if method == "tools/call"
+            else None,
+            duration=self.duration.labels(method, upstream),
+            rounds=self.rounds.labels(upstream) if outcome == "input_required" else None,
+            upstream_errors=None if kind is None else self.upstream_errors.labels(upstream, kind),
+        )
 
     def route_members(self, routes: Mapping[str, tuple[str, ...]]) -> None:
         """The aggregated routes (name -> its upstreams): a route's own answers (its lists) are counted
         under its name as `upstream`, and its left-out series start at 0."""
         self._upstreams = (*self._upstreams, *routes)
+        self._series.clear()  # their upstream label was "other"
         for route, ups in routes.items():
             for up in ups:
                 self.route_left_out.labels(route, up, "unavailable")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import os
 import re
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -37,6 +38,19 @@ def test_a_sane_client_id_is_kept(given: str) -> None:
 def test_otherwise_a_new_one_is_made(given: str | None) -> None:
     made = request_id({} if given is None else {REQUEST_ID_HEADER: given})
     assert GENERATED.match(made)
+    assert made != request_id({})
+
+
+def test_a_forked_child_makes_other_ids_than_its_parent() -> None:
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        os.write(write, request_id({}).encode())
+        os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    with os.fdopen(read) as child:
+        assert GENERATED.match(made := child.read())
     assert made != request_id({})
 
 

@@ -3,16 +3,20 @@ chain (`logger.info(event, **fields)`), redaction included, and the chain whenev
 
 from __future__ import annotations
 
+import datetime
 import io
 import json
+import logging
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import structlog
 from structlog.testing import capture_logs
 
+from proxy.observe import logs
 from proxy.observe.logs import REDACTED, configure, info_line
 
 LINE: dict[str, Any] = {
@@ -146,4 +150,49 @@ def test_a_replaced_configuration_sees_the_line() -> None:
     with capture_logs() as captured:
         info_line(structlog.get_logger("proxy.request"), "request", {"id": 1, "status": 200})
     assert captured == [{"id": 1, "status": 200, "event": "request", "log_level": "info"}]
+    assert stream.getvalue() == ""
+
+
+@pytest.mark.parametrize(
+    "ns",
+    [
+        pytest.param(1_764_800_000_123_456_789, id="fraction"),
+        pytest.param(1_764_800_000_000_000_999, id="whole-second"),  # isoformat leaves the fraction out
+        pytest.param(1_764_800_001_000_010_000, id="leading-zeros"),
+    ],
+)
+def test_the_timestamp_is_timestampers(ns: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    stream = io.StringIO()
+    configure(fmt="json", stream=stream)
+    monkeypatch.setattr(logs.time, "time_ns", lambda: ns)
+    info_line(structlog.get_logger("proxy.request"), "request", {"id": 1})
+    when = datetime.datetime.fromtimestamp(ns // 10**9, tz=datetime.UTC).replace(
+        microsecond=ns // 1000 % 10**6
+    )
+    assert json.loads(stream.getvalue())["timestamp"] == when.isoformat().replace("+00:00", "Z")
+
+
+def test_a_reconfigured_structlog_sees_the_line() -> None:
+    stream, other = io.StringIO(), io.StringIO()
+    configure(fmt="json", stream=stream)
+    structlog.configure(processors=[structlog.processors.KeyValueRenderer(key_order=["event"])])
+    structlog.configure(logger_factory=structlog.PrintLoggerFactory(other))
+    info_line(structlog.get_logger("proxy.request"), "request", {"id": 1})
+    assert stream.getvalue() == "" and other.getvalue() == "event='request' id=1\n"
+
+
+def test_a_line_buffered_stream_gets_whole_lines(tmp_path: Path) -> None:
+    with (tmp_path / "log").open("w", buffering=1, encoding="utf-8") as out:  # as sys.stderr is
+        configure(fmt="json", stream=out)
+        for n in range(3):
+            info_line(structlog.get_logger("proxy.request"), "request", {"id": n})
+        written = (tmp_path / "log").read_text(encoding="utf-8")  # before the file is closed
+    assert [json.loads(raw)["id"] for raw in written.splitlines()] == [0, 1, 2]
+
+
+def test_a_level_configured_since_is_respected() -> None:
+    stream = io.StringIO()
+    configure(fmt="json", stream=stream)
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    info_line(structlog.get_logger("proxy.request"), "request", {"id": 1})
     assert stream.getvalue() == ""

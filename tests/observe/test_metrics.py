@@ -21,6 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from proxy.config import Config, ListenConfig, UpstreamConfig
 from proxy.handle import KeyRing
+from proxy.observe import metrics as metrics_module
 from proxy.observe.labels import (
     REJECTION_REASONS,
     method_label,
@@ -314,6 +315,33 @@ def test_unknown_labels_stay_bounded_and_registries_are_per_instance() -> None:
     assert m("mrtr_proxy_request_duration_seconds_sum", method="other", upstream="other") == 0.0015
     assert n.total("mrtr_proxy_requests_total") == 0
     assert m("mrtr_proxy_parked_calls", upstream="a") == 0  # gauges read nothing before the app starts
+
+
+def test_lines_count_the_same_however_often_their_series_are_seen(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The children a kind of line counts in are looked up once (`_series_of`), for a bounded number of
+    kinds; an unknown method, a kind past the bound, a route added later: all still counted right."""
+    monkeypatch.setattr(metrics_module, "MAX_SERIES_KEYS", 2)
+    metrics = Metrics(["a"])
+    line = {"method": "tools/call", "upstream": "a", "outcome": "complete", "tool": "t", "duration_ms": 2.0}
+    for _ in range(3):
+        metrics.observe_request(line)
+    for n in range(3):  # more kinds than are kept
+        metrics.observe_request({**line, "outcome": f"upstream_error:{n}"})
+    metrics.observe_request({**line, "method": "made/up"})
+    metrics.observe_request({"method": "ping", "upstream": "r", "outcome": "complete"})
+    metrics.route_members({"r": ("a",)})  # "r" is a label from now on
+    metrics.observe_request({"method": "ping", "upstream": "r", "outcome": "complete"})
+    metrics.observe_request({**line, "outcome": "input_required"})
+    m = Scrape.parse(metrics.render().decode())
+    assert m("mrtr_proxy_requests_total", method="tools/call", outcome="complete", upstream="a") == 3
+    assert m("mrtr_proxy_requests_total", method="tools/call", outcome="upstream_error", upstream="a") == 3
+    assert m("mrtr_proxy_upstream_errors_total", upstream="a", kind="error_response") == 3
+    assert m("mrtr_proxy_tool_calls_total", upstream="a", tool="other", outcome="complete") == 3
+    assert m("mrtr_proxy_requests_total", method="other", outcome="complete", upstream="a") == 1
+    assert m("mrtr_proxy_requests_total", method="ping", outcome="complete", upstream="other") == 1
+    assert m("mrtr_proxy_requests_total", method="ping", outcome="complete", upstream="r") == 1
+    assert m("mrtr_proxy_input_required_rounds_total", upstream="a") == 1
+    assert m("mrtr_proxy_request_duration_seconds_count", method="tools/call", upstream="a") == 7
 
 
 def test_limits_and_drain_are_gauges_alerts_can_compare_against() -> None:

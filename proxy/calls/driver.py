@@ -258,16 +258,21 @@ class CallDriver:
         )
         return NeedsInput(rnd.input_requests, self._codec.seal(claims), rnd.round, call.id)
 
+    def _handle_ttl(self, call: LiveCall) -> float:
+        """How long the call's handles outlive it: none were issued before its first round was opened (a
+        pass-through call), so there is nothing to tell apart from a lost call, and nothing to remember."""
+        return self._settings.parked_ttl if call.exchange.round > 0 else 0.0
+
     def _finish(self, call: LiveCall, *, reusable: bool) -> None:
         call.session.end_call()
-        self._registry.remove(call, handle_ttl=self._settings.parked_ttl)
+        self._registry.remove(call, handle_ttl=self._handle_ttl(call))
         self._pools[call.upstream].release(call.key, call.session, reusable=reusable)
 
     async def _abandon(self, call: LiveCall, reason: str, *, by_operator: bool = False) -> None:
         """Give up on a call: answer its pending requests, tell the upstream, drop the session."""
         if self._registry.get(call.id) is None:
             return
-        self._registry.remove(call, handle_ttl=self._settings.parked_ttl, by_operator=by_operator)
+        self._registry.remove(call, handle_ttl=self._handle_ttl(call), by_operator=by_operator)
         with contextlib.suppress(UpstreamError, TimeoutError):
             async with asyncio.timeout(5):
                 for reply in call.exchange.cancel_all(f"Cancelled by mrtr-proxy: {reason}"):

@@ -13,8 +13,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
-from collections.abc import Awaitable, Callable
-from typing import Final
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, Final
 
 import structlog
 
@@ -28,7 +28,7 @@ MAX_SENDING: Final = 8
 SEND_WITHIN: Final = 10.0
 
 Send = Callable[[jsonrpc.Response], Awaitable[None]]
-Spawn = Callable[[Awaitable[None]], "asyncio.Task[None]"]
+Spawn = Callable[[Coroutine[Any, Any, None]], "asyncio.Task[None]"]
 
 
 class AnswerQueue:

@@ -22,7 +22,7 @@ import asyncio
 import contextvars
 import functools
 import itertools
-from collections.abc import Awaitable, Mapping
+from collections.abc import Coroutine, Mapping
 from typing import Any
 
 from proxy.upstream.answers import AnswerQueue
@@ -92,9 +92,15 @@ class SessionCore:
             raise RuntimeError("a receiving call is already running on this session")
         rid = next(self._ids)
         self._begin_call(rid, inbox)
-        task = self._spawn(self._deliver(jsonrpc.Request(rid, method, params)))
-        task.add_done_callback(functools.partial(Router.call_delivered, inbox), context=CALLBACK_CONTEXT)
+        # One done-callback, not `_spawn`'s and `Router.call_delivered`'s: each is a loop callback of its own.
+        task = asyncio.get_running_loop().create_task(self._deliver(jsonrpc.Request(rid, method, params)))
+        self._tasks.add(task)
+        task.add_done_callback(functools.partial(self._call_delivered, inbox), context=CALLBACK_CONTEXT)
         return rid
+
+    def _call_delivered(self, inbox: Inbox, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        Router.call_delivered(inbox, task)
 
     def end_call(self) -> None:
         self._router.end_call()
@@ -122,8 +128,8 @@ class SessionCore:
             jsonrpc.Request(next(self._ids), method, params), self._deliver, timeout
         )
 
-    def _spawn(self, coro: Awaitable[None]) -> asyncio.Task[None]:
-        task = asyncio.ensure_future(coro)
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard, context=CALLBACK_CONTEXT)
         return task

@@ -67,8 +67,7 @@ async def _next(inbox: Inbox, deadline: float, over: bool) -> Incoming:
         return inbox.get_nowait()
     if over:
         raise TimeoutError
-    async with asyncio.timeout_at(deadline):
-        return await inbox.get()
+    return await inbox.get_by(deadline)
 
 
 class CallDriver:

@@ -46,21 +46,37 @@ class LeanQueue(Generic[T]):
 
     async def get(self) -> T:
         while not self._items:
-            waiter = asyncio.get_running_loop().create_future()
-            if self._waiters is None:
-                self._waiters = []
-            self._waiters.append(waiter)
-            try:
-                await waiter
-            except BaseException:
-                if waiter.done() and not waiter.cancelled() and self._items:
-                    self._wake_next(waiter)  # woken, then cancelled: the item goes to the next waiter
-                raise
-            finally:
-                self._waiters.remove(waiter)
-                if not self._waiters:
-                    self._waiters = None
+            await self._wait(asyncio.get_running_loop().create_future())
         return self._items.pop(0)
+
+    async def get_by(self, deadline: float) -> T:
+        """`get`, or TimeoutError at `deadline` (loop time) with nothing received. A timer on the waiter
+        itself: no `asyncio.timeout` context (its object, its timer, the task's cancellation and uncancel)
+        around each wait of a call that is driven."""
+        loop = asyncio.get_running_loop()
+        while not self._items:
+            waiter: asyncio.Future[None] = loop.create_future()
+            timer = loop.call_at(deadline, _expire, waiter)
+            try:
+                await self._wait(waiter)
+            finally:
+                timer.cancel()
+        return self._items.pop(0)
+
+    async def _wait(self, waiter: asyncio.Future[None]) -> None:
+        if self._waiters is None:
+            self._waiters = []
+        self._waiters.append(waiter)
+        try:
+            await waiter
+        except BaseException:
+            if waiter.done() and not waiter.cancelled() and self._items:
+                self._wake_next(waiter)  # woken, then cancelled or expired: the item goes to the next waiter
+            raise
+        finally:
+            self._waiters.remove(waiter)
+            if not self._waiters:
+                self._waiters = None
 
     def _wake_next(self, skip: asyncio.Future[None] | None = None) -> None:
         """Wake the longest-waiting reader not yet woken (other than `skip`)."""
@@ -68,6 +84,11 @@ class LeanQueue(Generic[T]):
             if waiter is not skip and not waiter.done():
                 waiter.set_result(None)
                 return
+
+
+def _expire(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_exception(TimeoutError())
 
 
 __all__ = ["LeanQueue"]

@@ -51,3 +51,29 @@ async def test_holds_says_whether_a_waiting_item_is_wanted_and_takes_nothing() -
     assert inbox.holds(lambda i: i % 2 == 0)
     assert not inbox.holds(lambda i: i > 4)
     assert [inbox.get_nowait() for _ in range(3)] == [1, 3, 4]
+
+
+async def test_get_by_gives_what_arrives_before_its_deadline_and_times_out_without() -> None:
+    inbox: LeanQueue[str] = LeanQueue()
+    loop = asyncio.get_running_loop()
+    reader = asyncio.ensure_future(inbox.get_by(loop.time() + 60))
+    await asyncio.sleep(0)
+    inbox.put_nowait("in time")
+    assert await asyncio.wait_for(reader, 1) == "in time"
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(inbox.get_by(loop.time()), 1)  # a deadline already past: nothing came
+    assert inbox._waiters is None  # nothing held once nobody waits
+    inbox.put_nowait("waiting")
+    assert await inbox.get_by(loop.time()) == "waiting"  # an item already there is taken, deadline or not
+
+
+async def test_a_get_by_that_expired_after_being_woken_leaves_the_item_to_the_next() -> None:
+    inbox: LeanQueue[str] = LeanQueue()
+    loop = asyncio.get_running_loop()
+    first = asyncio.ensure_future(inbox.get_by(loop.time() + 60))
+    second = asyncio.ensure_future(inbox.get())
+    await asyncio.sleep(0)
+    inbox.put_nowait("kept")  # wakes `first`...
+    first.cancel()  # ...which is cancelled before it runs (as a timeout's expiry would end it)
+    assert await asyncio.wait_for(second, 1) == "kept"
+    assert first.cancelled() and inbox.empty()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import weakref
 from collections.abc import Awaitable, Callable
 from typing import Protocol, TypeVar
 
@@ -60,8 +61,7 @@ class Replier:
         self._request = request
         self._json, self._sse = wants(request)
         self._stream: web.StreamResponse | None = None
-        self._ticks: asyncio.TimerHandle | None = None  # kept_alive's next keep-alive
-        self._writes: set[asyncio.Task[None]] | None = None  # its keep-alive writes under way (from a tick)
+        self._writing: asyncio.Task[None] | None = None  # a keep-alive comment being written
 
     def adopt(self, stream: web.StreamResponse) -> None:
         """Go on with an SSE stream already started for this request (a relayed answer that was cut off)."""
@@ -82,36 +82,28 @@ class Replier:
         await self._stream.write(encode_event(jsonrpc.dumps(note).decode()))
 
     async def kept_alive(self, work: Awaitable[T], interval: float) -> T:
-        """Await `work`, writing a keep-alive comment every `interval` seconds (0: none) while it runs.
+        """Await `work`, writing a keep-alive comment about every `interval` seconds (0: none) while it runs.
 
-        A timer, not a task: most requests finish long before the first tick, and this runs for each one
-        (so nothing else is made for it until the first tick). Its callback is a bound method, never a
-        closure that re-arms itself: such a closure refers to itself through its own cell, a cycle that kept
-        the replier and its whole request (~5 KB) until the collector's next full pass; a cancelled timer
-        drops its callback, so nothing here outlives the request."""
+        No timer of its own: one ticker per interval serves every request in flight (`_Ticker`), as most
+        requests finish long before their first comment is due, and a timer each (its handle, its place in
+        the loop's heap, its cancellation) cost every request more than the ticker does."""
         if interval <= 0:
             return await work
-        loop = asyncio.get_running_loop()
-        self._ticks = loop.call_later(interval, self._tick, interval)
+        ticker = _ticker(interval)
+        ticker.enter(self)
         try:
             return await work  # cancelled with the handler if the client goes away: so is the call
         finally:
-            if self._ticks is not None:
-                self._ticks.cancel()  # a cancelled timer lets go of its callback (this replier's method)
-                self._ticks = None
-            if self._writes:
-                for write in list(self._writes):
-                    with contextlib.suppress(Exception):
-                        await write
+            ticker.due.pop(self, None)
+            if self._writing is not None:
+                with contextlib.suppress(Exception):
+                    await self._writing
+                self._writing = None  # nothing of the request outlives it as cyclic garbage (mem31's test)
 
-    def _tick(self, interval: float) -> None:
-        loop = asyncio.get_running_loop()
-        if self._writes is None:
-            self._writes = set()
-        write = loop.create_task(self.keepalive())
-        self._writes.add(write)
-        write.add_done_callback(self._writes.discard)
-        self._ticks = loop.call_later(interval, self._tick, interval)
+    def _keep_alive(self) -> None:
+        """A tick found this request due for a comment: written by a task (awaited before the answer)."""
+        if self._writing is None or self._writing.done():
+            self._writing = asyncio.get_running_loop().create_task(self.keepalive())
 
     async def keepalive(self) -> None:
         """A comment line on the SSE stream (started now if need be), so idle intermediaries keep it open.
@@ -132,3 +124,55 @@ class Replier:
         await self._stream.write(encode_event(jsonrpc.dumps(msg).decode()))
         await self._stream.write_eof()
         return self._stream
+
+
+# A request's first keep-alive comment is due this many ticks after it began, then every _EVERY ticks; a tick
+# is interval / _EVERY, so the first comes between 1 and 1.25 intervals after the request began.
+_EVERY = 4
+_FIRST = _EVERY + 1
+
+
+class _Ticker:
+    """Keep-alive comments for every request in flight at one interval, from one timer that runs only while
+    some request is registered (`due`: the tick each is next due at). A request is in `due` only while its
+    work runs, and no closure refers to it, so it is freed by reference counting as soon as it is done."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, interval: float) -> None:
+        self.loop = loop
+        self.interval = interval
+        self._step = interval / _EVERY
+        self.due: dict[Replier, int] = {}
+        self.ticks = 0
+        self._timer: asyncio.TimerHandle | None = None
+
+    def enter(self, replier: Replier) -> None:
+        self.due[replier] = self.ticks + _FIRST
+        if self._timer is None:
+            self._timer = self.loop.call_later(self._step, self._tick)
+
+    def _tick(self) -> None:
+        self.ticks += 1
+        for replier, due in list(self.due.items()):
+            if due <= self.ticks:
+                self.due[replier] = self.ticks + _EVERY
+                replier._keep_alive()
+        self._timer = self.loop.call_later(self._step, self._tick) if self.due else None
+
+
+_TICKERS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[float, _Ticker]] = (
+    weakref.WeakKeyDictionary()
+)
+_LAST: list[_Ticker | None] = [None]  # the one every request of a proxy finds: no weak dict look-up
+
+
+def _ticker(interval: float) -> _Ticker:
+    loop = asyncio.get_running_loop()
+    ticker = _LAST[0]
+    if ticker is not None and ticker.loop is loop and ticker.interval == interval:
+        return ticker
+    tickers = _TICKERS.setdefault(loop, {})
+    ticker = tickers.get(interval)
+    if ticker is None:
+        ticker = tickers[interval] = _Ticker(loop, interval)
+    _LAST[0] = ticker
+    return ticker

@@ -38,7 +38,7 @@ from proxy.calls.roots import RootsBook, SessionRoots, deliver_input, settle_una
 from proxy.calls.scope import SessionLevels
 from proxy.handle import Claims, HandleCodec, carried_ids, carried_session
 from proxy.handle.claims import MAX_PENDING, MAX_STR
-from proxy.upstream.base import Inbox, Incoming, TransportLost, UpstreamError
+from proxy.upstream.base import TransportLost, UpstreamError
 from proxy.upstream.pool import SessionPool
 from proxy.wire import jsonrpc, mcp
 from proxy.wire.jsonrpc import ErrorObject
@@ -57,17 +57,6 @@ def _carried_position(session_id: str | None, last_event: str | None) -> tuple[s
 
 def _asks_input(item: object) -> bool:
     return isinstance(item, jsonrpc.Request) and item.method in mcp.INPUT_REQUEST_METHODS
-
-
-async def _next(inbox: Inbox, deadline: float, over: bool) -> Incoming:
-    """What the upstream sent next; TimeoutError at `deadline` (loop time). `over`: the deadline has passed,
-    so with nothing received the round parks at once, without arming a timer or waiting a loop iteration
-    (a tool seen sending lone requests has no quiet period: calls/gathering.py)."""
-    if not inbox.empty():
-        return inbox.get_nowait()
-    if over:
-        raise TimeoutError
-    return await inbox.get_by(deadline)
 
 
 class CallDriver:
@@ -162,8 +151,17 @@ class CallDriver:
                     deadline, on_expiry = window.deadline, "park"
                 elif yield_at is not None and window.deadline is None and yield_at <= deadline:
                     deadline, on_expiry = yield_at, "yield"  # input being gathered: no yielding
+                # What the upstream sent next (here, not in a coroutine of its own: one frame fewer each time
+                # the call's task resumes). A window already over with nothing received parks at once,
+                # without arming a timer or waiting a loop iteration (a tool seen sending lone requests has
+                # no quiet period: calls/gathering.py).
                 try:
-                    item = await _next(call.inbox, deadline, on_expiry == "park" and deadline <= loop.time())
+                    if not call.inbox.empty():
+                        item = call.inbox.get_nowait()
+                    elif on_expiry == "park" and deadline <= loop.time():
+                        raise TimeoutError
+                    else:
+                        item = await call.inbox.get_by(deadline)
                 except TimeoutError:
                     if on_expiry == "park":
                         window.parked()

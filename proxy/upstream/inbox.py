@@ -45,38 +45,32 @@ class LeanQueue(Generic[T]):
         return self._items.pop(0)
 
     async def get(self) -> T:
-        while not self._items:
-            await self._wait(asyncio.get_running_loop().create_future())
-        return self._items.pop(0)
+        return await self.get_by(None)
 
-    async def get_by(self, deadline: float) -> T:
-        """`get`, or TimeoutError at `deadline` (loop time) with nothing received. A timer on the waiter
-        itself: no `asyncio.timeout` context (its object, its timer, the task's cancellation and uncancel)
-        around each wait of a call that is driven."""
+    async def get_by(self, deadline: float | None) -> T:
+        """`get`, or TimeoutError at `deadline` (loop time; None: none) with nothing received. A timer on the
+        waiter itself: no `asyncio.timeout` context (its object, its timer, the task's cancellation and
+        uncancel) around each wait of a call that is driven."""
         loop = asyncio.get_running_loop()
         while not self._items:
             waiter: asyncio.Future[None] = loop.create_future()
-            timer = loop.call_at(deadline, _expire, waiter)
+            timer = None if deadline is None else loop.call_at(deadline, _expire, waiter)
+            if self._waiters is None:
+                self._waiters = []
+            self._waiters.append(waiter)
             try:
-                await self._wait(waiter)
+                await waiter
+            except BaseException:
+                if waiter.done() and not waiter.cancelled() and self._items:
+                    self._wake_next(waiter)  # woken, then cancelled or expired: the item goes to the next one
+                raise
             finally:
-                timer.cancel()
+                if timer is not None:
+                    timer.cancel()
+                self._waiters.remove(waiter)
+                if not self._waiters:
+                    self._waiters = None
         return self._items.pop(0)
-
-    async def _wait(self, waiter: asyncio.Future[None]) -> None:
-        if self._waiters is None:
-            self._waiters = []
-        self._waiters.append(waiter)
-        try:
-            await waiter
-        except BaseException:
-            if waiter.done() and not waiter.cancelled() and self._items:
-                self._wake_next(waiter)  # woken, then cancelled or expired: the item goes to the next waiter
-            raise
-        finally:
-            self._waiters.remove(waiter)
-            if not self._waiters:
-                self._waiters = None
 
     def _wake_next(self, skip: asyncio.Future[None] | None = None) -> None:
         """Wake the longest-waiting reader not yet woken (other than `skip`)."""

@@ -14,10 +14,10 @@ such a request's canonical line itself (`outcome: client_gone`).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 import structlog
 from aiohttp import web
-from aiohttp.typedefs import Middleware
 
 from proxy.wire import jsonrpc
 
@@ -38,14 +38,30 @@ _DEFAULTS = {
 Gate = Callable[[web.Request], web.StreamResponse | None]
 
 
-def json_answers_with(*gates: Gate) -> Middleware:
-    """`json_answers` with `gates` checked first, in order, inside it (so their refusals are JSON-RPC too)."""
+class Watch(Protocol):
+    """Told when each request's handling begins and ends, in json_answers' own frame (the listener's guard,
+    process/listener.py: its deadlines), rather than as a middleware of its own."""
 
-    @web.middleware
-    async def json_answers(request: web.Request, handler: Handler) -> web.StreamResponse:
+    def began(self, request: web.BaseRequest) -> object: ...
+
+    def ended(self, token: object) -> None: ...
+
+
+class JsonAnswers:
+    """The `json_answers` middleware: its gates, and a `watch` that may be set before the app serves."""
+
+    __middleware_version__ = 1  # a new-style middleware, as @web.middleware marks a function
+
+    def __init__(self, gates: tuple[Gate, ...]) -> None:
+        self._gates = gates
+        self.watch: Watch | None = None
+
+    async def __call__(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        watch = self.watch
+        token = watch.began(request) if watch is not None else None
         try:
             early = None
-            for gate in gates:
+            for gate in self._gates:
                 early = gate(request)
                 if early is not None:
                     break
@@ -62,11 +78,17 @@ def json_answers_with(*gates: Gate) -> Middleware:
             log.exception("request.unhandled", path=request.path)
             body = jsonrpc.dumps(jsonrpc.error(None, jsonrpc.INTERNAL_ERROR, "Internal error"))
             response = web.Response(status=500, body=body, content_type="application/json")
+        finally:
+            if watch is not None and token is not None:
+                watch.ended(token)
         if response.status in (429, 503) and "Retry-After" not in response.headers and not response.prepared:
             response.headers["Retry-After"] = RETRY_AFTER_S
         return response
 
-    return json_answers
+
+def json_answers_with(*gates: Gate) -> JsonAnswers:
+    """`json_answers` with `gates` checked first, in order, inside it (so their refusals are JSON-RPC too)."""
+    return JsonAnswers(gates)
 
 
 json_answers = json_answers_with()  # no gates

@@ -49,6 +49,7 @@ from proxy.process.appstate import (
     CONFIG,
     ERAS,
     FRONT,
+    FRONT_DOOR,
     HTTP,
     KEY_CHECK,
     MIRROR,
@@ -90,12 +91,12 @@ def create_app(
     `tracing`: instead of the one `config.tracing` asks for (tests). Raises TracingUnavailable, and
     AuthSetupError when a static JWKS, a service credential or a TLS file cannot be used."""
     cors = Cors(config.front.allowed_origins)  # browsers on front.allowed_origins (front/cors.py)
-    app = web.Application(
-        client_max_size=config.front.max_body_bytes,
-        # One middleware: JSON-RPC answers for what aiohttp would answer in text, with the peer port's
-        # refusals and CORS preflights checked inside it (front/fallback.py), not as hops of their own.
-        middlewares=[json_answers_with(readiness.ports, preflight_gate(cors))],
-    )
+    # One middleware: JSON-RPC answers for what aiohttp would answer in text, with the peer port's refusals
+    # and CORS preflights checked inside it (front/fallback.py), and the listener's guard told of each
+    # request from it (`serve` sets its watch), not as hops of their own.
+    door = json_answers_with(readiness.ports, preflight_gate(cors))
+    app = web.Application(client_max_size=config.front.max_body_bytes, middlewares=[door])
+    app[FRONT_DOOR] = door
     app[CONFIG] = config
     app[PREPARED] = prepare(config)
     app[STATE] = RuntimeState()

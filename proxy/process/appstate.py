@@ -14,6 +14,7 @@ from proxy.calls.service import CallService
 from proxy.cluster.agreement import PeerKeyCheck
 from proxy.config import Config
 from proxy.front.endpoint import Endpoint
+from proxy.front.fallback import JsonAnswers
 from proxy.front.legacy.mirror import MIRROR
 from proxy.front.peers import Peers
 from proxy.handle import HandleCodec
@@ -52,6 +53,7 @@ FRONT = web.AppKey("front", Endpoint)
 CALLS = web.AppKey("calls", CallService)
 TASKS = web.AppKey("tasks", TaskManager)
 TRACING = web.AppKey("tracing", Tracing)
+FRONT_DOOR = web.AppKey("front_door", JsonAnswers)  # the one middleware (front/fallback.py)
 HTTP = web.AppKey("http", aiohttp.ClientSession)
 UPSTREAM_HTTP = web.AppKey("upstream_http", Mapping[str, aiohttp.ClientSession])  # per upstream (its TLS)
 PREPARED = web.AppKey("prepared", Prepared)

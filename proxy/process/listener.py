@@ -153,15 +153,27 @@ class ListenerGuard:
 
     @web.middleware
     async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        """Runs once aiohttp has parsed a request head: the head arrived; now the body's deadline runs."""
-        conn = self.conns.get(request.protocol)
-        if conn is None:  # a connection another guard (or a test server) accepted
-            return await handler(request)
-        conn.state, conn.since, conn.request = "body", self.clock(), request
+        """`began` and `ended` as a middleware of its own, for an app without the front door's
+        (front/fallback.py `JsonAnswers.watch`, which the proxy's app uses: one hop fewer per request)."""
+        conn = self.began(request)
         try:
             return await handler(request)
         finally:
-            conn.state, conn.since, conn.request = "idle", self.clock(), None
+            if conn is not None:
+                self.ended(conn)
+
+    def began(self, request: web.BaseRequest) -> _Conn | None:
+        """Once aiohttp has parsed a request head: the head arrived; now the body's deadline runs. None: a
+        connection another guard (or a test server) accepted."""
+        conn = self.conns.get(request.protocol)
+        if conn is not None:
+            conn.state, conn.since, conn.request = "body", self.clock(), request
+        return conn
+
+    def ended(self, token: object) -> None:
+        """The request was answered: its connection is idle until the next one's head begins."""
+        conn = cast(_Conn, token)
+        conn.state, conn.since, conn.request = "idle", self.clock(), None
 
     def sweep(self) -> int:
         """Abort every connection past its deadline; returns how many."""

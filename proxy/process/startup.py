@@ -31,6 +31,7 @@ from proxy.observe import logs
 from proxy.observe.metrics import METRICS
 from proxy.process.admin import AdminListener
 from proxy.process.app import drain
+from proxy.process.appstate import FRONT_DOOR
 from proxy.process.listener import GuardedSite, ListenerCollector, ListenerGuard, ListenerLimits
 
 log = structlog.get_logger("proxy.startup")
@@ -137,7 +138,10 @@ async def serve(
     loop = asyncio.get_running_loop()
     loop.set_exception_handler(exception_handler)
     guard = ListenerGuard(limits)  # slowloris: deadlines and a connection cap
-    app.middlewares.append(guard.middleware)
+    if FRONT_DOOR in app:
+        app[FRONT_DOOR].watch = guard  # told of each request by the one middleware: no hop of its own
+    else:
+        app.middlewares.append(guard.middleware)
     # handler_cancellation: a client closing its response stream cancels its request and the upstream call
     # shutdown_timeout: after the drain, requests still in flight are ones answered at once (refusals, rounds
     # cut with -31011) or streams that end with the drain; never the aiohttp default of 60 s of silence.

@@ -154,3 +154,38 @@ async def test_gates_answer_inside_it_before_the_handler(http: aiohttp.ClientSes
     finally:
         await server.close()
     assert seen == ["/ok"]
+
+
+async def test_its_watch_is_told_of_each_request_however_it_ends(http: aiohttp.ClientSession) -> None:
+    """The listener's guard is told of each request by the front door itself (its `watch`), not by a
+    middleware of its own: when handling begins, and when it ends, answered or refused."""
+    told: list[tuple[str, str]] = []
+
+    class Watch:
+        def began(self, request: web.BaseRequest) -> object:
+            told.append(("began", request.path))
+            return request.path
+
+        def ended(self, token: object) -> None:
+            told.append(("ended", str(token)))
+
+    async def handler(request: web.Request) -> web.Response:
+        if request.path == "/refused":
+            raise web.HTTPForbidden()
+        return web.Response(text="handled")
+
+    door = json_answers_with()
+    door.watch = Watch()
+    app = web.Application(middlewares=[door])
+    for path in ("/ok", "/refused"):
+        app.router.add_get(path, handler)
+    server = TestServer(app, host="127.0.0.1")
+    await server.start_server()
+    try:
+        async with http.get(server.make_url("/ok")) as r:
+            assert (r.status, await r.text()) == (200, "handled")
+        async with http.get(server.make_url("/refused")) as r:
+            assert (r.status, r.content_type) == (403, "application/json")
+    finally:
+        await server.close()
+    assert told == [("began", "/ok"), ("ended", "/ok"), ("began", "/refused"), ("ended", "/refused")]

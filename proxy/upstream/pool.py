@@ -10,7 +10,7 @@ import asyncio
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
@@ -30,6 +30,16 @@ class PoolKey:
     capabilities: ClientCapabilities
     forwarded: tuple[tuple[str, str], ...] = ()  # client headers passed through, e.g. authorization
     principal: str = ""
+    _hash: int | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __hash__(self) -> int:
+        """Computed once: a call looks its key up in the pool's maps several times (acquire, release, the
+        session's roots and log level), and the generated hash hashed every field, the capabilities' too."""
+        cached = self._hash
+        if cached is None:
+            cached = hash((self.capabilities, self.forwarded, self.principal))
+            object.__setattr__(self, "_hash", cached)
+        return cached
 
 
 SessionFactory = Callable[[PoolKey], Awaitable[UpstreamSession]]

@@ -171,3 +171,12 @@ def test_hashable_and_frozen() -> None:
     assert len({Caps.from_declared({"elicitation": {}}), FORM}) == 1
     with pytest.raises(AttributeError):
         FORM.roots = True  # type: ignore[misc]
+
+
+def test_equal_declarations_give_one_shared_instance() -> None:
+    """Interned: a request's capabilities are a look-up, and the pool's keys find them equal by identity."""
+    first = Caps.from_declared({"elicitation": {"form": {}}, "roots": {}})
+    again = Caps.from_declared({"roots": {"listChanged": True}, "elicitation": {}})
+    assert first is again
+    assert first == Caps(elicitation_form=True, roots=True)
+    assert Caps.from_declared({"sampling": {}}) is not first

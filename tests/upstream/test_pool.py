@@ -479,3 +479,16 @@ async def test_one_principal_holds_at_most_max_per_principal_sessions() -> None:
     pool.release(alice_b, third, reusable=False)
     pool.release(bob.key, bob, reusable=False)  # type: ignore[attr-defined]
     await pool.close()
+
+
+def test_a_pool_key_hashes_once_and_compares_by_its_fields() -> None:
+    """The hash is kept on the key after its first use; equality and repr are the fields' alone."""
+    caps = ClientCapabilities(sampling=True)
+    one, other = (
+        PoolKey(caps, (("authorization", "Bearer a"),), "p"),
+        PoolKey(caps, (("authorization", "Bearer a"),), "p"),
+    )
+    assert hash(one) == hash(other) == hash(one) and one == other
+    assert {one: 1}[other] == 1
+    assert one != PoolKey(caps, (("authorization", "Bearer b"),), "p") and one != PoolKey(caps, (), "q")
+    assert "_hash" not in repr(one)

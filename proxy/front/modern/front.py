@@ -93,6 +93,7 @@ class ModernFront:
         self._tasks = tasks
         self.listener = listen  # the endpoint's, and a legacy client's GET stream's (inner.py)
         self._front = front
+        self._addresses = AddressSource.from_config(front)  # each call's client address (its share)
         self._peers = peers
         self._principal = principal
         self.rate = RateGate(front)  # the endpoint's legacy requests take from it too
@@ -188,7 +189,7 @@ class ModernFront:
                     local_only=local_only,
                     owner_gone=owner_gone,
                     link=link,
-                    address=AddressSource.from_config(self._front).of(request),
+                    address=self._addresses.of(request),
                 )
             )
             try:

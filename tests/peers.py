@@ -23,6 +23,7 @@ short-lived command (e.g. a script under ``.peers/client/bin/python``) to comple
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import os
 import signal
@@ -166,6 +167,12 @@ def free_port() -> int:
 
 
 _HELD: list[socket.socket] = []  # bound, never listening: kept for the life of the test process
+
+
+@atexit.register
+def _release_held() -> None:  # closed on purpose, so no "unclosed socket" warning at exit
+    for sock in _HELD:
+        sock.close()
 
 
 def closed_port() -> int:

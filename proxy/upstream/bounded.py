@@ -29,9 +29,12 @@ def too_large(limit: int) -> str:
 async def read_body(resp: aiohttp.ClientResponse, limit: int) -> bytes:
     """The whole body of `resp`, at most `limit` bytes; over it (announced by Content-Length, or seen while
     reading) the connection is closed and MessageTooLarge raised."""
-    if resp.content_length is not None and resp.content_length > limit:
+    length = resp.content_length
+    if length is not None and length > limit:
         resp.close()
         raise MessageTooLarge(limit)
+    if length is not None and _as_announced(resp):  # one read: the parser stops at Content-Length
+        return await resp.read()
     body = bytearray()
     content = resp.content
     while chunk := await content.readany():
@@ -41,6 +44,13 @@ async def read_body(resp: aiohttp.ClientResponse, limit: int) -> bytes:
             raise MessageTooLarge(limit)
         body += chunk
     return bytes(body)
+
+
+def _as_announced(resp: aiohttp.ClientResponse) -> bool:
+    """Whether the body is as long as its Content-Length says: not compressed (aiohttp inflates it, a few KB
+    can become gigabytes) and not chunked (then Content-Length is not what frames it)."""
+    headers = resp.headers
+    return "Content-Encoding" not in headers and "Transfer-Encoding" not in headers
 
 
 __all__ = ["MessageTooLarge", "read_body", "too_large"]

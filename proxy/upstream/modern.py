@@ -120,11 +120,7 @@ async def _answer(
     ctype = resp.headers.get("Content-Type", "")
     if resp.status < 300 and ctype.startswith("text/event-stream"):
         return await _read_stream(resp, msg, on_note, limit)
-    length = resp.content_length
-    if length is not None and length <= limit:  # one read; the parser stops at Content-Length
-        body = await resp.read()
-    else:
-        body = await read_body(resp, limit)
+    body = await read_body(resp, limit)
     try:
         answer = jsonrpc.decode(body) if body.strip() else None
     except jsonrpc.InvalidMessage:

@@ -8,7 +8,9 @@ It keeps every request it received (`seen`), checks `Mcp-Name` against the body 
 - `server/discover`: 2026-07-28, the tasks extension declared;
 - `tools/call job {"text"}`: a task (`resultType: "task"`, id `task-<n>`, `ttlMs` 60000) whose result is
   `job:<text>`; `tools/call big {"size"}`: `input_required` with a `requestState` of `size` characters
-  the first time, `big:<answer>:<size>` when retried with that very state;
+  the first time, `big:<answer>:<size>` when retried with that very state; `tools/call bomb {"size"}`: a
+  result whose text is `size` bytes, sent gzip-compressed (`Content-Encoding: gzip`, its Content-Length the
+  compressed size: a decompression bomb, a few KB on the wire);
 - `tasks/get` / `tasks/update` / `tasks/cancel`: by task id (`-32602 Failed to retrieve task: Task not
   found` for one it never gave), `tasks/list`: every task it holds (it cannot tell users apart);
 - `subscriptions/listen`: the acknowledgement naming the task ids asked for, then `notifications/tasks` for
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import gzip
 import json
 import random
 from collections.abc import AsyncIterator
@@ -73,6 +76,15 @@ class ScriptedModern:
 
     def _call(self, rid: Any, params: dict[str, Any]) -> web.Response:
         args = params.get("arguments") or {}
+        if params.get("name") == "bomb":
+            text = "x" * int(args["size"])
+            answer = {"jsonrpc": "2.0", "id": rid, "result": {"resultType": "complete", "content": [
+                {"type": "text", "text": text}
+            ]}}  # fmt: skip
+            body = gzip.compress(json.dumps(answer).encode(), compresslevel=9)
+            return web.Response(
+                body=body, headers={"Content-Type": "application/json", "Content-Encoding": "gzip"}
+            )
         if params.get("name") == "job":
             task_id = f"task-{len(self.tasks) + 1}"
             self.tasks[task_id] = {"status": "completed", "text": args.get("text", "")}

@@ -24,7 +24,7 @@ import asyncio
 import contextlib
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -38,7 +38,6 @@ from proxy.wire import jsonrpc
 
 log = structlog.get_logger(__name__)
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 _REFUSED = (
     b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: close\r\n"
@@ -111,8 +110,9 @@ class _Guarded(asyncio.Protocol):
 
 
 class ListenerGuard:
-    """Deadlines for every connection, and a connection cap per listener (TCP site). One per app: its
-    middleware finds the connection of each request. See the module docstring."""
+    """Deadlines for every connection, and a connection cap per listener (TCP site). One per app: the
+    app's one middleware (front/fallback.py `JsonAnswers`, whose `watch` it is) tells it when each
+    request's handling begins and ends (`began`, `ended`). See the module docstring."""
 
     def __init__(
         self, limits: ListenerLimits, *, tick: float = 0.25, clock: Callable[[], float] = time.monotonic
@@ -150,17 +150,6 @@ class ListenerGuard:
         if self._sweeper is None:
             self._sweeper = asyncio.get_running_loop().create_task(self._sweep(), name="listener-guard")
         return True
-
-    @web.middleware
-    async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        """`began` and `ended` as a middleware of its own, for an app without the front door's
-        (front/fallback.py `JsonAnswers.watch`, which the proxy's app uses: one hop fewer per request)."""
-        conn = self.began(request)
-        try:
-            return await handler(request)
-        finally:
-            if conn is not None:
-                self.ended(conn)
 
     def began(self, request: web.BaseRequest) -> _Conn | None:
         """Once aiohttp has parsed a request head: the head arrived; now the body's deadline runs. None: a

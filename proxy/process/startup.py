@@ -138,10 +138,7 @@ async def serve(
     loop = asyncio.get_running_loop()
     loop.set_exception_handler(exception_handler)
     guard = ListenerGuard(limits)  # slowloris: deadlines and a connection cap
-    if FRONT_DOOR in app:
-        app[FRONT_DOOR].watch = guard  # told of each request by the one middleware: no hop of its own
-    else:
-        app.middlewares.append(guard.middleware)
+    app[FRONT_DOOR].watch = guard  # told of each request by the one middleware: no hop of its own
     # handler_cancellation: a client closing its response stream cancels its request and the upstream call
     # shutdown_timeout: after the drain, requests still in flight are ones answered at once (refusals, rounds
     # cut with -31011) or streams that end with the drain; never the aiohttp default of 60 s of silence.

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 import pytest
 from aiohttp import web
 
+from proxy.front.fallback import json_answers_with
 from proxy.process.listener import GuardedSite, ListenerGuard, ListenerLimits
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -25,8 +26,9 @@ async def _echo(request: web.Request) -> web.Response:
 @contextlib.asynccontextmanager
 async def guarded(limits: ListenerLimits = LIMITS) -> AsyncIterator[tuple[ListenerGuard, int]]:
     guard = ListenerGuard(limits, tick=0.05)
-    app = web.Application()
-    app.middlewares.append(guard.middleware)
+    door = json_answers_with()  # the proxy's one middleware, which tells the guard of each request
+    door.watch = guard
+    app = web.Application(middlewares=[door])
     app.router.add_route("*", "/", _echo)
     runner = web.AppRunner(app, keepalive_timeout=3600)
     await runner.setup()

@@ -12,6 +12,7 @@ opening request's ids.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from contextvars import ContextVar
 from types import MappingProxyType
@@ -56,20 +57,12 @@ def with_propagated(headers: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
-_NAMES: dict[str, istr] = {}
-_MAX_NAMES = 256  # header names come from the configuration and this module: a few dozen at most
-
-
+@functools.lru_cache(maxsize=256)  # names come from the configuration and this module: a few dozen at most
 def header_name(name: str) -> istr:
     """`name` as aiohttp keeps a header name (case-insensitive `istr`), one object per name. aiohttp makes an
     `istr` of every name that is not one already, and a response keeps its request's headers (its request
     info) for as long as it lives: a parked call's held ~0.5 KB of names of its own."""
-    known = _NAMES.get(name)
-    if known is None:
-        known = istr(name)
-        if len(_NAMES) < _MAX_NAMES:
-            _NAMES[name] = known
-    return known
+    return istr(name)
 
 
 def forget_propagated() -> None:

@@ -236,13 +236,12 @@ class Metrics:
     def _bind(self, method: str, upstream: str, outcome: object, tool: object) -> _Series:
         klass = outcome_class(outcome)
         kind = upstream_error_kind(outcome)
+        tool_calls = None
         if method == "tools/call":
-            tool_label = str(tool) if tool in self._tools else OTHER
+            tool_calls = self.tool_calls.labels(upstream, str(tool) if tool in self._tools else OTHER, klass)
         return _Series(
             requests=self.requests.labels(method, klass, upstream),
-            tool_calls=self.tool_calls.labels(upstream, tool_label, klass)
-            if method == "tools/call"
-            else None,
+            tool_calls=tool_calls,
             duration=self.duration.labels(method, upstream),
             rounds=self.rounds.labels(upstream) if outcome == "input_required" else None,
             upstream_errors=None if kind is None else self.upstream_errors.labels(upstream, kind),

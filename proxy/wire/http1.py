@@ -48,20 +48,45 @@ class ResponseHead:
 def request_head(target: str, host: str, headers: Iterable[tuple[str, str]], method: str = "GET") -> bytes:
     """`GET target HTTP/1.1` (or `method`) with `Host` and `headers`. A name that is not an RFC 9110 token,
     or a value or target with CR, LF or NUL, is refused: nothing a caller passes can add a header or a
-    request. A body's `Content-Length` is the caller's to pass."""
-    if not _sendable(target) or " " in target:
+    request. A body's `Content-Length` is the caller's to pass. (Every POST of a session writes one: the
+    checks are made on the whole head at once, and each field's only to say which one is refused.)"""
+    if " " in target:
         raise HttpError(f"target {target[:80]!r} cannot be sent")
-    if not method.isascii() or not method.isupper() or not _TOKEN.issuperset(method.encode()):
-        raise HttpError(f"method {method[:20]!r} cannot be sent")
-    lines = [f"{method} {target} HTTP/1.1"]
-    for name, value in [("Host", host), *headers]:
-        if not name or not name.isascii() or not _TOKEN.issuperset(name.encode()) or not _sendable(value):
-            raise HttpError(f"header {name!r} cannot be sent")
-        lines.append(f"{name}: {value}")
+    fields = [("Host", host), *headers]
+    for name, _ in fields:
+        if name not in _SENT_NAMES:
+            if not name or not name.isascii() or not _TOKEN.issuperset(name.encode()):
+                raise HttpError(f"header {name!r} cannot be sent")
+            if len(_SENT_NAMES) < 1024:
+                _SENT_NAMES.add(name)
+    lines = [f"{method} {target} HTTP/1.1", *(f"{name}: {value}" for name, value in fields)]
+    text = "\r\n".join(lines) + "\r\n\r\n"
+    breaks = len(lines) + 1  # one CR LF after each line, and the one that ends the head
+    if text.count("\n") != breaks or text.count("\r") != breaks or "\0" in text or not _method(method):
+        _refuse(target, method, fields)
     try:
-        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+        return text.encode("latin-1")
     except UnicodeEncodeError:
         raise HttpError("a header value is not Latin-1 text and cannot be sent") from None
+
+
+_SENT_NAMES: set[str] = set()  # header names already found to be tokens (a few dozen in practice)
+
+
+def _method(method: str) -> bool:
+    return method.isascii() and method.isupper() and _TOKEN.issuperset(method.encode())
+
+
+def _refuse(target: str, method: str, fields: list[tuple[str, str]]) -> None:
+    """Raise the HttpError that names what of a request head cannot be sent."""
+    if not _sendable(target):
+        raise HttpError(f"target {target[:80]!r} cannot be sent")
+    if not _method(method):
+        raise HttpError(f"method {method[:20]!r} cannot be sent")
+    for name, value in fields:
+        if not _sendable(value):
+            raise HttpError(f"header {name!r} cannot be sent")
+    raise HttpError("the request head cannot be sent")  # unreachable: one of the above is
 
 
 def _sendable(value: str) -> bool:

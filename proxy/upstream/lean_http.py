@@ -117,6 +117,11 @@ class LeanClient:
             raise
         return response
 
+    @property
+    def idle(self) -> int:
+        """Connections in the pools, waiting for a request."""
+        return sum(len(idle) for idle in self._idle.values())
+
     async def close(self) -> None:
         """Close every connection, idle or busy (their responses end with an error)."""
         self._closed = True

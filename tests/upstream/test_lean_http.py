@@ -359,13 +359,15 @@ async def test_unsolicited_bytes_on_an_idle_connection_drop_it_without_an_error(
 async def test_a_server_closing_an_idle_connection_costs_the_next_post_nothing() -> None:
     async def script(_: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await answering(OK)(0, reader, writer)
-        writer.close()
+        writer.write_eof()  # the server's half of the connection closed; it reads on
 
     async with raw(script) as server:
         client = LeanClient()
         try:
             assert await post(client, server.url) == b"{}"
-            await asyncio.sleep(0.05)  # the close arrives while the connection is idle
+            async with asyncio.timeout(10):  # the client closed its half too: dropped from the pool
+                assert await server.hung_up.get() == 0
+            assert client.idle == 0
             assert await post(client, server.url) == b"{}"
         finally:
             await client.close()

@@ -70,6 +70,7 @@ from proxy.tasks.front import TaskFront
 from proxy.tasks.manager import TaskManager, TaskSettings
 from proxy.tasks.policy import TaskPolicy
 from proxy.upstream.era import EraBook
+from proxy.upstream.lean_http import LeanClient
 from proxy.upstream.pool import SessionPool
 from proxy.upstream.pool_sessions import no_call_answer, session_adopter, session_factory
 from proxy.upstream.senders import ModernSenders
@@ -152,6 +153,7 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
     tls_clients = tls_sessions(app[PREPARED].tls, http.timeout)  # private CA / client certificate
     clients = {up.name: tls_clients.get(up.name, http) for up in config.upstreams}
     app[UPSTREAM_HTTP] = clients
+    lean = LeanClient()  # the legacy Streamable HTTP sessions' POSTs (lean_http.py); the rest on aiohttp
     roots = RootsBook()  # what each pooled session's server asked of roots before any call (calls/roots.py)
     # stdio upstreams' 2026-07-28 children (one per upstream), and how any modern upstream is sent to
     senders = ModernSenders({u.name: u for u in config.upstreams}, clients)
@@ -163,10 +165,10 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
     pools = {
         up.name: SessionPool(
             up.name,
-            session_factory(up, clients[up.name], roots, heard[up.name]),
+            session_factory(up, clients[up.name], roots, heard[up.name], lean),
             max_sessions=up.pool.max_sessions,
             idle_ttl=up.pool.idle_ttl_s,
-            adopter=session_adopter(up, clients[up.name]),
+            adopter=session_adopter(up, clients[up.name], lean),
             reuse=up.pool.reuse_sessions,
             acquire_timeout=up.pool.acquire_timeout_s,
             on_lost=functools.partial(eras.suspect, up.name),
@@ -291,7 +293,7 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
         await app[PEERS].close()
         await asyncio.gather(*(p.close() for p in pools.values()), return_exceptions=True)
         await senders.close()  # stdio upstreams' 2026-07-28 children
-        await asyncio.gather(*(c.close() for c in tls_clients.values()), return_exceptions=True)
+        await asyncio.gather(lean.close(), *(c.close() for c in tls_clients.values()), return_exceptions=True)
         await http.close()
 
 

@@ -8,9 +8,8 @@ never notice.
 
 from __future__ import annotations
 
-import aiohttp
-
 from proxy.upstream.base import UpstreamError
+from proxy.upstream.response import UpstreamResponse
 
 
 class MessageTooLarge(UpstreamError):
@@ -26,7 +25,7 @@ def too_large(limit: int) -> str:
     return f"upstream sent a message larger than {limit} bytes (upstreams[].max_message_bytes)"
 
 
-async def read_body(resp: aiohttp.ClientResponse, limit: int) -> bytes:
+async def read_body(resp: UpstreamResponse, limit: int) -> bytes:
     """The whole body of `resp`, at most `limit` bytes; over it (announced by Content-Length, or seen while
     reading) the connection is closed and MessageTooLarge raised."""
     length = resp.content_length
@@ -46,7 +45,7 @@ async def read_body(resp: aiohttp.ClientResponse, limit: int) -> bytes:
     return bytes(body)
 
 
-def _as_announced(resp: aiohttp.ClientResponse) -> bool:
+def _as_announced(resp: UpstreamResponse) -> bool:
     """Whether the body is as long as its Content-Length says: not compressed (aiohttp inflates it, a few KB
     can become gigabytes) and not chunked (then Content-Length is not what frames it)."""
     headers = resp.headers

@@ -10,10 +10,12 @@ import aiohttp
 
 from proxy.config import UpstreamConfig
 from proxy.upstream.base import HttpRefused, ServerInfo, UpstreamError, UpstreamSession
+from proxy.upstream.http_settings import SessionSettings
 from proxy.upstream.http_sse import HttpSseSession, serves_http_sse
+from proxy.upstream.lean_http import LeanClient
 from proxy.upstream.router import NoCallAnswer
 from proxy.upstream.stdio import StdioSession, StdioSettings
-from proxy.upstream.streamable_http import SessionSettings, StreamableHttpSession
+from proxy.upstream.streamable_http import StreamableHttpSession
 
 
 def stdio_settings(
@@ -48,17 +50,21 @@ async def open_upstream_session(
     capabilities: Mapping[str, Any],
     headers: Mapping[str, str],
     no_call: NoCallAnswer,
+    lean: LeanClient | None = None,
 ) -> UpstreamSession:
     """A new, initialized session to `upstream` offering `versions` (newest first) and declaring
     `capabilities`; closed again if opening fails. `headers` (forwarded client headers) go on the HTTP
-    transports, after the upstream's static ones; a child process cannot take them. Raises UpstreamError."""
+    transports, after the upstream's static ones; a child process cannot take them. A Streamable HTTP
+    session POSTs on `lean` (the process's pooled client; None: one of its own). Raises UpstreamError."""
     session: StreamableHttpSession | HttpSseSession | StdioSession
     if upstream.transport == "stdio" and upstream.command is not None:
         session = StdioSession(stdio_settings(upstream, versions, capabilities), no_call)
     elif upstream.transport in ("streamable-http", "sse") and upstream.url is not None:
         settings = _http_settings(upstream, upstream.url, versions, capabilities, headers)
-        session_class = HttpSseSession if upstream.transport == "sse" else StreamableHttpSession
-        session = session_class(http, settings, no_call)
+        if upstream.transport == "sse":
+            session = HttpSseSession(http, settings, no_call)
+        else:
+            session = StreamableHttpSession(http, settings, no_call, lean)
     else:  # unreachable after config validation (a url for the HTTP transports, a command for stdio)
         raise UpstreamError(f"upstream {upstream.name!r}: transport {upstream.transport!r} is misconfigured")
     try:
@@ -121,6 +127,7 @@ async def adopt_upstream_session(
     capabilities: Mapping[str, Any],
     headers: Mapping[str, str],
     no_call: NoCallAnswer,
+    lean: LeanClient | None = None,
 ) -> UpstreamSession:
     """Attach to legacy session `session_id`, which another replica opened (takeover). Only Streamable HTTP
     sessions outlive the connection that opened them; raises UpstreamError for the other transports."""
@@ -129,7 +136,7 @@ async def adopt_upstream_session(
             f"upstream {upstream.name!r}: a {upstream.transport} session cannot be taken over"
         )
     settings = _http_settings(upstream, upstream.url, upstream.protocol_versions, capabilities, headers)
-    return await StreamableHttpSession.adopt(http, settings, no_call, session_id, info)
+    return await StreamableHttpSession.adopt(http, settings, no_call, session_id, info, lean=lean)
 
 
 def _http_settings(

@@ -13,6 +13,8 @@ from typing import Final
 import aiohttp
 
 from proxy.upstream.base import HttpRefused, NotDelivered, UpstreamAuthChallenge, UpstreamError
+from proxy.upstream.lean_http import ConnectFailed
+from proxy.upstream.response import UpstreamResponse
 
 SESSION_GONE: Final = "upstream no longer knows the session (HTTP 404)"
 
@@ -23,7 +25,7 @@ def session_gone(lose: Callable[[str], object]) -> NotDelivered:
     return NotDelivered("upstream no longer knows the session (HTTP 404; did it restart?)")
 
 
-async def refused(resp: aiohttp.ClientResponse) -> UpstreamError:
+async def refused(resp: UpstreamResponse) -> UpstreamError:
     """The upstream answered an HTTP error: HttpRefused with its status and the start of its body (an HTML
     page is named, not logged: its markup says nothing an operator needs). 401 and 403 refuse the forwarded
     credentials: UpstreamAuthChallenge, with the upstream's `WWW-Authenticate`."""
@@ -36,9 +38,9 @@ async def refused(resp: aiohttp.ClientResponse) -> UpstreamError:
 
 
 def unreachable(exc: aiohttp.ClientError, lose: Callable[[str], object]) -> UpstreamError:
-    """The request could not be sent, or its answer not read. A refused connection (before a byte was sent)
-    ends the session and is NotDelivered."""
-    if isinstance(exc, aiohttp.ClientConnectorError):
+    """The request could not be sent, or its answer not read. A connection that could not be made (before a
+    byte was sent: aiohttp's or the lean client's) ends the session and is NotDelivered."""
+    if isinstance(exc, aiohttp.ClientConnectorError | ConnectFailed):
         lose(f"could not connect to upstream: {exc}")
         return NotDelivered(f"could not connect to upstream: {type(exc).__name__}: {exc}")
     return UpstreamError(f"could not reach upstream: {type(exc).__name__}: {exc}")

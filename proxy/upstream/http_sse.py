@@ -29,11 +29,11 @@ from yarl import URL
 from proxy.upstream.base import Inbox, NotDelivered, UpstreamError
 from proxy.upstream.bounded import MessageTooLarge
 from proxy.upstream.http_errors import refused, rejected_status, session_gone, unreachable
+from proxy.upstream.http_settings import SessionSettings
 from proxy.upstream.keepalive import finish_body
 from proxy.upstream.propagation import detach_from_request, with_propagated
 from proxy.upstream.router import NoCallAnswer, negotiate
 from proxy.upstream.session_core import SessionCore
-from proxy.upstream.streamable_http import SessionSettings
 from proxy.wire import jsonrpc, mcp
 
 log = structlog.get_logger(__name__)

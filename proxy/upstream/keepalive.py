@@ -1,5 +1,6 @@
-"""Keep-alive to the upstream: a response goes back to aiohttp's connection pool only when its body was read
-to the end; released earlier, aiohttp closes the connection and the next request pays a new TCP handshake.
+"""Keep-alive to the upstream: a response goes back to its client's connection pool (aiohttp's, or the lean
+client's: lean_http.py) only when its body was read to the end; released earlier, its connection is closed
+and the next request pays a new TCP handshake.
 
 `finish_body` reads (and discards) what is left of a body, for at most `limit` seconds; a body still going
 after that is closed, which costs that one connection and nothing else. A reply stream whose response was
@@ -15,6 +16,8 @@ import asyncio
 
 import aiohttp
 
+from proxy.upstream.response import UpstreamResponse
+
 # A call stream after its response, a 202's "Accepted": servers end these at once (the closing chunk is
 # usually in the same read as the response). This bounds what a server that keeps a reply stream open after
 # its response can cost a plain request (tools/list …), whose caller waits for the exchange to end.
@@ -24,9 +27,7 @@ FINISH_WITHIN = 0.25
 FINISH_LATER = 5.0
 
 
-async def finish_body(
-    resp: aiohttp.ClientResponse, limit: float = FINISH_WITHIN, *, close: bool = True
-) -> bool:
+async def finish_body(resp: UpstreamResponse, limit: float = FINISH_WITHIN, *, close: bool = True) -> bool:
     """Read the rest of `resp`'s body and drop it, so its connection can be reused. True: it ended.
     After `limit` seconds False, and the connection is closed (unless not `close`: the caller finishes
     it later)."""
@@ -46,13 +47,13 @@ async def finish_body(
     return False
 
 
-async def leave(resp: aiohttp.ClientResponse) -> None:
+async def leave(resp: UpstreamResponse) -> None:
     """What leaving `async with resp` does: give the connection back (closed unless the body ended)."""
     resp.release()
     await resp.wait_for_close()
 
 
-async def finish_later(resp: aiohttp.ClientResponse, limit: float = FINISH_LATER) -> None:
+async def finish_later(resp: UpstreamResponse, limit: float = FINISH_LATER) -> None:
     """`finish_body` as a task of its own, which then leaves the response (its connection goes back to the
     pool, or is closed if the body did not end within `limit`)."""
     try:

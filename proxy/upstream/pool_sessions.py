@@ -12,6 +12,7 @@ from proxy.config import UpstreamConfig
 from proxy.translate.capabilities import shared_legacy
 from proxy.upstream.base import ServerInfo, SessionListener, UpstreamSession
 from proxy.upstream.connect import adopt_upstream_session, open_upstream_session
+from proxy.upstream.lean_http import LeanClient
 from proxy.upstream.pool import PoolKey, SessionAdopter, SessionFactory
 from proxy.upstream.session_roots import RootsBook, SessionRoots, StartupWindow
 from proxy.wire import jsonrpc, mcp
@@ -40,12 +41,14 @@ def session_factory(
     http: aiohttp.ClientSession,
     roots: RootsBook | None = None,
     heard: SessionListener | None = None,
+    lean: LeanClient | None = None,
 ) -> SessionFactory:
     """Sessions for a pool: declaring what the pool key's client declared, carrying its forwarded headers.
     On stdio the forwarded headers cannot reach the child; as part of the pool key they still keep the
     children of different principals apart. With `roots`, each session holds the roots/list its server
     sends before any call, for the first call to ask its client (calls/roots.py). `heard` is told every
-    session-wide notification of every session (list changes: the aggregated routes' list cache)."""
+    session-wide notification of every session (list changes: the aggregated routes' list cache). Streamable
+    HTTP sessions POST on `lean`, the process's pooled client (None: each its own)."""
     answer = no_call_answer(upstream)
     window = StartupWindow()  # learnt from this upstream's sessions (session_roots.py)
 
@@ -58,6 +61,7 @@ def session_factory(
             capabilities=shared_legacy(key.capabilities, upstream.protocol_versions[0]),
             headers=dict(key.forwarded),
             no_call=state.answer if roots is not None else answer,
+            lean=lean,
         )
         if roots is not None:
             state.opened()
@@ -69,7 +73,9 @@ def session_factory(
     return open_for
 
 
-def session_adopter(upstream: UpstreamConfig, http: aiohttp.ClientSession) -> SessionAdopter | None:
+def session_adopter(
+    upstream: UpstreamConfig, http: aiohttp.ClientSession, lean: LeanClient | None = None
+) -> SessionAdopter | None:
     """How to attach to another replica's legacy session (takeover), where the transport allows it: only
     Streamable HTTP sessions outlive the connection that opened them and can be resumed by id."""
     if upstream.transport != "streamable-http" or upstream.url is None:
@@ -85,6 +91,7 @@ def session_adopter(upstream: UpstreamConfig, http: aiohttp.ClientSession) -> Se
             capabilities=key.capabilities.legacy(info.protocol_version),
             headers=dict(key.forwarded),
             no_call=answer,
+            lean=lean,
         )
 
     return adopt

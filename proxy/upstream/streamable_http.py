@@ -13,20 +13,20 @@ import asyncio
 import contextlib
 import functools
 import secrets
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable
 
 import aiohttp
 import structlog
 
-from proxy.config import MAX_MESSAGE_BYTES
 from proxy.upstream.base import Inbox, ServerInfo, TransportLost, UpstreamError
 from proxy.upstream.bounded import MessageTooLarge, read_body
 from proxy.upstream.event_stream import EventStream, StreamEnded, StreamPosition, open_event_stream, settle
 from proxy.upstream.http_errors import SESSION_GONE, refused, rejected_status, session_gone, unreachable
+from proxy.upstream.http_settings import SessionSettings
 from proxy.upstream.keepalive import finish_body, finish_later, leave
+from proxy.upstream.lean_http import LeanClient
 from proxy.upstream.propagation import detach_from_request, forget_propagated, header_name, with_propagated
+from proxy.upstream.response import UpstreamResponse
 from proxy.upstream.router import CLIENT_INFO, NoCallAnswer, negotiate
 from proxy.upstream.session_core import CALLBACK_CONTEXT, SessionCore
 from proxy.upstream.tls import context_of
@@ -43,28 +43,22 @@ GET_RETRY_DELAYS = (0.1, 0.5, 1.0, 2.0, 5.0)
 RESUME_WINDOW = 2.0
 
 
-@dataclass(frozen=True, slots=True)
-class SessionSettings:
-    url: str
-    versions: tuple[str, ...]
-    capabilities: Mapping[
-        str, Any
-    ]  # legacy capabilities declared at initialize; see ClientCapabilities.legacy
-    headers: Mapping[str, str] = field(default_factory=dict)  # static + forwarded client headers
-    initialize_timeout: float = 30.0
-    connect_timeout: float = 10.0  # timeouts.connect_s (HTTP+SSE: until the stream's endpoint event)
-    max_message_bytes: int = MAX_MESSAGE_BYTES  # a JSON body, an SSE line or event's data (bounded.py)
-
-
 class StreamableHttpSession(SessionCore):
-    """Implements `UpstreamSession` over legacy Streamable HTTP."""
+    """`UpstreamSession` over legacy Streamable HTTP: POSTs on the pooled `lean` client (lean_http.py; None:
+    one of its own, closed with the session), the rest on aiohttp's `http`, both with `http`'s SSL context."""
 
-    def __init__(self, http: aiohttp.ClientSession, settings: SessionSettings, no_call: NoCallAnswer) -> None:
+    def __init__(
+        self,
+        http: aiohttp.ClientSession,
+        settings: SessionSettings,
+        no_call: NoCallAnswer,
+        lean: LeanClient | None = None,
+    ) -> None:
         # Ids unique across sessions and replicas: a resumed stream on a server whose event store replays
         # more than that stream must not be able to pass another session's response off as the call's.
         super().__init__(no_call, first_id=secrets.randbelow(2**50) + 1)
-        self._http = http
-        self._settings = settings
+        self._http, self._tls, self._settings = http, context_of(http), settings
+        self._lean, self._own_lean = (lean, False) if lean is not None else (LeanClient(), True)
         self._call_event_id: str | None = None  # last SSE event id on the receiving call's POST stream
         self._get_stream: EventStream | None = None  # the standalone stream, while it is up
 
@@ -95,10 +89,12 @@ class StreamableHttpSession(SessionCore):
         no_call: NoCallAnswer,
         session_id: str,
         info: ServerInfo,
+        *,
+        lean: LeanClient | None = None,
     ) -> StreamableHttpSession:
         """Attach to legacy session `session_id`, opened by another replica (no initialize), with the
         upstream's negotiated `info`, and hold a standalone GET stream of our own on it."""
-        session = cls(http, settings, no_call)
+        session = cls(http, settings, no_call, lean)
         session._session_id, session._info, session._alive = session_id, info, True
         await session._open_get_stream()
         return session
@@ -116,6 +112,8 @@ class StreamableHttpSession(SessionCore):
         if self._get_stream is not None:
             self._get_stream.close()  # `_reopen` finds the session over
         await self._cancel_tasks()
+        if self._own_lean:
+            await self._lean.close()
 
     async def close(self) -> None:
         was_alive = self._alive
@@ -136,16 +134,18 @@ class StreamableHttpSession(SessionCore):
 
     async def send(self, message: jsonrpc.Response | jsonrpc.Notification) -> None:
         try:
-            async with self._http.post(
-                self._settings.url, data=jsonrpc.dumps(message), headers=self._headers(post=True)
-            ) as resp:
+            resp = await self._post(jsonrpc.dumps(message))
+            try:
                 if resp.status == 404 and self._session_id is not None:
                     self._die(SESSION_GONE)
                 if (challenge := rejected_status(resp.status, resp.headers)) is not None:
                     raise challenge
                 if resp.status >= 400:
-                    raise UpstreamError(f"upstream answered HTTP {resp.status} to a {_kind(message)}")
+                    kind = "notification" if isinstance(message, jsonrpc.Notification) else "response"
+                    raise UpstreamError(f"upstream answered HTTP {resp.status} to a {kind}")
                 await finish_body(resp)
+            finally:
+                resp.release()
         except aiohttp.ClientError as exc:
             raise UpstreamError(f"could not reach upstream: {type(exc).__name__}") from None
 
@@ -166,6 +166,10 @@ class StreamableHttpSession(SessionCore):
             headers["MCP-Protocol-Version"] = self._info.protocol_version
         return {header_name(name): value for name, value in headers.items()}
 
+    async def _post(self, body: bytes) -> UpstreamResponse:
+        url, headers, timeout = self._settings.url, self._headers(post=True), self._settings.connect_timeout
+        return await self._lean.post(url, body, headers, tls=self._tls, connect_timeout=timeout)
+
     async def _deliver(self, req: jsonrpc.Request) -> None:
         """POST a request and dispatch everything its reply carries, until the response to it.
 
@@ -175,7 +179,7 @@ class StreamableHttpSession(SessionCore):
         rid, initialize, body = req.id, req.method == "initialize", jsonrpc.dumps(req)
         del req
         try:
-            resp = await self._http.post(self._settings.url, data=body, headers=self._headers(post=True))
+            resp = await self._post(body)
             del body
             if rid == self._router.receiver_id:  # its own task (SessionCore.call), which sends no more
                 forget_propagated()
@@ -218,7 +222,7 @@ class StreamableHttpSession(SessionCore):
 
     async def _read_sse(
         self,
-        resp: aiohttp.ClientResponse,
+        resp: UpstreamResponse,
         until: jsonrpc.RequestId | None,
         *,
         on_event_id: Callable[[str], None] | None = None,
@@ -312,7 +316,7 @@ class StreamableHttpSession(SessionCore):
                     self._settings.url,
                     headers,
                     on_event,
-                    tls=context_of(self._http),
+                    tls=self._tls,
                     connect_timeout=self._settings.connect_timeout,
                     head_timeout=self._settings.initialize_timeout,
                     max_message_bytes=self._settings.max_message_bytes,
@@ -391,10 +395,6 @@ class StreamableHttpSession(SessionCore):
         """Unlike `_lose`, every time: each 404 or refused connection fails whoever waits by then."""
         self._alive = False
         self._router.fail_all(reason)
-
-
-def _kind(message: jsonrpc.Response | jsonrpc.Notification) -> str:
-    return "notification" if isinstance(message, jsonrpc.Notification) else "response"
 
 
 __all__ = ["CLIENT_INFO", "NoCallAnswer", "SessionSettings", "StreamableHttpSession"]

@@ -1,12 +1,15 @@
-"""HTTP/1.1 for the long-lived GET event streams: the request head, and the response read with llhttp.
+"""HTTP/1.1 for the upstream GET event streams and lean POSTs: request heads, responses read with llhttp.
 
-Pure: no I/O. `request_head` writes a GET's bytes. `ResponseReader.feed` takes the response's bytes split
+Pure: no I/O. `request_head` writes a request's head. `ResponseReader.feed` takes the response's bytes split
 anywhere and returns, in order, the head once it is complete and the body's bytes with the transfer coding
 removed (`chunked`, `Content-Length`, or until the connection closes). The framing is llhttp's (httptools,
 the parser of Node.js and uvicorn; strict: no obs-fold, no bare LF, no duplicate or listed Content-Length,
 no Content-Length beside Transfer-Encoding, no chunk size it cannot read); this module adds only the
 bounds and the checks a client of one event stream needs. Anything it cannot read safely ends the read
-with an `HttpError` that says why (`ResponseReader.error`).
+with an `HttpError` that says why (`ResponseReader.error`). For a pooled connection it also says whether
+the connection may carry another request (`reusable`: keep-alive allowed it, the body was framed by its
+length or chunks, and no byte came after its end) and reads the end of a body that runs until the close
+(`end`).
 
 Bounds (those aiohttp's client puts on the POSTs): a status line or header field of at most `MAX_FIELD`
 bytes, at most `MAX_HEADERS` fields, a head of at most `max_head` bytes; and at most `max_head` bytes (and
@@ -42,20 +45,48 @@ class ResponseHead:
         return self.headers.get(name.lower(), default)
 
 
-def request_head(target: str, host: str, headers: Iterable[tuple[str, str]]) -> bytes:
-    """`GET target HTTP/1.1` with `Host` and `headers`. A name that is not an RFC 9110 token, or a value
-    or target with CR, LF or NUL, is refused: nothing a caller passes can add a header or a request."""
-    if not _sendable(target) or " " in target:
+def request_head(target: str, host: str, headers: Iterable[tuple[str, str]], method: str = "GET") -> bytes:
+    """`GET target HTTP/1.1` (or `method`) with `Host` and `headers`. A name that is not an RFC 9110 token,
+    or a value or target with CR, LF or NUL, is refused: nothing a caller passes can add a header or a
+    request. A body's `Content-Length` is the caller's to pass. (Every POST of a session writes one: the
+    checks are made on the whole head at once, and each field's only to say which one is refused.)"""
+    if " " in target:
         raise HttpError(f"target {target[:80]!r} cannot be sent")
-    lines = [f"GET {target} HTTP/1.1"]
-    for name, value in [("Host", host), *headers]:
-        if not name or not name.isascii() or not _TOKEN.issuperset(name.encode()) or not _sendable(value):
-            raise HttpError(f"header {name!r} cannot be sent")
-        lines.append(f"{name}: {value}")
+    fields = [("Host", host), *headers]
+    for name, _ in fields:
+        if name not in _SENT_NAMES:
+            if not name or not name.isascii() or not _TOKEN.issuperset(name.encode()):
+                raise HttpError(f"header {name!r} cannot be sent")
+            if len(_SENT_NAMES) < 1024:
+                _SENT_NAMES.add(name)
+    lines = [f"{method} {target} HTTP/1.1", *(f"{name}: {value}" for name, value in fields)]
+    text = "\r\n".join(lines) + "\r\n\r\n"
+    breaks = len(lines) + 1  # one CR LF after each line, and the one that ends the head
+    if text.count("\n") != breaks or text.count("\r") != breaks or "\0" in text or not _method(method):
+        _refuse(target, method, fields)
     try:
-        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+        return text.encode("latin-1")
     except UnicodeEncodeError:
         raise HttpError("a header value is not Latin-1 text and cannot be sent") from None
+
+
+_SENT_NAMES: set[str] = set()  # header names already found to be tokens (a few dozen in practice)
+
+
+def _method(method: str) -> bool:
+    return method.isascii() and method.isupper() and _TOKEN.issuperset(method.encode())
+
+
+def _refuse(target: str, method: str, fields: list[tuple[str, str]]) -> None:
+    """Raise the HttpError that names what of a request head cannot be sent."""
+    if not _sendable(target):
+        raise HttpError(f"target {target[:80]!r} cannot be sent")
+    if not _method(method):
+        raise HttpError(f"method {method[:20]!r} cannot be sent")
+    for name, value in fields:
+        if not _sendable(value):
+            raise HttpError(f"header {name!r} cannot be sent")
+    raise HttpError("the request head cannot be sent")  # unreachable: one of the above is
 
 
 def _sendable(value: str) -> bool:
@@ -70,7 +101,18 @@ class ResponseReader:
     returned, so its events are not lost with it. Bytes after the end are ignored. The head is returned,
     not kept: a stream held for hours keeps only its parser (~0.9 KB)."""
 
-    __slots__ = ("_body", "_fields", "_framing", "_head", "_parser", "done", "error", "max_head")
+    __slots__ = (
+        "_body",
+        "_fields",
+        "_framing",
+        "_head",
+        "_parser",
+        "_until_close",
+        "done",
+        "error",
+        "max_head",
+        "reusable",
+    )
 
     def __init__(self, *, max_head: int = MAX_HEAD) -> None:
         self.max_head = max_head
@@ -80,6 +122,8 @@ class ResponseReader:
         self._fields: list[tuple[bytes, bytes]] | None = []  # None once the head is complete
         self._head: ResponseHead | None = None
         self._body: list[bytes] | None = None  # the body's pieces, during a `feed`
+        self._until_close = False  # the body has neither length nor chunks: it ends with the connection
+        self.reusable = False  # once done: the connection may carry the next request (see the docstring)
         self._parser = httptools.HttpResponseParser(self)
 
     def feed(self, data: bytes) -> tuple[ResponseHead | None, bytes]:
@@ -94,12 +138,24 @@ class ResponseReader:
                 view = memoryview(data)
                 for start in range(0, len(data), SLICE):
                     self._read(view[start : start + SLICE])
-                    if self.done or self.error is not None:
-                        break
+                    if self.error is not None or (self.done and not self.reusable):
+                        break  # (a reusable end reads on: a byte after it makes it not reusable)
         finally:
             self._body = None
         head, self._head = self._head, None
         return head, parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def end(self) -> None:
+        """The connection closed: a body that runs until the close is done (the connection not reusable);
+        any other response that is not done is cut short (`error`)."""
+        if self.done or self.error is not None:
+            return
+        if self._fields is None and self._until_close:
+            self.done = True
+        elif self._fields is None:
+            self.error = HttpError("the connection closed before the end of the body")
+        else:
+            self.error = HttpError("the connection closed before the response head")
 
     def _read(self, piece: bytes | memoryview) -> None:
         self._framing += len(piece)
@@ -140,6 +196,8 @@ class ResponseReader:
                 self._fail("the server switched protocols")
             self._fields = []  # an interim response (103 Early Hints…): the final one follows
             return
+        if sum(len(name) + len(value) + 4 for name, value in fields) > self.max_head:
+            self._fail("response head too large")  # (`_framing` stops a head that never ends sooner)
         headers: dict[str, str] = {}
         for raw_name, raw_value in fields:
             name, value = raw_name.decode("latin-1").lower(), raw_value.decode("latin-1").strip(" \t")
@@ -147,6 +205,8 @@ class ResponseReader:
         coding = headers.get("transfer-encoding")
         if coding is not None and coding.lower() != "chunked":
             self._fail(f"unsupported Transfer-Encoding {coding[:40]!r}")
+        # No length and no chunks: the body runs until the close (204 and 304 have none; llhttp knows).
+        self._until_close = coding is None and "content-length" not in headers and status not in (204, 304)
         self._fields, self._framing = None, 0
         self._head = ResponseHead(status, headers)
 
@@ -155,10 +215,17 @@ class ResponseReader:
             self._framing = 0
             self._body.append(body)
 
+    def on_message_begin(self) -> None:
+        if self.done:  # a byte after the end: nothing was asked for, the connection cannot be trusted
+            self.reusable = False
+            raise _Stop
+
     def on_message_complete(self) -> None:
         if self._fields is None:  # the final response, not an interim one
             self.done = True
-            raise _Stop  # llhttp stops here: what follows on the connection is not ours to parse
+            # llhttp reads on, only to see whether anything follows (`on_message_begin`): nothing of it is
+            # parsed as ours, and an error in it is not this response's (`_read`).
+            self.reusable = self._parser.should_keep_alive() and not self._until_close
 
 
 class _Stop(Exception):

@@ -1,5 +1,6 @@
-"""The HTTP/1.1 reader of the standalone GET streams (pure; llhttp's framing through httptools): heads, the
-three body framings, split anywhere and at every byte, and the framings it refuses, each with its reason."""
+"""The HTTP/1.1 reader of the GET streams and lean POSTs (pure; llhttp's framing through httptools): heads,
+the three body framings, split anywhere and at every byte, and the framings it refuses, each with its
+reason."""
 
 from __future__ import annotations
 
@@ -7,7 +8,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from proxy.wire.http1 import MAX_FIELD, MAX_HEADERS, HttpError, ResponseHead, ResponseReader, request_head
+from proxy.wire.http1 import (
+    MAX_FIELD,
+    MAX_HEADERS,
+    SLICE,
+    HttpError,
+    ResponseHead,
+    ResponseReader,
+    request_head,
+)
 
 SSE_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
 BODY = b"data: 1\n\ndata: 22\n\n"
@@ -173,3 +182,65 @@ def test_the_request_head_and_header_injection() -> None:
         request_head("/mcp", "h\r\nX-Evil: 1", [])
     with pytest.raises(HttpError, match="not Latin-1"):
         request_head("/mcp", "h", [("X-Name", "日本")])
+
+
+def test_a_post_head_names_its_method_and_an_odd_method_is_refused() -> None:
+    head = request_head("/mcp", "h:1", [("Content-Length", "2")], "POST")
+    assert head == b"POST /mcp HTTP/1.1\r\nHost: h:1\r\nContent-Length: 2\r\n\r\n"
+    for method in ("GET /x HTTP/1.1\r\n", "post", "PO ST", ""):
+        with pytest.raises(HttpError, match="cannot be sent"):
+            request_head("/mcp", "h", [], method)
+
+
+# -- what a pooled connection needs: may it carry the next request? ------------------------------------------
+
+SLICE_END = OK + b"Content-Length: 16342\r\n\r\n" + b"y" * 16_342  # ends where a read's first slice does
+assert len(SLICE_END) == SLICE
+
+
+@pytest.mark.parametrize(
+    ("raw", "reusable"),
+    [
+        (OK + b"Content-Length: 2\r\n\r\n{}", True),
+        (CHUNKED, True),
+        (b"HTTP/1.1 204 No Content\r\n\r\n", True),
+        (b"HTTP/1.1 100 Continue\r\n\r\n" + OK + b"Content-Length: 2\r\n\r\n{}", True),
+        (OK + b"Content-Length: 2\r\n\r\n{}\r\n", True),  # a stray CRLF between messages is skipped
+        (OK + b"Content-Length: 2\r\nConnection: close\r\n\r\n{}", False),
+        (b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\n{}", False),  # HTTP/1.0 without keep-alive
+        (OK + b"Content-Length: 2\r\n\r\n{}HTTP/1.1 200 OK\r\n", False),  # a byte after the end
+        (SLICE_END + b"x", False),  # …also when it comes in a later slice of one long read
+    ],
+)
+def test_a_response_says_whether_its_connection_may_be_reused(raw: bytes, reusable: bool) -> None:
+    reader = ResponseReader()
+    _, body = reader.feed(raw)
+    assert (reader.done, reader.reusable, reader.error) == (True, reusable, None)
+    assert body in (b"", b"{}", BODY, b"y" * 16_342)
+
+
+def test_the_close_ends_an_until_close_body_and_cuts_any_other_short() -> None:
+    until_close = ResponseReader()
+    assert until_close.feed(OK + b"\r\nabc")[1] == b"abc"
+    assert not until_close.done
+    until_close.end()
+    assert (until_close.done, until_close.reusable, until_close.error) == (True, False, None)
+    for raw, why in [
+        (OK + b"Content-Length: 9\r\n\r\nabc", "the connection closed before the end of the body"),
+        (SSE_HEAD + b"3\r\nabc\r\n", "the connection closed before the end of the body"),
+        (OK + b"Content-Le", "the connection closed before the response head"),
+    ]:
+        reader = ResponseReader()
+        reader.feed(raw)
+        reader.end()
+        assert (reader.done, str(reader.error)) == (False, why)
+
+
+def test_a_head_over_the_limit_is_refused_even_when_it_completes_in_the_same_read() -> None:
+    """The head's size is counted field by field, not only between reads: 64 KiB and one byte is refused."""
+    filler = b"X-F: " + b"x" * 5000 + b"\r\n"
+    raw = OK + filler * 14 + b"Content-Length: 0\r\n\r\n"  # 70 KiB, ending inside one read's last slice
+    reader = ResponseReader()
+    reader.feed(raw)
+    assert str(reader.error) == "response head too large"
+    assert ResponseReader(max_head=80_000).feed(raw)[0] is not None

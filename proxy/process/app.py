@@ -144,6 +144,7 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
     config = app[CONFIG]
     http = aiohttp.ClientSession(
         connector=aiohttp.TCPConnector(limit=0, limit_per_host=0),
+        cookie_jar=aiohttp.DummyCookieJar(),  # shared by every user: an upstream's cookie goes to no one
         timeout=aiohttp.ClientTimeout(
             total=None, sock_connect=max(u.timeouts.connect_s for u in config.upstreams)
         ),

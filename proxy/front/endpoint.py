@@ -141,8 +141,8 @@ class Endpoint:
         span.finish(line, first_round=link.first_span)
 
     async def _handle(self, request: web.Request, line: dict[str, Any], link: CallLink) -> web.StreamResponse:
-        upstream = request.match_info.get("upstream") or self._by_host.get(
-            _host_name(request.host), self._default
+        upstream = request.match_info.get("upstream") or (
+            self._by_host.get(_host_name(request.host), self._default) if self._by_host else self._default
         )
         route = self._routes.get(upstream or "")
         up = self._upstreams.get(upstream or "")
@@ -251,11 +251,10 @@ class Endpoint:
 async def read_body(request: web.Request, limit: int) -> bytes:
     """The whole body, or a 413 refusal as soon as it is known to exceed `limit` bytes. (A single
     `content.read(n)` returns whatever has arrived so far, which for a large body is only part of it.)"""
-    too_large = Refusal(413, ErrorObject(jsonrpc.INVALID_REQUEST, "Request body too large"))
     length = request.content_length
     if length is not None:
         if length > limit:
-            raise too_large
+            raise _too_large()
         try:  # one read (the parser stops at Content-Length), not an async iteration over chunks
             return await request.content.readexactly(length)
         except asyncio.IncompleteReadError as short:  # the client stopped early: what came, as before
@@ -264,8 +263,12 @@ async def read_body(request: web.Request, limit: int) -> bytes:
     async for chunk in request.content.iter_chunked(64 * 1024):
         body += chunk
         if len(body) > limit:
-            raise too_large
+            raise _too_large()
     return bytes(body)
+
+
+def _too_large() -> Refusal:  # made when refused, not for every request read
+    return Refusal(413, ErrorObject(jsonrpc.INVALID_REQUEST, "Request body too large"))
 
 
 def _host_name(host: str | None) -> str:

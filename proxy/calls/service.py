@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import secrets
 from collections.abc import Mapping
 from typing import Any
 
 from proxy.calls.drain import Draining
 from proxy.calls.driver import log
 from proxy.calls.gathering import tool_of
+from proxy.calls.ids import call_id
 from proxy.calls.outcomes import (
     CallRequest,
     Failed,
@@ -87,7 +87,7 @@ class CallService(Takeover, Draining):
                 challenge=exc if isinstance(exc, UpstreamAuthChallenge) else None,
             )
         call = LiveCall(
-            id=secrets.token_urlsafe(12),
+            id=call_id(),
             upstream=req.upstream,
             method=req.method,
             principal=req.principal,

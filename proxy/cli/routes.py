@@ -55,7 +55,7 @@ async def probe(config: Config) -> tuple[list[str], bool]:
     policy applied (token rules shown, not applied), and every clash of tools, prompts, resources and
     templates named. False when an upstream of a route could not be listed."""
     names = sorted({m.upstream for r in config.routes for m in r.upstreams})
-    async with aiohttp.ClientSession() as http:
+    async with aiohttp.ClientSession(cookie_jar=aiohttp.DummyCookieJar()) as http:  # as the proxy's
         listed = await asyncio.gather(*(_lists(http, config.upstream(name)) for name in names))
     lists = dict(zip(names, listed, strict=True))
     lines, ok = [], True

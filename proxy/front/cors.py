@@ -102,9 +102,10 @@ class Cors:
         record_request(request.app, line)
         return response
 
-    async def on_prepare(self, request: web.Request, response: web.StreamResponse) -> None:
-        """`on_response_prepare`: the CORS headers of every answer on an MCP route, and for a request with
-        an Origin that is not allowed, no `Access-Control-*` header at all (whoever set one)."""
+    def on_prepare(self, request: web.Request, response: web.StreamResponse) -> None:
+        """At `on_response_prepare` (process/app.py): the CORS headers of every answer on an MCP route, and
+        for a request with an Origin that is not allowed, no `Access-Control-*` header at all (whoever set
+        one)."""
         if not is_mcp_path(request.path) or "Origin" not in request.headers:
             return
         _vary_origin(response)

@@ -12,13 +12,14 @@ the upstream, checks the Origin, reads and parses the body, and hands the reques
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import time
 from collections.abc import Mapping
 from typing import Any
 
 import structlog
 from aiohttp import web
-from structlog.contextvars import bind_contextvars, reset_contextvars
+from structlog.contextvars import bind_contextvars
 
 from proxy.calls.outcomes import CallLink
 from proxy.config import FrontConfig, UpstreamConfig
@@ -49,6 +50,9 @@ NO_SESSION = (
     "Missing Mcp-Session-Id: a legacy client starts with initialize (a 2026-07-28 client sends "
     f"params._meta[{mcp.META_PROTOCOL_VERSION!r}] with every request)"
 )
+# The context variable structlog binds `request_id` in (`bind_contextvars` makes it once and keeps it), set
+# and reset directly: its bind/reset build a dict and a name per request. Taken from a bind's token.
+_REQUEST_ID = contextvars.Context().run(bind_contextvars, request_id=None)["request_id"].var
 # The principal, the headers for upstream (validate mode), what the validated token grants (validate mode).
 Identity = tuple[str, tuple[tuple[str, str], ...] | None, Grant | None]
 
@@ -88,8 +92,8 @@ class Endpoint:
         line: dict[str, Any] = {"request_id": rid, "http_method": request.method, "path": request.path}
         try:
             # Every log line, and every upstream HTTP request, made while handling it carries the request id.
-            # (bind/reset rather than structlog's bound_contextvars, which reads every context variable.)
-            bound = bind_contextvars(request_id=rid)
+            # (as structlog's bind_contextvars(request_id=rid) and its reset; see _REQUEST_ID)
+            bound = _REQUEST_ID.set(rid)
             try:
                 with propagating({REQUEST_ID_HEADER: rid, **span.headers}):
                     response = await self._handle(request, line, link)
@@ -101,7 +105,7 @@ class Endpoint:
                 line.setdefault("outcome", f"unauthorized:{refused.status}")
                 response = refused.response(line.get("id"))
             finally:
-                reset_contextvars(**bound)
+                _REQUEST_ID.reset(bound)
         except web.HTTPException as exc:  # aiohttp answers with it (404: no such upstream)
             exc.headers[REQUEST_ID_HEADER] = rid
             span.finish({**_joined(line, link), "status": exc.status}, first_round=link.first_span)
@@ -141,8 +145,8 @@ class Endpoint:
         span.finish(line, first_round=link.first_span)
 
     async def _handle(self, request: web.Request, line: dict[str, Any], link: CallLink) -> web.StreamResponse:
-        upstream = request.match_info.get("upstream") or self._by_host.get(
-            _host_name(request.host), self._default
+        upstream = request.match_info.get("upstream") or (
+            self._by_host.get(_host_name(request.host), self._default) if self._by_host else self._default
         )
         route = self._routes.get(upstream or "")
         up = self._upstreams.get(upstream or "")
@@ -251,11 +255,10 @@ class Endpoint:
 async def read_body(request: web.Request, limit: int) -> bytes:
     """The whole body, or a 413 refusal as soon as it is known to exceed `limit` bytes. (A single
     `content.read(n)` returns whatever has arrived so far, which for a large body is only part of it.)"""
-    too_large = Refusal(413, ErrorObject(jsonrpc.INVALID_REQUEST, "Request body too large"))
     length = request.content_length
     if length is not None:
         if length > limit:
-            raise too_large
+            raise _too_large()
         try:  # one read (the parser stops at Content-Length), not an async iteration over chunks
             return await request.content.readexactly(length)
         except asyncio.IncompleteReadError as short:  # the client stopped early: what came, as before
@@ -264,8 +267,12 @@ async def read_body(request: web.Request, limit: int) -> bytes:
     async for chunk in request.content.iter_chunked(64 * 1024):
         body += chunk
         if len(body) > limit:
-            raise too_large
+            raise _too_large()
     return bytes(body)
+
+
+def _too_large() -> Refusal:  # made when refused, not for every request read
+    return Refusal(413, ErrorObject(jsonrpc.INVALID_REQUEST, "Request body too large"))
 
 
 def _host_name(host: str | None) -> str:

@@ -89,7 +89,9 @@ class Peers:
 
     def _client(self) -> aiohttp.ClientSession:
         if self._http is None:  # a fresh connection per forward: see the module docstring
-            self._http = aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True, limit=0))
+            self._http = aiohttp.ClientSession(  # forwards every user's retries: no cookie jar
+                connector=aiohttp.TCPConnector(force_close=True, limit=0), cookie_jar=aiohttp.DummyCookieJar()
+            )
         return self._http
 
     def ring(self) -> KeyRing:

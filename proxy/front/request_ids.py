@@ -32,9 +32,10 @@ def request_id(headers: Mapping[str, str]) -> str:
     return _made.randbytes(16).hex()
 
 
-async def echo_request_id(_: web.Request, response: web.StreamResponse) -> None:
-    """`on_response_prepare`: a response prepared while its request is handled (an SSE stream, a relayed
-    answer) gets the request id here; one returned to aiohttp unprepared gets it from the front."""
+def echo_request_id(_: web.Request, response: web.StreamResponse) -> None:
+    """At `on_response_prepare` (process/app.py): a response prepared while its request is handled (an SSE
+    stream, a relayed answer) gets the request id here; one returned to aiohttp unprepared gets it from
+    the front."""
     rid = propagated().get(REQUEST_ID_HEADER)
     if rid is not None:
         response.headers[REQUEST_ID_HEADER] = rid

@@ -62,7 +62,9 @@ async def probe(options: Options) -> Findings:
 @contextlib.asynccontextmanager
 async def _http(options: Options) -> AsyncIterator[aiohttp.ClientSession]:
     timeout = aiohttp.ClientTimeout(total=None, connect=options.step_s, sock_connect=options.step_s)
-    async with aiohttp.ClientSession(timeout=timeout, auto_decompress=True) as http:
+    # No cookie jar, as the proxy has none: what the probe finds works must work through the proxy.
+    jar = aiohttp.DummyCookieJar()
+    async with aiohttp.ClientSession(timeout=timeout, auto_decompress=True, cookie_jar=jar) as http:
         yield http
 
 

@@ -115,8 +115,13 @@ def create_app(
         drain_grace_s=config.calls.drain_grace_s,
     )
     app[TRACING] = tracing if tracing is not None else setup_tracing(config.tracing)
-    app.on_response_prepare.append(echo_request_id)
-    app.on_response_prepare.append(cors.on_prepare)
+
+    async def on_prepare(request: web.Request, response: web.StreamResponse) -> None:
+        # One receiver for both: aiohttp awaits each receiver, a coroutine per receiver per answer.
+        echo_request_id(request, response)
+        cors.on_prepare(request, response)
+
+    app.on_response_prepare.append(on_prepare)
     app.on_cleanup.append(_stop_tracing)
     app.cleanup_ctx.append(_upstreams)
     app.cleanup_ctx.append(_housekeeping)
@@ -145,6 +150,7 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
     config = app[CONFIG]
     http = aiohttp.ClientSession(
         connector=aiohttp.TCPConnector(limit=0, limit_per_host=0),
+        cookie_jar=aiohttp.DummyCookieJar(),  # shared by every user: an upstream's cookie goes to no one
         timeout=aiohttp.ClientTimeout(
             total=None, sock_connect=max(u.timeouts.connect_s for u in config.upstreams)
         ),

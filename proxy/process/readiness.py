@@ -59,7 +59,9 @@ async def peer_key_checks(app: web.Application) -> AsyncIterator[None]:
         yield
         return
     async with (
-        aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True)) as http,
+        aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(force_close=True), cookie_jar=aiohttp.DummyCookieJar()
+        ) as http,
         every(
             app[CONFIG].replica.peer_check_s,
             lambda: check.check(http, app[CODEC].ring),

@@ -57,12 +57,16 @@ def _why(exc: BaseException) -> str:
 def tls_sessions(
     contexts: Mapping[str, ssl.SSLContext | None], timeout: aiohttp.ClientTimeout
 ) -> dict[str, aiohttp.ClientSession]:
-    """An HTTP client of its own for each upstream with an SSL context (the others share the proxy's)."""
+    """An HTTP client of its own for each upstream with an SSL context (the others share the proxy's).
+    No cookie jar: the client is shared by every user's sessions and calls to that upstream, so a cookie
+    the upstream set in answer to one user's request would go out on the next user's."""
     clients = {}
     for name, ctx in contexts.items():
         if ctx is not None:
             connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, ssl=ctx)
-            clients[name] = aiohttp.ClientSession(connector=connector, timeout=timeout)
+            clients[name] = aiohttp.ClientSession(
+                connector=connector, timeout=timeout, cookie_jar=aiohttp.DummyCookieJar()
+            )
             _CONTEXTS[clients[name]] = ctx
     return clients
 

@@ -212,7 +212,7 @@ async def test_a_401_challenge_is_readable_by_an_allowed_origin(
 
 async def _prepared(path: str, headers: dict[str, str], response_headers: dict[str, str]) -> Any:
     response = web.Response(status=200, headers=response_headers)
-    await Cors((APP,)).on_prepare(make_mocked_request("POST", path, headers=headers), response)
+    Cors((APP,)).on_prepare(make_mocked_request("POST", path, headers=headers), response)
     return response.headers
 
 

@@ -368,8 +368,8 @@ class ModernFront:
     ) -> PoolKey:
         """Sessions per capability set, forwarded headers (validate mode: the gate's) and principal."""
         if forwarded is None:
-            names = self._upstreams[upstream].forward_headers
-            forwarded = tuple((n, request.headers[n]) for n in names if n in request.headers)
+            headers, names = request.headers, self._upstreams[upstream].forward_headers
+            forwarded = tuple([(n, headers[n]) for n in names if n in headers])
         return PoolKey(req.capabilities, forwarded, principal)
 
     def _challenged(

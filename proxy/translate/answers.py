@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import date, datetime
 from typing import Any
 from urllib.parse import urlsplit
@@ -89,15 +89,27 @@ _PLAIN_FORM = frozenset({"type", "properties", "required", "title", "description
 _PLAIN_FIELD = frozenset({"type", "title", "description", "default"})
 
 
+def _string(value: object) -> bool:
+    return type(value) is str
+
+
+def _boolean(value: object) -> bool:
+    return type(value) is bool
+
+
 def _integer(value: object) -> bool:  # Draft 2020-12: 3.0 is an integer; True is not
     return (type(value) is int) or (type(value) is float and value.is_integer())
 
 
-_PLAIN_TYPES = {
-    "string": lambda value: type(value) is str,
-    "boolean": lambda value: type(value) is bool,
+def _number(value: object) -> bool:
+    return type(value) is int or type(value) is float
+
+
+_PLAIN_TYPES: dict[str, Callable[[object], bool]] = {
+    "string": _string,
+    "boolean": _boolean,
     "integer": _integer,
-    "number": lambda value: type(value) is int or type(value) is float,
+    "number": _number,
 }
 
 

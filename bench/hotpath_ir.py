@@ -9,9 +9,16 @@ calls (16 modern clients, the echo tool), and dumps the counters: their total ÷
 runs the proxy ~50 times slower, so the clients wait on it alone; instructions are not time (a syscall counts
 as the few instructions that make it), so this ranks changes to the proxy's own code, it does not replace
 the CPU figures of ``make bench``. With ``--relay`` the upstream is the minimal 2026-07-28 server
-(bench/minimal_modern.py) instead, so the path measured is the native relay (issue 28, section 6)::
+(bench/minimal_modern.py) instead, so the path measured is the native relay (issue 28, section 6).
 
-    python bench/hotpath_ir.py --before /tmp/main-src --calls 600 [--relay]
+With ``--mrtr`` the figure is per MRTR round trip instead (issue 31): the minimal server's ``ask`` tool, each
+client answering the ``input_required`` at once with its ``inputResponses`` and the ``requestState``. It is
+counted in two parts, each in dumps of its own: the *first* exchange (start the call upstream, see it ask,
+park it, seal the handle, answer ``input_required``) for a batch of calls, then the *second* exchange of the
+same batch (unseal, look up, deliver the answer upstream, drive on to the final result), batch after batch
+(16 calls each, 16 clients at once). Their sum is the round trip::
+
+    python bench/hotpath_ir.py --before /tmp/main-src --calls 600 [--relay | --mrtr]
 """
 
 from __future__ import annotations
@@ -25,10 +32,11 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 
-from clients import Modern
+from clients import ANSWER, BenchError, Modern
 from hotpath import proxy
 from pieces import legacy_server, modern_server
 from plan import say
@@ -47,6 +55,39 @@ async def _calls(url: str, n: int, concurrency: int = 16) -> None:
                 await asyncio.wait_for(client.call("echo", {"text": "hello"}), 60)
 
         await asyncio.gather(*(worker() for _ in range(concurrency)))
+
+
+async def _firsts(clients: list[Modern]) -> list[dict[str, object]]:
+    """Each client's first exchange of an `ask` call: its `input_required`."""
+
+    async def one(client: Modern) -> dict[str, object]:
+        first = await asyncio.wait_for(client.request_call("ask", {"arguments": {}}), 60)
+        if first.get("resultType") != "input_required":
+            raise BenchError(f"expected input_required: {first}")
+        return first
+
+    return list(await asyncio.gather(*(one(c) for c in clients)))
+
+
+async def _seconds(clients: list[Modern], firsts: list[dict[str, object]]) -> None:
+    """Each client's retry with its answer and the handle: the final result."""
+
+    async def one(client: Modern, first: dict[str, Any]) -> None:
+        responses = {key: ANSWER for key in first["inputRequests"]}
+        params = {"arguments": {}, "inputResponses": responses, "requestState": first["requestState"]}
+        final = await asyncio.wait_for(client.request_call("ask", params), 60)
+        if final.get("resultType") != "complete":
+            raise BenchError(f"expected a complete result: {final}")
+
+    await asyncio.gather(*(one(c, f) for c, f in zip(clients, firsts, strict=True)))
+
+
+async def _round_trips(url: str, n: int, concurrency: int = 16) -> None:
+    async with aiohttp.ClientSession() as http:
+        clients = [Modern(http, url) for _ in range(concurrency)]
+        for start in range(0, n, concurrency):
+            batch = clients[: min(concurrency, n - start)]
+            await _seconds(batch, await _firsts(batch))
 
 
 async def _control(pid: int, flag: str) -> None:
@@ -79,6 +120,49 @@ async def _measure(label: str, url: str, pid: int, out: Path, calls: int) -> flo
     return per_call
 
 
+async def _measure_mrtr(
+    label: str, url: str, pid: int, out: Path, calls: int, *, keep: Path | None = None
+) -> float:
+    """Instructions per MRTR round trip, counted per exchange: each batch's first exchanges, then its
+    second ones, each between a zeroing of the counters and a dump (with `keep`, each dump is copied there
+    as ``<phase>-<batch>.<thread>``, for callgrind_annotate)."""
+    await _round_trips(url, 64)  # warm-up: the pool grows; gathering learns that `ask` sends lone requests
+    totals = {"first": 0, "second": 0}
+    async with aiohttp.ClientSession() as http:
+        clients = [Modern(http, url) for _ in range(16)]
+        for start in range(0, calls, len(clients)):
+            batch = clients[: min(len(clients), calls - start)]
+            await _control(pid, "-z")
+            firsts = await _firsts(batch)
+            totals["first"] += await _dump(pid, out, keep, f"{label}-first-{start // len(clients)}")
+            await _control(pid, "-z")
+            await _seconds(batch, firsts)
+            totals["second"] += await _dump(pid, out, keep, f"{label}-second-{start // len(clients)}")
+    first, second = totals["first"] / calls, totals["second"] / calls
+    say(
+        f"{label}: {first + second:,.0f} instructions per MRTR round trip ({calls} round trips): "
+        f"first exchange {first:,.0f}, second {second:,.0f}"
+    )
+    return first + second
+
+
+async def _dump(pid: int, out: Path, keep: Path | None, name: str) -> int:
+    """The counters since the last zeroing, dumped once the proxy has had a moment to finish its work."""
+    await asyncio.sleep(0.3)  # what the proxy does after the reply (releasing the session …) counts here
+    await asyncio.to_thread(_remove_dumps, out)
+    await _control(pid, "-d")
+    await asyncio.sleep(0.3)
+    if keep is not None:
+        await asyncio.to_thread(_keep, out, keep, name)
+    return await asyncio.to_thread(_dumped, out)
+
+
+def _keep(out: Path, keep: Path, name: str) -> None:
+    keep.mkdir(parents=True, exist_ok=True)
+    for n, dump in enumerate(sorted(out.glob("callgrind.out.*"))):
+        shutil.copy(dump, keep / f"{name}.{n}")
+
+
 async def main(args: argparse.Namespace) -> None:
     if shutil.which("valgrind") is None:
         sys.exit("valgrind is not installed")
@@ -100,9 +184,13 @@ async def main(args: argparse.Namespace) -> None:
                         "--dump-instr=no",
                     ]
                     async with proxy(up.url, tmp, f"{label}{rep}", source, wrap=wrap, ready_timeout=240) as p:
-                        per_call = await _measure(label, p.url, p.pid, out, args.calls)
+                        if args.mrtr:
+                            keep = args.keep
+                            per_call = await _measure_mrtr(label, p.url, p.pid, out, args.calls, keep=keep)
+                        else:
+                            per_call = await _measure(label, p.url, p.pid, out, args.calls)
                     results.setdefault(label, []).append(per_call)
-                    if args.keep is not None:  # the dumps, for callgrind_annotate
+                    if args.keep is not None and not args.mrtr:  # the dumps, for callgrind_annotate
                         args.keep.mkdir(parents=True, exist_ok=True)
                         for dump in out.glob("callgrind.out.*"):
                             shutil.copy(dump, args.keep / f"{dump.name}.{label}.{rep}")
@@ -118,4 +206,5 @@ if __name__ == "__main__":
     parser.add_argument("--reps", type=int, default=1)
     parser.add_argument("--keep", type=Path, help="copy the callgrind dumps here")
     parser.add_argument("--relay", action="store_true", help="the native relay: a 2026-07-28 upstream")
+    parser.add_argument("--mrtr", action="store_true", help="per MRTR round trip: the minimal server's ask")
     asyncio.run(main(parser.parse_args()))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import date, datetime
 from typing import Any
 from urllib.parse import urlsplit
@@ -78,7 +78,67 @@ def elicitation_problem(response: Mapping[str, Any], params: Mapping[str, Any] |
     schema = (params or {}).get("requestedSchema")
     if (params or {}).get("mode", "form") != "form" or not isinstance(schema, dict):
         return None
+    if plainly_valid(schema, content or {}):
+        return None
     return schema_problem(schema, content or {})
+
+
+# A form of plain fields: what most tools ask (FastMCP's pydantic models, a name or a yes/no), checked here
+# without the JSON Schema machinery (~1 µs instead of ~20: the key's JSON text, the validator's descent).
+_PLAIN_FORM = frozenset({"type", "properties", "required", "title", "description"})
+_PLAIN_FIELD = frozenset({"type", "title", "description", "default"})
+
+
+def _string(value: object) -> bool:
+    return type(value) is str
+
+
+def _boolean(value: object) -> bool:
+    return type(value) is bool
+
+
+def _integer(value: object) -> bool:  # Draft 2020-12: 3.0 is an integer; True is not
+    return (type(value) is int) or (type(value) is float and value.is_integer())
+
+
+def _number(value: object) -> bool:
+    return type(value) is int or type(value) is float
+
+
+_PLAIN_TYPES: dict[str, Callable[[object], bool]] = {
+    "string": _string,
+    "boolean": _boolean,
+    "integer": _integer,
+    "number": _number,
+}
+
+
+def plainly_valid(schema: dict[str, Any], content: Mapping[str, Any]) -> bool:
+    """True when `schema` is a form of plain fields (an object whose properties each have only a type
+    among string, boolean, integer, number, and a title, description or default) and `content` fills it:
+    every required field there, every field of its type. Then the full check finds nothing either. False
+    says nothing: anything else (another keyword, a field of the wrong type) is for `schema_problem`,
+    which names the problem (or finds the schema is not valid JSON Schema and checks nothing)."""
+    properties, required = schema.get("properties", {}), schema.get("required", ())
+    if (
+        schema.get("type") != "object"
+        or not schema.keys() <= _PLAIN_FORM
+        or type(properties) is not dict
+        or type(required) not in (list, tuple)
+        or type(content) is not dict
+    ):
+        return False
+    for name in required:
+        if type(name) is not str or name not in content:
+            return False
+    for name, field in properties.items():
+        if type(field) is not dict or not field.keys() <= _PLAIN_FIELD:
+            return False
+        kind = field.get("type")
+        is_type = _PLAIN_TYPES.get(kind) if type(kind) is str else None
+        if is_type is None or (name in content and not is_type(content[name])):
+            return False
+    return True
 
 
 def schema_problem(schema: dict[str, Any], content: Any) -> str | None:

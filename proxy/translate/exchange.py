@@ -8,7 +8,7 @@ an input request for the client (and under which key), or is answered on the spo
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from proxy.translate.capabilities import ClientCapabilities
@@ -52,7 +52,8 @@ class PendingInput:
         held = self.held
         if isinstance(held, str):
             return self
-        return replace(self, held=jsonrpc.dump_bytes(held).decode("ascii"))
+        # The constructor, not dataclasses.replace (which looks the fields up again on every call).
+        return PendingInput(self.key, self.legacy_id, self.method, jsonrpc.dump_bytes(held).decode("ascii"))
 
     def as_input_request(self) -> dict[str, Any]:
         return {"method": self.method, "params": self.params}

@@ -173,6 +173,15 @@ def test_principal_digest() -> None:
     assert principal_digest("Bearer ключ") != principal_digest("Bearer \ud800")  # never raises
 
 
+def test_target_digest_is_spelled_as_every_replica_spells_it() -> None:
+    """The digest sealed into a handle by one replica is checked by whichever replica gets the retry: its
+    canonical JSON never changes (these values were taken before the encoder was made once per process)."""
+    args = {"z": [1, 2.5, 1e16, None, True], "é": "ü\u2028\n", "a": {"b": -3}}
+    assert target_digest("tools/call", {"name": "deploy", "arguments": args}) == "BlC1ErkS6HzsflI0Pm4OOX"
+    assert target_digest("resources/read", {"uri": "file:///x"}) == "JkvG87yMhJOtE3F5lWM6G_"
+    assert target_digest("prompts/get", {"name": "p"}) == "EQoe0qPHXQpdgxtfSFGKe3"
+
+
 def test_target_digest_canonical() -> None:
     a = target_digest("tools/call", {"name": "t", "arguments": {"x": 1, "y": [1, {"b": 2, "a": "é"}]}})
     b = target_digest(

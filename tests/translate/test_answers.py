@@ -9,7 +9,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from proxy.translate.answers import elicitation_problem, roots_problem, sampling_problem, schema_problem
+from proxy.translate.answers import (
+    elicitation_problem,
+    plainly_valid,
+    roots_problem,
+    sampling_problem,
+    schema_problem,
+)
 
 # Every property kind the 2025-11-25 / 2026-07-28 elicitation spec allows in a form's requestedSchema.
 SCHEMA: dict[str, Any] = {
@@ -218,3 +224,69 @@ def test_a_schema_too_deep_for_jsonschema_is_not_checked_rather_than_a_recursion
     }
     assert elicitation_problem({"action": "accept", "content": {"a": content}}, params) is None
     assert elicitation_problem({"action": "accept", "content": {"a": 3}}, params) is None
+
+
+# A form of plain fields (what FastMCP's pydantic models ask) is checked without jsonschema when the answer
+# fills it; whatever the shortcut says, the answer is the full check's.
+PLAIN: dict[str, Any] = {
+    "type": "object",
+    "title": "Person",
+    "properties": {
+        "name": {"type": "string", "title": "Name"},
+        "age": {"type": "integer", "description": "years", "default": 1},
+        "score": {"type": "number"},
+        "ok": {"type": "boolean"},
+    },
+    "required": ["name"],
+}
+PLAIN_VALUES = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=3), st.just([])
+)
+
+
+def test_a_plain_form_filled_in_passes_without_the_schema_machinery() -> None:
+
+    content = {"name": "Ann", "age": 3.0, "score": 2, "ok": False, "extra": [1]}
+    assert plainly_valid(PLAIN, content)
+    assert schema_problem(PLAIN, content) is None
+    assert elicitation_problem(accept(content), {"requestedSchema": PLAIN}) is None
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        ({"age": 3}, "content.name: 'name' is a required property"),
+        ({"name": "Ann", "age": True}, "content.age: True is not of type 'integer'"),
+        ({"name": "Ann", "score": "1"}, "content.score: '1' is not of type 'number'"),
+        ({"name": 1}, "content.name: 1 is not of type 'string'"),
+    ],
+)
+def test_a_plain_form_filled_in_wrongly_gets_the_full_checks_words(
+    content: dict[str, Any], problem: str
+) -> None:
+
+    assert not plainly_valid(PLAIN, content)
+    assert elicitation_problem(accept(content), {"requestedSchema": PLAIN}) == problem
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {**PLAIN, "additionalProperties": False},  # another keyword on the form
+        {**PLAIN, "properties": {"name": {"type": "string", "minLength": 9}}},  # another keyword on a field
+        {**PLAIN, "properties": {"name": {"type": ["string", "null"]}}},  # a type that is not one name
+        {**PLAIN, "type": "array"},
+    ],
+)
+def test_anything_beyond_plain_fields_goes_to_the_full_check(schema: dict[str, Any]) -> None:
+
+    assert not plainly_valid(schema, {"name": "Ann"})
+
+
+@given(st.dictionaries(st.sampled_from(["name", "age", "score", "ok", "x"]), PLAIN_VALUES))
+def test_property_the_shortcut_never_passes_what_the_full_check_refuses(content: dict[str, Any]) -> None:
+
+    if plainly_valid(PLAIN, content):
+        assert schema_problem(PLAIN, content) is None
+    full = schema_problem(PLAIN, content)
+    assert elicitation_problem(accept(content), {"requestedSchema": PLAIN}) == full

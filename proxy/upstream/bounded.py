@@ -21,9 +21,12 @@ class MessageTooLarge(UpstreamError):
         self.limit = limit
 
 
+TOO_LARGE = "upstream sent a message larger than"  # how every such reason begins, whatever the transport
+
+
 def too_large(limit: int) -> str:
     """The reason a request fails with (said to the client as it is: calls/wording.py)."""
-    return f"upstream sent a message larger than {limit} bytes (upstreams[].max_message_bytes)"
+    return f"{TOO_LARGE} {limit} bytes (upstreams[].max_message_bytes)"
 
 
 async def read_body(resp: aiohttp.ClientResponse, limit: int) -> bytes:
@@ -53,4 +56,4 @@ def _as_announced(resp: aiohttp.ClientResponse) -> bool:
     return "Content-Encoding" not in headers and "Transfer-Encoding" not in headers
 
 
-__all__ = ["MessageTooLarge", "read_body", "too_large"]
+__all__ = ["TOO_LARGE", "MessageTooLarge", "read_body", "too_large"]

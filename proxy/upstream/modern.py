@@ -122,7 +122,7 @@ async def _answer(
         return await _read_stream(resp, msg, on_note, limit)
     body = await read_body(resp, limit)
     try:
-        answer = jsonrpc.decode(body) if body.strip() else None
+        answer = jsonrpc.decode(body, keep=True) if body.strip() else None  # a result keeps its bytes
     except jsonrpc.InvalidMessage:
         answer = None
     if not modern_answer(resp.status, answer, msg.id):

@@ -126,19 +126,11 @@ def check_modern(req: Request, headers: Mapping[str, str], *, limits: InputLimit
     level = meta.get(mcp.META_LOG_LEVEL)
     if level is not None and (problem := log_level_problem(level)) is not None:
         raise Refusal(200, ErrorObject(jsonrpc.INVALID_PARAMS, problem))
-    info = meta.get(mcp.META_CLIENT_INFO)
-    upstream_meta = {k: v for k, v in meta.items() if not k.startswith("io.modelcontextprotocol/")}
-    # `task` on tools/call is the 2025-11-25 tasks opt-in, removed in SEP-2663: ignored, never sent upstream
-    # (a legacy server could act on it).
-    dropped = ("_meta", "requestState", "inputResponses", *(("task",) if req.method == "tools/call" else ()))
-    upstream_params = {k: v for k, v in req.params.items() if k not in dropped}
-    if upstream_meta:
-        upstream_params["_meta"] = upstream_meta
     return ModernRequest(
         request=req,
-        upstream_params=upstream_params,
+        upstream_params=None,  # derived if read: the native relay never does (translate/request.py)
         capabilities=ClientCapabilities.from_declared(meta.get(mcp.META_CLIENT_CAPABILITIES)),
-        client_info=info if isinstance(info, dict) else {},
+        client_info=None,
         request_state=state,
         input_responses=responses,
         log_level=level,

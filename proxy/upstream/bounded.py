@@ -9,6 +9,7 @@ never notice.
 from __future__ import annotations
 
 import aiohttp
+from aiohttp import hdrs
 
 from proxy.upstream.base import UpstreamError
 
@@ -53,7 +54,7 @@ def _as_announced(resp: aiohttp.ClientResponse) -> bool:
     """Whether the body is as long as its Content-Length says: not compressed (aiohttp inflates it, a few KB
     can become gigabytes) and not chunked (then Content-Length is not what frames it)."""
     headers = resp.headers
-    return "Content-Encoding" not in headers and "Transfer-Encoding" not in headers
+    return hdrs.CONTENT_ENCODING not in headers and hdrs.TRANSFER_ENCODING not in headers  # istr: no conversion
 
 
 __all__ = ["TOO_LARGE", "MessageTooLarge", "read_body", "too_large"]

@@ -39,6 +39,7 @@ _SENTINEL = ("=?base64?", "?=")
 _VERSION = istr("MCP-Protocol-Version")
 _METHOD = istr("Mcp-Method")
 _NAME = istr("Mcp-Name")
+_SENT_AS = {hdrs.ACCEPT: ACCEPT, hdrs.CONTENT_TYPE: "application/json", _VERSION: mcp.MODERN_VERSION}
 
 Notify = Callable[[jsonrpc.Notification], Awaitable[None]]
 # The errors only a 2026-07-28 server answers with: HeaderMismatch, MissingRequiredClientCapability,
@@ -58,7 +59,7 @@ class ModernTarget:
     """Where one upstream's 2026-07-28 requests go, and what every one of them carries."""
 
     url: str
-    headers: Mapping[str, str] = field(default_factory=dict)  # the upstream's static ones + forwarded ones
+    headers: Mapping[str, str] = field(default_factory=dict)  # the upstream's static ones (+ forwarded ones)
     timeout: float | None = (
         300.0  # the whole answer, the SSE stream's end included (None: subscriptions/listen)
     )
@@ -71,9 +72,7 @@ class ModernTarget:
 
     def __post_init__(self) -> None:
         base: CIMultiDict[str] = CIMultiDict({istr(name): value for name, value in self.headers.items()})
-        base[hdrs.ACCEPT] = ACCEPT
-        base[hdrs.CONTENT_TYPE] = "application/json"
-        base[_VERSION] = mcp.MODERN_VERSION
+        base.update(_SENT_AS)
         object.__setattr__(self, "endpoint", URL(self.url))
         object.__setattr__(self, "base_headers", base)
 
@@ -125,14 +124,15 @@ async def post(
     Raises UpstreamAuthChallenge (401/403), NotModern (a legacy server's answer), UpstreamError (the
     upstream could not be reached, or answered nothing usable), TimeoutError (no answer in time)."""
     headers = target.base_headers.copy()
-    if extra_headers:
+    if extra_headers:  # over the target's own, never over what says how the request is sent
         for name, value in extra_headers.items():
             headers[name] = value
+        headers.update(_SENT_AS)
     for name, value in propagated().items():  # X-Request-Id, traceparent: over any of the same name
         headers[name] = value
     headers[_METHOD] = msg.method  # metadata_headers, into the copy
-    if (name := _name_header(msg)) is not None:
-        headers[_NAME] = name
+    if (named := _name_header(msg)) is not None:
+        headers[_NAME] = named
     async with asyncio.timeout(target.timeout):
         try:
             async with http.post(target.endpoint, data=jsonrpc.dumps(msg), headers=headers) as resp:

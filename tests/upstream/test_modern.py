@@ -76,8 +76,9 @@ async def test_an_answer_over_max_message_bytes_is_refused(content_type: str) ->
 
 
 async def test_what_a_request_carries_upstream_and_which_header_wins() -> None:
-    """The target's headers (static + forwarded), the client's Mcp-Param-*, the propagated X-Request-Id, then
-    the request metadata headers and Accept/Content-Type over any of the same name (in any case)."""
+    """The target's (static) headers, the extra ones over them (forwarded credentials, the client's
+    Mcp-Param-*), the propagated X-Request-Id, and the request metadata headers and Accept/Content-Type over
+    any of the same name (in any case)."""
     seen: list[dict[str, list[str]]] = []
 
     async def handler(request: web.Request) -> web.StreamResponse:
@@ -89,15 +90,17 @@ async def test_what_a_request_carries_upstream_and_which_header_wins() -> None:
         target = ModernTarget(url, static, timeout=10)
         with propagating({"x-request-id": "rid-1"}):
             msg = jsonrpc.Request(1, "tools/call", {"name": "grüß", "arguments": {}})
-            answer = await post(http, target, msg, extra_headers={"Mcp-Param-Region": "eu"})
+            extra = {"Mcp-Param-Region": "eu", "Authorization": "Bearer forwarded", "ACCEPT": "text/plain"}
+            answer = await post(http, target, msg, extra_headers=extra)
         assert isinstance(answer, jsonrpc.Result)
         await post(http, target, jsonrpc.Request(1, "tools/list", {}))  # outside a request: no id
     first, second = seen
-    assert first["authorization"] == ["Bearer t"] and first["x-static"] == ["1"]
+    assert first["authorization"] == ["Bearer forwarded"] and first["x-static"] == ["1"]
     assert first["mcp-param-region"] == ["eu"] and first["x-request-id"] == ["rid-1"]
     assert first["accept"] == ["application/json, text/event-stream"]
     assert first["content-type"] == ["application/json"]
     assert first["mcp-protocol-version"] == ["2026-07-28"] and first["mcp-method"] == ["tools/call"]
     assert first["mcp-name"] == [header_value("grüß")] and first["mcp-name"][0].startswith("=?base64?")
     assert "x-request-id" not in second and "mcp-name" not in second and "mcp-param-region" not in second
+    assert second["authorization"] == ["Bearer t"]
     assert second["mcp-method"] == ["tools/list"]

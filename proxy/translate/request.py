@@ -66,7 +66,7 @@ class ModernRequest:
         "log_level",
     )
 
-    def __init__(
+    def __init__(  # noqa: PLR0917 - positional as the dataclass init it replaces
         self,
         request: Request,
         upstream_params: Mapping[str, Any] | None,  # None: derived (the module's `upstream_params`)

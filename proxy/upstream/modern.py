@@ -13,7 +13,6 @@ for the upstream no longer holds (it was replaced by a legacy server), and nothi
 
 from __future__ import annotations
 
-import asyncio
 import base64
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ from yarl import URL
 from proxy.config import MAX_MESSAGE_BYTES
 from proxy.upstream.base import UpstreamAuthChallenge, UpstreamError
 from proxy.upstream.bounded import MessageTooLarge, read_body
+from proxy.upstream.deadline import deadline
 from proxy.upstream.keepalive import finish_body
 from proxy.upstream.propagation import propagated
 from proxy.wire import jsonrpc, mcp
@@ -133,7 +133,7 @@ async def post(
     headers[_METHOD] = msg.method  # metadata_headers, into the copy
     if (named := _name_header(msg)) is not None:
         headers[_NAME] = named
-    async with asyncio.timeout(target.timeout):
+    async with deadline(target.timeout):  # one timer per loop, not one per request (deadline.py)
         try:
             async with http.post(target.endpoint, data=jsonrpc.dumps(msg), headers=headers) as resp:
                 return await _answer(resp, msg, on_note, target.max_message_bytes)

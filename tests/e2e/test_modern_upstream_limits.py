@@ -4,9 +4,13 @@ Content-Length that aiohttp inflates to many times the limit, through the native
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+
 import aiohttp
 import pytest
 from aiohttp import web
+from aiohttp.test_utils import TestServer
 
 from e2e.harness import RawClient, running_proxy
 from e2e.hostile import Call, HostileServer, hostile_server, result
@@ -54,3 +58,33 @@ async def test_an_answer_over_the_limit_gets_the_same_error_from_a_legacy_and_a_
             # The call service over a legacy session, and the native relay: one error, naming the limit.
             assert through_session.error == {"code": -31001, "message": OVER_LIMIT}, through_session.body
             assert relayed.error == {"code": -31001, "message": OVER_LIMIT}, str(relayed.body)[:300]
+
+
+async def test_a_relayed_call_the_upstream_never_answers_fails_at_its_deadline() -> None:
+    """calls.call_timeout_s bounds a relayed call (upstream/deadline.py: one timer per loop; 2.5 s is long
+    enough to be held on its board rather than asyncio.timeout's); the next call is unaffected."""
+    release = asyncio.Event()
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        msg = await request.json()
+        if msg["params"].get("name") == "never":
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(30):  # until the proxy hangs up (bounded)
+                    await release.wait()
+        answer = {"resultType": "complete", "content": [{"type": "text", "text": "ok"}]}
+        return web.json_response({"jsonrpc": "2.0", "id": msg["id"], "result": answer})
+
+    app = web.Application()
+    app.router.add_post("/mcp", handler)
+    server = TestServer(app, host="127.0.0.1")
+    await server.start_server()
+    try:
+        config = UpstreamConfig(name="default", url=str(server.make_url("/mcp")), era="modern")
+        async with running_proxy(config, call_timeout_s=2.5) as proxy, aiohttp.ClientSession() as http:
+            client = RawClient(proxy.url, http)
+            late = await asyncio.wait_for(client.call("never"), 30)
+            assert late.error == {"code": -31004, "message": "Upstream 'default' did not answer within 2.5s"}
+            assert (await client.call("echo")).result["content"][0]["text"] == "ok"
+    finally:
+        release.set()
+        await server.close()

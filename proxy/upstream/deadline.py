@@ -12,6 +12,7 @@ cancel/uncancel bookkeeping: a cancellation from elsewhere stays a cancellation)
 from __future__ import annotations
 
 import asyncio
+import math
 import weakref
 from types import TracebackType
 from typing import Final
@@ -69,24 +70,33 @@ class deadline:  # lower case: used as `async with deadline(s):`, like asyncio.t
 
 class _Board:
     """The deadlines held on one loop (`due`: when each passes, by the loop's clock) and the one timer that
-    runs while any is held."""
+    runs while any is held. A tick looks through them only once the nearest may have passed (`nearest`: a
+    bound never later than the nearest held; one that left early only makes a tick look in vain), so many
+    long calls in flight cost a tick next to nothing."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self.due: dict[deadline, float] = {}
+        self.nearest = math.inf
         self._timer: asyncio.TimerHandle | None = None
 
     def enter(self, held: deadline, when: float) -> None:
         self.due[held] = when
+        self.nearest = min(self.nearest, when)
         if self._timer is None:
             self._timer = self.loop.call_later(STEP, self._tick)
 
     def _tick(self) -> None:
         now = self.loop.time()
-        for held, when in list(self.due.items()):
-            if when <= now:
-                del self.due[held]
-                held.expire()
+        if now >= self.nearest:
+            nearest = math.inf
+            for held, when in list(self.due.items()):
+                if when <= now:
+                    del self.due[held]
+                    held.expire()
+                elif when < nearest:
+                    nearest = when
+            self.nearest = nearest
         self._timer = self.loop.call_later(STEP, self._tick) if self.due else None
 
 

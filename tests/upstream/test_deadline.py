@@ -80,3 +80,18 @@ async def test_a_short_deadline_and_none_behave_as_asyncio_timeout() -> None:
     async with deadline(None):  # no deadline at all
         await asyncio.sleep(0)
     assert _held() == 0
+
+
+async def test_far_deadlines_held_beside_near_ones_neither_fire_early_nor_late(quick: None) -> None:
+    async def bounded(delay: float) -> str:
+        try:
+            async with deadline(delay):
+                await asyncio.sleep(0.3)
+        except TimeoutError:
+            return "timed out"
+        return "done"
+
+    far = [bounded(30) for _ in range(5)]
+    results = await asyncio.wait_for(asyncio.gather(*far, bounded(0.05), bounded(0.1)), 10)
+    assert results == ["done"] * 5 + ["timed out", "timed out"]
+    assert _held() == 0

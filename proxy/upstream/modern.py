@@ -177,7 +177,7 @@ async def _read_stream(
             if not event.data.strip():
                 continue  # a priming or keep-alive event
             try:
-                item = jsonrpc.decode(event.data)
+                item = jsonrpc.decode(event.data.encode(), keep=True)  # the answer keeps its bytes
             except jsonrpc.InvalidMessage as exc:
                 log.warning("upstream.bad_message", error=str(exc))
                 continue

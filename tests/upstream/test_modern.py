@@ -104,3 +104,23 @@ async def test_what_a_request_carries_upstream_and_which_header_wins() -> None:
     assert "x-request-id" not in second and "mcp-name" not in second and "mcp-param-region" not in second
     assert second["authorization"] == ["Bearer t"]
     assert second["mcp-method"] == ["tools/list"]
+
+
+async def test_an_answer_keeps_the_bytes_it_came_in_json_or_on_an_event_stream() -> None:
+    """What the relay passes on unchanged goes to the client as the upstream wrote it (jsonrpc Result.raw)."""
+    written = b'{"jsonrpc": "2.0", "id": 1, "result": {"resultType": "complete", "content": []}}'
+    note = b'{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1}}'
+
+    async def as_json(request: web.Request) -> web.StreamResponse:
+        return web.Response(body=written, content_type="application/json")
+
+    async def as_events(request: web.Request) -> web.StreamResponse:
+        return web.Response(
+            body=b"data: " + note + b"\n\ndata: " + written + b"\n\n", content_type="text/event-stream"
+        )
+
+    for handler in (as_json, as_events):
+        async with serving(handler) as url:
+            answer = await call(url)
+        assert isinstance(answer, jsonrpc.Result) and answer.raw == written
+        assert jsonrpc.dumps(answer) == written

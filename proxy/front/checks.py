@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from multidict import istr
+
 from proxy.translate.capabilities import ClientCapabilities
 from proxy.translate.notes import log_level_problem
 from proxy.translate.request import ModernRequest
@@ -28,6 +30,10 @@ class Refusal(Exception):
 
 
 LOOPBACK_NAMES = frozenset({"localhost", "::1"})
+# The request metadata headers, as the case-insensitive names aiohttp looks up without converting a str each
+_VERSION_HEADER = istr("MCP-Protocol-Version")
+_METHOD_HEADER = istr("Mcp-Method")
+_NAME_HEADER = istr("Mcp-Name")
 
 
 def _is_loopback(hostname: str) -> bool:
@@ -75,7 +81,7 @@ def check_modern(req: Request, headers: Mapping[str, str], *, limits: InputLimit
     meta = req.params.get("_meta")
     meta = meta if isinstance(meta, dict) else {}
     version = meta.get(mcp.META_PROTOCOL_VERSION)
-    header_version = headers.get("MCP-Protocol-Version")
+    header_version = headers.get(_VERSION_HEADER)
     if header_version is None:
         raise _mismatch(req.id, "the MCP-Protocol-Version header is required")
     if not isinstance(version, str):
@@ -100,7 +106,7 @@ def check_modern(req: Request, headers: Mapping[str, str], *, limits: InputLimit
                 {"supported": list(mcp.MODERN_VERSIONS), "requested": version},
             ),
         )
-    header_method = headers.get("Mcp-Method")
+    header_method = headers.get(_METHOD_HEADER)
     if header_method is None:
         raise _mismatch(req.id, "the Mcp-Method header is required")
     if header_method != req.method:
@@ -112,7 +118,7 @@ def check_modern(req: Request, headers: Mapping[str, str], *, limits: InputLimit
         body_name = req.params.get(name_field)
         if not isinstance(body_name, str):
             raise Refusal(200, ErrorObject(jsonrpc.INVALID_PARAMS, f"params.{name_field} must be a string"))
-        raw = headers.get("Mcp-Name")
+        raw = headers.get(_NAME_HEADER)
         if raw is None:
             raise _mismatch(req.id, f"the Mcp-Name header is required for {req.method}")
         decoded = decode_header_value(raw)
@@ -126,22 +132,14 @@ def check_modern(req: Request, headers: Mapping[str, str], *, limits: InputLimit
     level = meta.get(mcp.META_LOG_LEVEL)
     if level is not None and (problem := log_level_problem(level)) is not None:
         raise Refusal(200, ErrorObject(jsonrpc.INVALID_PARAMS, problem))
-    info = meta.get(mcp.META_CLIENT_INFO)
-    upstream_meta = {k: v for k, v in meta.items() if not k.startswith("io.modelcontextprotocol/")}
-    # `task` on tools/call is the 2025-11-25 tasks opt-in, removed in SEP-2663: ignored, never sent upstream
-    # (a legacy server could act on it).
-    dropped = ("_meta", "requestState", "inputResponses", *(("task",) if req.method == "tools/call" else ()))
-    upstream_params = {k: v for k, v in req.params.items() if k not in dropped}
-    if upstream_meta:
-        upstream_params["_meta"] = upstream_meta
-    return ModernRequest(
-        request=req,
-        upstream_params=upstream_params,
-        capabilities=ClientCapabilities.from_declared(meta.get(mcp.META_CLIENT_CAPABILITIES)),
-        client_info=info if isinstance(info, dict) else {},
-        request_state=state,
-        input_responses=responses,
-        log_level=level,
+    return ModernRequest(  # positional: the fields in order (translate/request.py)
+        req,
+        None,  # upstream_params: derived if read, which the native relay never does
+        ClientCapabilities.from_declared(meta.get(mcp.META_CLIENT_CAPABILITIES)),
+        None,  # client_info: the same
+        state,
+        responses,
+        level,
     )
 
 

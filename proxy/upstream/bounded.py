@@ -8,6 +8,8 @@ never notice.
 
 from __future__ import annotations
 
+from aiohttp import hdrs
+
 from proxy.upstream.base import UpstreamError
 from proxy.upstream.response import UpstreamResponse
 
@@ -20,9 +22,12 @@ class MessageTooLarge(UpstreamError):
         self.limit = limit
 
 
+TOO_LARGE = "upstream sent a message larger than"  # how every such reason begins, whatever the transport
+
+
 def too_large(limit: int) -> str:
     """The reason a request fails with (said to the client as it is: calls/wording.py)."""
-    return f"upstream sent a message larger than {limit} bytes (upstreams[].max_message_bytes)"
+    return f"{TOO_LARGE} {limit} bytes (upstreams[].max_message_bytes)"
 
 
 async def read_body(resp: UpstreamResponse, limit: int) -> bytes:
@@ -48,8 +53,8 @@ async def read_body(resp: UpstreamResponse, limit: int) -> bytes:
 def _as_announced(resp: UpstreamResponse) -> bool:
     """Whether the body is as long as its Content-Length says: not compressed (aiohttp inflates it, a few KB
     can become gigabytes) and not chunked (then Content-Length is not what frames it)."""
-    headers = resp.headers
-    return "Content-Encoding" not in headers and "Transfer-Encoding" not in headers
+    headers = resp.headers  # tested with istr names: no conversion of a str per test
+    return hdrs.CONTENT_ENCODING not in headers and hdrs.TRANSFER_ENCODING not in headers
 
 
-__all__ = ["MessageTooLarge", "read_body", "too_large"]
+__all__ = ["TOO_LARGE", "MessageTooLarge", "read_body", "too_large"]

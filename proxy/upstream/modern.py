@@ -13,19 +13,22 @@ for the upstream no longer holds (it was replaced by a legacy server), and nothi
 
 from __future__ import annotations
 
-import asyncio
 import base64
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
 import aiohttp
 import structlog
+from aiohttp import hdrs
+from multidict import CIMultiDict, istr
+from yarl import URL
 
 from proxy.config import MAX_MESSAGE_BYTES
 from proxy.upstream.base import UpstreamAuthChallenge, UpstreamError
 from proxy.upstream.bounded import MessageTooLarge, read_body
+from proxy.upstream.deadline import deadline
 from proxy.upstream.keepalive import finish_body
-from proxy.upstream.propagation import with_propagated
+from proxy.upstream.propagation import propagated
 from proxy.wire import jsonrpc, mcp
 from proxy.wire.sse import SSEDecoder, SSEError
 
@@ -33,7 +36,10 @@ log = structlog.get_logger(__name__)
 
 ACCEPT = "application/json, text/event-stream"
 _SENTINEL = ("=?base64?", "?=")
-_SENT_AS = {"Accept": ACCEPT, "Content-Type": "application/json"}
+_VERSION = istr("MCP-Protocol-Version")
+_METHOD = istr("Mcp-Method")
+_NAME = istr("Mcp-Name")
+_SENT_AS = {hdrs.ACCEPT: ACCEPT, hdrs.CONTENT_TYPE: "application/json", _VERSION: mcp.MODERN_VERSION}
 
 Notify = Callable[[jsonrpc.Notification], Awaitable[None]]
 # The errors only a 2026-07-28 server answers with: HeaderMismatch, MissingRequiredClientCapability,
@@ -53,11 +59,22 @@ class ModernTarget:
     """Where one upstream's 2026-07-28 requests go, and what every one of them carries."""
 
     url: str
-    headers: Mapping[str, str] = field(default_factory=dict)  # the upstream's static ones + forwarded ones
+    headers: Mapping[str, str] = field(default_factory=dict)  # the upstream's static ones (+ forwarded ones)
     timeout: float | None = (
         300.0  # the whole answer, the SSE stream's end included (None: subscriptions/listen)
     )
     max_message_bytes: int = MAX_MESSAGE_BYTES  # a JSON answer, or one SSE line or event (bounded.py)
+    # Made once per target, in the forms aiohttp takes as they are (a URL is not parsed again; a CIMultiDict
+    # of `istr` names is not converted): `headers` with the ones every request sends over them. Never
+    # changed: each request sends a copy (`post`).
+    endpoint: URL = field(init=False, repr=False, compare=False)
+    base_headers: CIMultiDict[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        base: CIMultiDict[str] = CIMultiDict({istr(name): value for name, value in self.headers.items()})
+        base.update(_SENT_AS)
+        object.__setattr__(self, "endpoint", URL(self.url))
+        object.__setattr__(self, "base_headers", base)
 
 
 def header_value(value: str) -> str:
@@ -71,11 +88,16 @@ def header_value(value: str) -> str:
 def metadata_headers(msg: jsonrpc.Request, version: str = mcp.MODERN_VERSION) -> dict[str, str]:
     """The standard request headers the body of `msg` calls for."""
     headers = {"MCP-Protocol-Version": version, "Mcp-Method": msg.method}
+    if (name := _name_header(msg)) is not None:
+        headers["Mcp-Name"] = name
+    return headers
+
+
+def _name_header(msg: jsonrpc.Request) -> str | None:
+    """The `Mcp-Name` value of `msg` (None: its method names nothing, or its name is not a string)."""
     name_field = mcp.NAMED_METHODS.get(msg.method)
     name = msg.params.get(name_field) if name_field else None
-    if isinstance(name, str):
-        headers["Mcp-Name"] = header_value(name)
-    return headers
+    return header_value(name) if isinstance(name, str) else None
 
 
 def modern_answer(status: int, answer: jsonrpc.Message | None, rid: jsonrpc.RequestId) -> bool:
@@ -101,12 +123,19 @@ async def post(
 
     Raises UpstreamAuthChallenge (401/403), NotModern (a legacy server's answer), UpstreamError (the
     upstream could not be reached, or answered nothing usable), TimeoutError (no answer in time)."""
-    headers = with_propagated({**target.headers, **extra_headers} if extra_headers else target.headers)
-    headers.update(metadata_headers(msg))
-    headers.update(_SENT_AS)
-    async with asyncio.timeout(target.timeout):
+    headers = target.base_headers.copy()
+    if extra_headers:  # over the target's own, never over what says how the request is sent
+        for name, value in extra_headers.items():
+            headers[name] = value
+        headers.update(_SENT_AS)
+    for name, value in propagated().items():  # X-Request-Id, traceparent: over any of the same name
+        headers[name] = value
+    headers[_METHOD] = msg.method  # metadata_headers, into the copy
+    if (named := _name_header(msg)) is not None:
+        headers[_NAME] = named
+    async with deadline(target.timeout):  # one timer per loop, not one per request (deadline.py)
         try:
-            async with http.post(target.url, data=jsonrpc.dumps(msg), headers=headers) as resp:
+            async with http.post(target.endpoint, data=jsonrpc.dumps(msg), headers=headers) as resp:
                 return await _answer(resp, msg, on_note, target.max_message_bytes)
         except aiohttp.ClientError as exc:
             raise UpstreamError(f"could not reach upstream: {type(exc).__name__}: {exc}") from None
@@ -117,12 +146,12 @@ async def _answer(
 ) -> jsonrpc.Response:
     if resp.status in (401, 403):
         raise UpstreamAuthChallenge(resp.status, resp.headers.get("WWW-Authenticate"))
-    ctype = resp.headers.get("Content-Type", "")
+    ctype = resp.headers.get(hdrs.CONTENT_TYPE, "")
     if resp.status < 300 and ctype.startswith("text/event-stream"):
         return await _read_stream(resp, msg, on_note, limit)
     body = await read_body(resp, limit)
     try:
-        answer = jsonrpc.decode(body) if body.strip() else None
+        answer = jsonrpc.decode(body, keep=True) if body.strip() else None  # a result keeps its bytes
     except jsonrpc.InvalidMessage:
         answer = None
     if not modern_answer(resp.status, answer, msg.id):
@@ -148,7 +177,7 @@ async def _read_stream(
             if not event.data.strip():
                 continue  # a priming or keep-alive event
             try:
-                item = jsonrpc.decode(event.data)
+                item = jsonrpc.decode(event.data.encode(), keep=True)  # the answer keeps its bytes
             except jsonrpc.InvalidMessage as exc:
                 log.warning("upstream.bad_message", error=str(exc))
                 continue

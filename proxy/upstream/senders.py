@@ -38,9 +38,11 @@ class ModernSenders:
         self._clients = clients
         self.children = children if children is not None else ModernChildren(upstreams)
         # The sender of a request with no header of its own (the common case: nothing forwarded, no
-        # Mcp-Param-*), per upstream and timeout: made once, not per request. Both mappings are fixed and
+        # Mcp-Param-*), and the target every HTTP sender posts to (its headers and URL in aiohttp's forms:
+        # modern.py), per upstream and timeout: made once, not per request. Both mappings are fixed and
         # every timeout is a configured one; the cap only guards against a caller that computes them.
         self._bare: dict[tuple[str, float | None], ModernSender] = {}
+        self._targets: dict[tuple[str, float | None], ModernTarget] = {}
 
     def sender(
         self,
@@ -76,14 +78,18 @@ class ModernSenders:
                 return await children.request(name, msg, note, timeout)
 
             return over_stdio
-        assert up.url is not None
-        target = ModernTarget(
-            up.url, {**up.headers, **(headers or {})}, timeout=timeout, max_message_bytes=up.max_message_bytes
-        )
+        target = self._targets.get((name, timeout))
+        if target is None:
+            assert up.url is not None
+            target = ModernTarget(up.url, up.headers, timeout=timeout, max_message_bytes=up.max_message_bytes)
+            if len(self._targets) < _MAX_BARE:
+                self._targets[(name, timeout)] = target
         http = self._clients[name]
+        # The forwarded headers over the upstream's static ones, the client's Mcp-Param-* over both (post).
+        extra = {**headers, **extra_headers} if headers and extra_headers else (headers or extra_headers)
 
         async def over_http(msg: jsonrpc.Request, note: Notify | None = None) -> jsonrpc.Response:
-            return await post(http, target, msg, on_note=note, extra_headers=extra_headers)
+            return await post(http, target, msg, on_note=note, extra_headers=extra)
 
         return over_http
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import orjson
@@ -55,6 +55,10 @@ class Notification:
 class Result:
     id: RequestId
     result: JSONObject
+    # The bytes it was decoded from, when they are what `dumps` may write for it as they are (`decode`'s
+    # `keep`): a relayed answer nothing changed goes to the client as the upstream wrote it, not re-encoded.
+    # Whoever changes a result makes a new Result (without them).
+    raw: bytes | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,8 +97,9 @@ def _is_id(value: object) -> bool:
     return isinstance(value, str | int) and not isinstance(value, bool)
 
 
-def parse_message(obj: object) -> Message:
-    """Classify one decoded JSON value as a JSON-RPC message, strictly."""
+def parse_message(obj: object, raw: bytes | None = None) -> Message:
+    """Classify one decoded JSON value as a JSON-RPC message, strictly. `raw`: the text it was decoded
+    from, kept by a Result (see `Result.raw`)."""
     if not isinstance(obj, dict):
         raise InvalidMessage(
             INVALID_REQUEST, "A JSON-RPC message must be a JSON object (batches are not supported)"
@@ -129,7 +134,7 @@ def parse_message(obj: object) -> Message:
         result = obj["result"]
         if not isinstance(result, dict):
             raise InvalidMessage(INVALID_REQUEST, 'The "result" member must be an object', rid)
-        return Result(rid, result)
+        return Result(rid, result, raw)
     if "error" in obj:
         err = obj["error"]
         if not isinstance(err, dict):
@@ -212,16 +217,21 @@ def dump_bytes(obj: Any) -> bytes:
 MAX_DEPTH: Final = 254
 
 
-def decode(payload: bytes | str) -> Message:
+def decode(payload: bytes | str, *, keep: bool = False) -> Message:
     """Parse JSON text into a message; malformed JSON, or JSON nested deeper than MAX_DEPTH, raises
-    InvalidMessage(PARSE_ERROR)."""
+    InvalidMessage(PARSE_ERROR). `keep`: a Result keeps `payload` (`Result.raw`) when it is ASCII JSON text
+    of just the three members, as `dumps` may write it again: no other encoding (UTF-16/32 ASCII has NULs,
+    which JSON text never holds), nothing the client would read besides what the proxy read."""
     try:
         obj = loads(payload)
     except (ValueError, RecursionError) as exc:
         raise InvalidMessage(PARSE_ERROR, f"Parse error: {type(exc).__name__}") from None
     if too_deep(payload, obj):
         raise InvalidMessage(PARSE_ERROR, f"Parse error: nested deeper than {MAX_DEPTH} levels")
-    return parse_message(obj)
+    raw = None
+    if keep and isinstance(payload, bytes) and payload.isascii() and payload.find(b"\x00") < 0:
+        raw = payload if isinstance(obj, dict) and len(obj) == 3 else None
+    return parse_message(obj, raw)
 
 
 def too_deep(payload: bytes | str, obj: Any) -> bool:
@@ -266,6 +276,8 @@ def to_json(msg: Message) -> dict[str, Any]:
 
 def dumps(msg: Message) -> bytes:
     # ASCII escapes: anything decode() accepted (lone surrogates included) encodes.
+    if isinstance(msg, Result) and msg.raw is not None:
+        return msg.raw
     return dump_bytes(to_json(msg))
 
 

@@ -4,16 +4,26 @@ Content-Length that aiohttp inflates to many times the limit, through the native
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+
 import aiohttp
 import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
 
 from e2e.harness import RawClient, running_proxy
+from e2e.hostile import Call, HostileServer, hostile_server, result
 from e2e.modern_scripted import scripted_modern
 from proxy.config import UpstreamConfig
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 LIMIT = 1 << 20
+OVER_LIMIT = (
+    "Upstream failed during the call (upstream sent a message larger than 1048576 bytes "
+    "(upstreams[].max_message_bytes)); it was not re-run"
+)
 
 
 async def test_a_compressed_answer_over_the_limit_fails_the_call_without_inflating_it() -> None:
@@ -25,11 +35,56 @@ async def test_a_compressed_answer_over_the_limit_fails_the_call_without_inflati
             assert small.result["content"][0]["text"] == "x" * 1000
             bomb = await client.call("bomb", {"size": 64 * LIMIT})  # ~64 KB on the wire, 64 MiB inflated
             assert bomb.status == 200
-            # The relay's wording for any upstream failure; the reason (the limit) is in the proxy's log.
-            assert bomb.error == {
-                "code": -31001,
-                "message": "Upstream 'default' unavailable (details in the proxy log under this request's "
-                "X-Request-Id)",
-            }, str(bomb.body)[:300]
+            # The limit is named, as the call service names it for a legacy upstream (the test below).
+            assert bomb.error == {"code": -31001, "message": OVER_LIMIT}, str(bomb.body)[:300]
             again = await client.call("bomb", {"size": 10})  # the upstream and the proxy carry on
             assert again.result["content"][0]["text"] == "x" * 10
+
+
+async def test_an_answer_over_the_limit_gets_the_same_error_from_a_legacy_and_a_modern_upstream() -> None:
+    async def oversize(call: Call, server: HostileServer) -> web.StreamResponse:  # plain JSON, 2 MiB
+        return web.json_response(result(call.id, "x" * (2 * LIMIT)))
+
+    async with scripted_modern() as modern, hostile_server(oversize) as legacy:
+        legacy_up = UpstreamConfig(name="legacy", url=legacy.url, era="legacy", max_message_bytes=LIMIT)
+        modern_up = UpstreamConfig(name="modern", url=modern.url, era="modern", max_message_bytes=LIMIT)
+        async with (
+            running_proxy(legacy_up, names=("legacy",), extra=(modern_up,)) as proxy,
+            aiohttp.ClientSession() as http,
+        ):
+            base = proxy.url.removesuffix("/mcp")
+            through_session = await RawClient(f"{base}/servers/legacy/mcp", http).call("attack")
+            relayed = await RawClient(f"{base}/servers/modern/mcp", http).call("bomb", {"size": 2 * LIMIT})
+            # The call service over a legacy session, and the native relay: one error, naming the limit.
+            assert through_session.error == {"code": -31001, "message": OVER_LIMIT}, through_session.body
+            assert relayed.error == {"code": -31001, "message": OVER_LIMIT}, str(relayed.body)[:300]
+
+
+async def test_a_relayed_call_the_upstream_never_answers_fails_at_its_deadline() -> None:
+    """calls.call_timeout_s bounds a relayed call (upstream/deadline.py: one timer per loop; 2.5 s is long
+    enough to be held on its board rather than asyncio.timeout's); the next call is unaffected."""
+    release = asyncio.Event()
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        msg = await request.json()
+        if msg["params"].get("name") == "never":
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(30):  # until the proxy hangs up (bounded)
+                    await release.wait()
+        answer = {"resultType": "complete", "content": [{"type": "text", "text": "ok"}]}
+        return web.json_response({"jsonrpc": "2.0", "id": msg["id"], "result": answer})
+
+    app = web.Application()
+    app.router.add_post("/mcp", handler)
+    server = TestServer(app, host="127.0.0.1")
+    await server.start_server()
+    try:
+        config = UpstreamConfig(name="default", url=str(server.make_url("/mcp")), era="modern")
+        async with running_proxy(config, call_timeout_s=2.5) as proxy, aiohttp.ClientSession() as http:
+            client = RawClient(proxy.url, http)
+            late = await asyncio.wait_for(client.call("never"), 30)
+            assert late.error == {"code": -31004, "message": "Upstream 'default' did not answer within 2.5s"}
+            assert (await client.call("echo")).result["content"][0]["text"] == "ok"
+    finally:
+        release.set()
+        await server.close()

@@ -332,6 +332,32 @@ def test_dumps_is_compact_ascii() -> None:
     assert json.loads(out)["params"]["name"] == "世界"
 
 
+def test_a_kept_result_is_written_again_as_it_came() -> None:
+    """decode(keep=True): a result the proxy passes on unchanged (the native relay) goes out as the upstream
+    wrote it, spacing and all; equality ignores the bytes; a new Result made of it has none."""
+    body = b'{"jsonrpc": "2.0", "id": 7, "result": {"content": [], "n": 12345678901234567890}}\n'
+    msg = jsonrpc.decode(body, keep=True)
+    assert isinstance(msg, jsonrpc.Result) and msg.raw is body
+    assert jsonrpc.dumps(msg) is body
+    assert msg == jsonrpc.Result(7, {"content": [], "n": 12345678901234567890})
+    assert jsonrpc.dumps(jsonrpc.Result(7, {**msg.result, "x": 1})).startswith(b'{"jsonrpc":"2.0"')
+    assert jsonrpc.decode(body).raw is None  # type: ignore[union-attr]  # not asked to keep
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        '{"jsonrpc":"2.0","id":1,"result":{"text":"grüße"}}'.encode(),  # not ASCII: written as \\u escapes
+        '{"jsonrpc":"2.0","id":1,"result":{}}'.encode("utf-16-le"),  # ASCII with NULs: another encoding
+        b'{"jsonrpc":"2.0","id":1,"result":{},"extra":"the client would read this too"}',
+    ],
+)
+def test_a_result_not_kept_as_it_came(body: bytes) -> None:
+    msg = jsonrpc.decode(body, keep=True)
+    assert isinstance(msg, jsonrpc.Result) and msg.raw is None
+    assert jsonrpc.dumps(msg).isascii() and b"extra" not in jsonrpc.dumps(msg)
+
+
 def test_error_helper() -> None:
     assert jsonrpc.error(3, -32601, "nope") == Error(3, ErrorObject(-32601, "nope"))
     assert jsonrpc.error(None, 1, "x", {"d": 1}) == Error(None, ErrorObject(1, "x", {"d": 1}))

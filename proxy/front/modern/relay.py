@@ -24,6 +24,7 @@ from typing import Any
 
 from aiohttp import web
 
+from proxy.calls.outcomes import upstream_failed
 from proxy.calls.wording import unavailable_answer
 from proxy.config import Config, PrincipalSource, UpstreamConfig
 from proxy.front.modern.peer_route import key_not_held
@@ -41,6 +42,7 @@ from proxy.handle.relay_state import (
 from proxy.handle.relay_task import open_relay_task
 from proxy.translate.request import ModernRequest
 from proxy.upstream.base import UpstreamAuthChallenge, UpstreamError
+from proxy.upstream.bounded import TOO_LARGE
 from proxy.upstream.era import EraBook
 from proxy.upstream.modern import Notify, NotModern
 from proxy.upstream.senders import ModernSenders
@@ -178,6 +180,9 @@ class NativeRelay:
         except (NotModern, UpstreamAuthChallenge):
             raise
         except UpstreamError as exc:
+            if str(exc).startswith(TOO_LARGE):  # an answer over max_message_bytes: worded as the call service
+                line["outcome"] = "upstream_failed"  # words it for a legacy upstream (calls/outcomes.py)
+                return jsonrpc.Error(msg.id, upstream_failed(str(exc)))
             return unavailable_answer(msg.id, upstream, exc, line)
         return self._answer(upstream, msg, answer, principal, line, bound=bound, tasks=tasks)
 

@@ -9,17 +9,24 @@ import contextlib
 import gzip
 import json
 import socket
+import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 
+import aiohttp
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
+from e2e.tls_certs import issue, make_ca
 
+from proxy.config import TlsConfig, UpstreamConfig
 from proxy.upstream.base import NotDelivered, UpstreamAuthChallenge, UpstreamError
 from proxy.upstream.lean_http import ENCODED, LeanClient
 from proxy.upstream.lean_response import HIGH_WATER
-from proxy.upstream.modern import ModernTarget, post
+from proxy.upstream.modern import ModernTarget, NotModern, post
 from proxy.upstream.propagation import propagating
+from proxy.upstream.senders import ModernSenders
+from proxy.upstream.tls import client_context, tls_sessions
 from proxy.wire import jsonrpc
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -219,8 +226,6 @@ async def test_a_connection_refused_is_not_delivered() -> None:
 
 
 async def test_a_legacy_answer_is_not_modern_and_an_answer_past_the_deadline_times_out() -> None:
-    from proxy.upstream.modern import NotModern
-
     release = asyncio.Event()
 
     async def handler(request: web.Request) -> web.StreamResponse:
@@ -237,3 +242,48 @@ async def test_a_legacy_answer_is_not_modern_and_an_answer_past_the_deadline_tim
             await post(lean, ModernTarget(url, {}, timeout=0.2), call(2))
         release.set()
         assert lean.idle == 0  # the timed-out request's connection is closed, not pooled
+
+
+async def test_senders_post_on_the_lean_client_with_each_upstreams_tls(tmp_path: Path) -> None:
+    """`ModernSenders` with the app's lean client: an upstream with a private CA (upstreams[].tls.ca_file)
+    is reached with its own SSL context (tls.context_of its aiohttp client), on one reused connection; the
+    same server as an upstream without it fails certificate verification before anything is sent."""
+    ca = make_ca(tmp_path, "ca")
+    server_cert = issue(tmp_path, "server", ca, server=True)
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_ctx.load_cert_chain(server_cert.cert, server_cert.key)
+    app = web.Application()
+    ports: list[int] = []
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        peer = request.transport.get_extra_info("peername") if request.transport else None
+        ports.append(peer[1] if peer else 0)
+        return await complete(request)
+
+    app.router.add_post("/mcp", handler)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=server_ctx)
+    await site.start()
+    port = runner.addresses[0][1]
+    url = f"https://127.0.0.1:{port}/mcp"
+    upstreams = {
+        "private": UpstreamConfig(name="private", url=url, era="modern"),
+        "plain": UpstreamConfig(name="plain", url=url, era="modern"),
+    }
+    ctx = client_context(TlsConfig(ca_file=ca[0].cert), "upstreams[0]")
+    shared = aiohttp.ClientSession()
+    clients = {"plain": shared, **tls_sessions({"private": ctx}, shared.timeout)}
+    try:
+        async with lean_client() as lean:
+            senders = ModernSenders(upstreams, clients, lean=lean)
+            for n in (1, 2):
+                answer = await senders.sender("private", timeout=10)(call(n))
+                assert isinstance(answer, jsonrpc.Result) and answer.id == n
+            with pytest.raises(NotDelivered, match="CERTIFICATE_VERIFY_FAILED"):
+                await senders.sender("plain", timeout=10)(call(3))
+            await senders.close()
+    finally:
+        await asyncio.gather(*(c.close() for c in clients.values()))
+        await runner.cleanup()
+    assert len(ports) == 2 and ports[0] == ports[1]

@@ -31,6 +31,7 @@ _OWN_WORDING: Final = (
     "upstream did not accept",
     "upstream sent an invalid JSON-RPC message",
     "upstream sent a message larger than",
+    "upstream answered with Content-Encoding",  # an answer the lean client refused (lean_http.ENCODED)
     "a stdio upstream runs inside the proxy",
     "a 2024-11-05 HTTP+SSE session cannot be taken over",
 )

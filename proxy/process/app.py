@@ -159,10 +159,12 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
     tls_clients = tls_sessions(app[PREPARED].tls, http.timeout)  # private CA / client certificate
     clients = {up.name: tls_clients.get(up.name, http) for up in config.upstreams}
     app[UPSTREAM_HTTP] = clients
-    lean = LeanClient()  # the legacy Streamable HTTP sessions' POSTs (lean_http.py); the rest on aiohttp
+    # The legacy Streamable HTTP sessions' POSTs and every request to a modern upstream but the era probe
+    # (lean_http.py); the rest on aiohttp
+    lean = LeanClient()
     roots = RootsBook()  # what each pooled session's server asked of roots before any call (calls/roots.py)
     # stdio upstreams' 2026-07-28 children (one per upstream), and how any modern upstream is sent to
-    senders = ModernSenders({u.name: u for u in config.upstreams}, clients)
+    senders = ModernSenders({u.name: u for u in config.upstreams}, clients, lean=lean)
     app[ERAS] = eras = EraBook({u.name: u for u in config.upstreams}, clients, senders.children)
     lists = ListCache()  # the aggregated routes' list pages: every pooled session's list_changed reaches it
     heard = {

@@ -32,6 +32,8 @@ from proxy.wire.http1 import MAX_HEAD, HttpError, request_head
 IDLE_TTL = 15.0  # seconds an idle connection is kept (aiohttp's keepalive_timeout)
 # Set by the client itself: a caller's header of these names is not sent.
 _OURS = frozenset({"host", "content-length", "transfer-encoding", "connection", "accept-encoding"})
+# How the refusal of an encoded answer begins (said to the client as it is: calls/wording.py).
+ENCODED = "upstream answered with Content-Encoding"
 _MAX_TARGETS = 256  # parsed URLs kept (the configured upstreams'); more: forgotten and parsed again
 
 
@@ -109,8 +111,8 @@ class LeanClient:
             coding = response.headers.get("content-encoding")
             if coding is not None and coding.strip().lower() not in ("", "identity"):
                 raise UpstreamError(
-                    f"upstream answered with Content-Encoding {coding[:40]!r}, which the proxy did not ask "
-                    "for (Accept-Encoding: identity): refused, nothing of it decoded"
+                    f"{ENCODED} {coding[:40]!r}, which the proxy did not ask for (it sends "
+                    "Accept-Encoding identity); refused, nothing of it decoded"
                 )
         except BaseException:  # cancelled (the client went away) included: the connection is not reused
             response.close()
@@ -237,4 +239,4 @@ class LeanClient:
             self._sweep = loop.call_later(self._idle_ttl / 3, self._expire)
 
 
-__all__ = ["IDLE_TTL", "ConnectFailed", "ConnectTimeout", "HeadTimeout", "LeanClient"]
+__all__ = ["ENCODED", "IDLE_TTL", "ConnectFailed", "ConnectTimeout", "HeadTimeout", "LeanClient"]

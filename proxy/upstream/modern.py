@@ -1,4 +1,5 @@
-"""A stateless 2026-07-28 client to one upstream: one POST per request on the shared aiohttp client.
+"""A stateless 2026-07-28 client to one upstream: one POST per request, on the process's lean client
+(lean_http.py: the native relay's and the mirror's requests) or on an aiohttp client (the era probe, `probe`).
 
 No session and no handshake: every request carries `_meta` (the caller's, as the client sent it) and the
 request metadata headers the Streamable HTTP binding requires (`MCP-Protocol-Version`, `Mcp-Method`,
@@ -9,11 +10,18 @@ the whole answer's time.
 
 An answer that is not a 2026-07-28 one (`modern_answer` judges it) raises `NotModern`: the era verdict
 for the upstream no longer holds (it was replaced by a legacy server), and nothing was processed.
+
+On the lean client a connection that could not be made raises `NotDelivered` (nothing was sent); anything
+after the request's bytes were written is an UpstreamError that says no such thing (the request may have
+run, and is never sent again). The lean client asks for `Accept-Encoding: identity` and refuses an answer
+with a Content-Encoding (an UpstreamError beginning with lean_http.ENCODED): the proxy inflates nothing a
+modern upstream sends. On aiohttp (the era probe) a gzip answer is inflated within max_message_bytes.
 """
 
 from __future__ import annotations
 
 import base64
+import ssl
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -24,11 +32,13 @@ from multidict import CIMultiDict, istr
 from yarl import URL
 
 from proxy.config import MAX_MESSAGE_BYTES
-from proxy.upstream.base import UpstreamAuthChallenge, UpstreamError
+from proxy.upstream.base import NotDelivered, UpstreamAuthChallenge, UpstreamError
 from proxy.upstream.bounded import MessageTooLarge, read_body
 from proxy.upstream.deadline import deadline
 from proxy.upstream.keepalive import finish_body
+from proxy.upstream.lean_http import ConnectFailed, ConnectTimeout, LeanClient
 from proxy.upstream.propagation import propagated
+from proxy.upstream.response import UpstreamResponse
 from proxy.wire import jsonrpc, mcp
 from proxy.wire.sse import SSEDecoder, SSEError
 
@@ -64,6 +74,10 @@ class ModernTarget:
         300.0  # the whole answer, the SSE stream's end included (None: subscriptions/listen)
     )
     max_message_bytes: int = MAX_MESSAGE_BYTES  # a JSON answer, or one SSE line or event (bounded.py)
+    # On the lean client (an aiohttp client has its own): the upstream's SSL context (upstream/tls.py; None:
+    # the system CAs) and how long a new connection may take (`upstreams[].timeouts.connect_s`).
+    tls: ssl.SSLContext | None = None
+    connect_timeout: float = 10.0
     # Made once per target, in the forms aiohttp takes as they are (a URL is not parsed again; a CIMultiDict
     # of `istr` names is not converted): `headers` with the ones every request sends over them. Never
     # changed: each request sends a copy (`post`).
@@ -112,7 +126,7 @@ def modern_answer(status: int, answer: jsonrpc.Message | None, rid: jsonrpc.Requ
 
 
 async def post(
-    http: aiohttp.ClientSession,
+    http: aiohttp.ClientSession | LeanClient,
     target: ModernTarget,
     msg: jsonrpc.Request,
     *,
@@ -121,8 +135,9 @@ async def post(
 ) -> jsonrpc.Response:
     """Send `msg` and return the upstream's response to it (its notifications go to `on_note` meanwhile).
 
-    Raises UpstreamAuthChallenge (401/403), NotModern (a legacy server's answer), UpstreamError (the
-    upstream could not be reached, or answered nothing usable), TimeoutError (no answer in time)."""
+    Raises UpstreamAuthChallenge (401/403), NotModern (a legacy server's answer), NotDelivered (lean: no
+    connection, nothing sent), UpstreamError (the upstream could not be reached, or answered nothing
+    usable), TimeoutError (no answer in time)."""
     headers = target.base_headers.copy()
     if extra_headers:  # over the target's own, never over what says how the request is sent
         for name, value in extra_headers.items():
@@ -134,6 +149,8 @@ async def post(
     if (named := _name_header(msg)) is not None:
         headers[_NAME] = named
     async with deadline(target.timeout):  # one timer per loop, not one per request (deadline.py)
+        if isinstance(http, LeanClient):
+            return await _post_lean(http, target, msg, headers, on_note)
         try:
             async with http.post(target.endpoint, data=jsonrpc.dumps(msg), headers=headers) as resp:
                 return await _answer(resp, msg, on_note, target.max_message_bytes)
@@ -141,8 +158,37 @@ async def post(
             raise UpstreamError(f"could not reach upstream: {type(exc).__name__}: {exc}") from None
 
 
+async def _post_lean(
+    lean: LeanClient,
+    target: ModernTarget,
+    msg: jsonrpc.Request,
+    headers: CIMultiDict[str],
+    on_note: Notify | None,
+) -> jsonrpc.Response:
+    """`post` on the lean client: the response is read to its end (its connection goes back to the pool)
+    or closed (cancelled, e.g. a `subscriptions/listen` its client left, or failed: never pooled)."""
+    try:
+        resp = await lean.post(
+            target.url,
+            jsonrpc.dumps(msg),
+            headers,
+            tls=target.tls,
+            connect_timeout=target.connect_timeout,
+        )
+    except (ConnectFailed, ConnectTimeout) as exc:
+        raise NotDelivered(f"could not connect to upstream: {type(exc).__name__}: {exc}") from None
+    except aiohttp.ClientError as exc:
+        raise UpstreamError(f"could not reach upstream: {type(exc).__name__}: {exc}") from None
+    try:
+        return await _answer(resp, msg, on_note, target.max_message_bytes)
+    except aiohttp.ClientError as exc:  # the lean client's errors while the body is read
+        raise UpstreamError(f"could not reach upstream: {type(exc).__name__}: {exc}") from None
+    finally:
+        resp.close()  # nothing once the body ended (pooled already); else the connection is dropped
+
+
 async def _answer(
-    resp: aiohttp.ClientResponse, msg: jsonrpc.Request, on_note: Notify | None, limit: int
+    resp: UpstreamResponse, msg: jsonrpc.Request, on_note: Notify | None, limit: int
 ) -> jsonrpc.Response:
     if resp.status in (401, 403):
         raise UpstreamAuthChallenge(resp.status, resp.headers.get("WWW-Authenticate"))
@@ -164,7 +210,7 @@ async def _answer(
 
 
 async def _read_stream(
-    resp: aiohttp.ClientResponse, msg: jsonrpc.Request, on_note: Notify | None, limit: int
+    resp: UpstreamResponse, msg: jsonrpc.Request, on_note: Notify | None, limit: int
 ) -> jsonrpc.Response:
     decoder = SSEDecoder(max_event_bytes=limit)
     while chunk := await resp.content.readany():

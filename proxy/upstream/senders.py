@@ -1,7 +1,8 @@
 """How a 2026-07-28 request reaches a modern upstream, whatever its transport: one small Protocol,
-`ModernSender`, made per request by `ModernSenders.sender` — a POST on the shared aiohttp client for a
-Streamable HTTP upstream (modern.py), a line on the upstream's shared child for a stdio one
-(modern_stdio.py). The native relay, the mirror and the era probe send through it and never ask which.
+`ModernSender`, made per request by `ModernSenders.sender` — a POST on the process's lean client (or, when
+none is given, the upstream's aiohttp client) for a Streamable HTTP upstream (modern.py), a line on the
+upstream's shared child for a stdio one (modern_stdio.py). The native relay, the mirror and the era probe
+send through it and never ask which.
 """
 
 from __future__ import annotations
@@ -12,8 +13,10 @@ from typing import Protocol
 import aiohttp
 
 from proxy.config import UpstreamConfig
+from proxy.upstream.lean_http import LeanClient
 from proxy.upstream.modern import ModernTarget, Notify, post
 from proxy.upstream.modern_stdio import ModernChildren
+from proxy.upstream.tls import context_of
 from proxy.wire import jsonrpc
 
 _MAX_BARE = 256
@@ -33,9 +36,13 @@ class ModernSenders:
         upstreams: Mapping[str, UpstreamConfig],
         clients: Mapping[str, aiohttp.ClientSession],
         children: ModernChildren | None = None,
+        lean: LeanClient | None = None,
     ) -> None:
+        """`lean`: the process's pooled client, which every HTTP request is sent on (its TLS context is the
+        upstream's aiohttp client's: tls.py); None: each upstream's aiohttp client in `clients`."""
         self._upstreams = upstreams
         self._clients = clients
+        self._lean = lean
         self.children = children if children is not None else ModernChildren(upstreams)
         # The sender of a request with no header of its own (the common case: nothing forwarded, no
         # Mcp-Param-*), and the target every HTTP sender posts to (its headers and URL in aiohttp's forms:
@@ -81,10 +88,17 @@ class ModernSenders:
         target = self._targets.get((name, timeout))
         if target is None:
             assert up.url is not None
-            target = ModernTarget(up.url, up.headers, timeout=timeout, max_message_bytes=up.max_message_bytes)
+            target = ModernTarget(
+                up.url,
+                up.headers,
+                timeout=timeout,
+                max_message_bytes=up.max_message_bytes,
+                tls=context_of(self._clients[name]),
+                connect_timeout=up.timeouts.connect_s,
+            )
             if len(self._targets) < _MAX_BARE:
                 self._targets[(name, timeout)] = target
-        http = self._clients[name]
+        http = self._lean if self._lean is not None else self._clients[name]
         # The forwarded headers over the upstream's static ones, the client's Mcp-Param-* over both (post).
         extra = {**headers, **extra_headers} if headers and extra_headers else (headers or extra_headers)
 

@@ -30,6 +30,12 @@ from proxy.calls.wording import CONNECTION_FAILED, SEE_LOG, public_reason, unava
         ),
         ("could not reach upstream: ServerDisconnectedError: Server disconnected", CONNECTION_FAILED),
         ("reading the upstream failed: KeyError: 'x'", CONNECTION_FAILED),
+        (  # the lean client's refusal of a compressed answer (lean_http.ENCODED): said as it is
+            "upstream answered with Content-Encoding 'gzip', which the proxy did not ask for (it sends "
+            "Accept-Encoding identity); refused, nothing of it decoded",
+            "upstream answered with Content-Encoding 'gzip', which the proxy did not ask for (it sends "
+            "Accept-Encoding identity); refused, nothing of it decoded",
+        ),
         (
             "could not deliver the input: upstream process was killed by SIGKILL",
             "could not deliver the input: upstream process was killed by SIGKILL",

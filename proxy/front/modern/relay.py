@@ -44,6 +44,7 @@ from proxy.translate.request import ModernRequest
 from proxy.upstream.base import UpstreamAuthChallenge, UpstreamError
 from proxy.upstream.bounded import TOO_LARGE
 from proxy.upstream.era import EraBook
+from proxy.upstream.lean_http import ENCODED
 from proxy.upstream.modern import Notify, NotModern
 from proxy.upstream.senders import ModernSenders
 from proxy.wire import jsonrpc, mcp
@@ -180,8 +181,10 @@ class NativeRelay:
         except (NotModern, UpstreamAuthChallenge):
             raise
         except UpstreamError as exc:
-            if str(exc).startswith(TOO_LARGE):  # an answer over max_message_bytes: worded as the call service
-                line["outcome"] = "upstream_failed"  # words it for a legacy upstream (calls/outcomes.py)
+            # An answer over max_message_bytes, or compressed (refused by the lean client): the request ran,
+            # worded as the call service words it for a legacy upstream (calls/outcomes.py)
+            if str(exc).startswith((TOO_LARGE, ENCODED)):
+                line["outcome"] = "upstream_failed"
                 return jsonrpc.Error(msg.id, upstream_failed(str(exc)))
             return unavailable_answer(msg.id, upstream, exc, line)
         return self._answer(upstream, msg, answer, principal, line, bound=bound, tasks=tasks)

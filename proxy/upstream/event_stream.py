@@ -16,11 +16,10 @@ import ssl
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import cast
-from urllib.parse import urlsplit
 
 import structlog
 
-from proxy.wire.http1 import HttpError, ResponseHead, ResponseReader, request_head
+from proxy.wire.http1 import HttpError, ResponseHead, ResponseReader, request_head, split_target
 from proxy.wire.sse import DEFAULT_MAX_EVENT_BYTES, SSEDecoder, SSEError, SSEEvent
 
 log = structlog.get_logger(__name__)
@@ -142,16 +141,12 @@ async def open_event_stream(
     whatever its status. `tls`: the upstream's own context for https (None: the default, verifying). A line
     or event over `max_message_bytes` ends the stream (its connection closed, what was read of it dropped).
     Raises OSError or TimeoutError (no connection, or no head in time), StreamEnded (no head at all)."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    target = split_target(url)
+    if target is None:
         raise StreamEnded(f"cannot open an event stream to {url!r}")
-    secure = parts.scheme == "https"
-    port = parts.port or (443 if secure else 80)
-    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    host = parts.netloc.rpartition("@")[2]
     wanted = {"Accept-Encoding": "identity", "User-Agent": "mrtr-proxy", **headers}
     try:
-        request = request_head(target, host, wanted.items())
+        request = request_head(target.path, target.host, wanted.items())
     except HttpError as exc:
         raise StreamEnded(str(exc)) from None
     loop = asyncio.get_running_loop()
@@ -160,10 +155,10 @@ async def open_event_stream(
     async with asyncio.timeout(connect_timeout):
         await loop.create_connection(
             lambda: stream,
-            parts.hostname,
-            port,
-            ssl=(tls or True) if secure else None,
-            server_hostname=parts.hostname if secure else None,
+            target.hostname,
+            target.port,
+            ssl=(tls or True) if target.secure else None,
+            server_hostname=target.hostname if target.secure else None,
         )
     try:
         async with asyncio.timeout(head_timeout):

@@ -22,12 +22,10 @@ from __future__ import annotations
 import asyncio
 import ssl
 from collections.abc import Mapping
-from dataclasses import dataclass
-from urllib.parse import urlsplit
 
 from proxy.upstream.base import UpstreamError
 from proxy.upstream.lean_response import Connection, LeanHttpError, LeanResponse, PoolKey
-from proxy.wire.http1 import MAX_HEAD, HttpError, request_head
+from proxy.wire.http1 import MAX_HEAD, HttpError, Target, request_head, split_target
 
 IDLE_TTL = 15.0  # seconds an idle connection is kept (aiohttp's keepalive_timeout)
 # Set by the client itself: a caller's header of these names is not sent.
@@ -49,16 +47,6 @@ class HeadTimeout(LeanHttpError):
     """The server did not answer (no response head) within the head timeout; the connection is closed."""
 
 
-@dataclass(frozen=True, slots=True)
-class _Target:
-    origin: str  # scheme://host:port, for messages
-    hostname: str
-    port: int
-    secure: bool
-    host: str  # the Host header
-    path: str  # the request target
-
-
 class LeanClient:
     """Pooled keep-alive POSTs (see the module docstring). One per process; `close` at shutdown."""
 
@@ -67,7 +55,7 @@ class LeanClient:
         self._max_head = max_head
         self._idle: dict[PoolKey, list[Connection]] = {}
         self._open: set[Connection] = set()
-        self._targets: dict[str, _Target] = {}
+        self._targets: dict[str, Target] = {}
         self._sweep: asyncio.TimerHandle | None = None
         self._default_tls: ssl.SSLContext | None = None
         self._closed = False
@@ -136,26 +124,19 @@ class LeanClient:
 
     # -- internals ----------------------------------------------------------------------------------------
 
-    def _target(self, url: str) -> _Target:
+    def _target(self, url: str) -> Target:
         target = self._targets.get(url)
         if target is None:
-            parts = urlsplit(url)
-            if parts.scheme not in ("http", "https") or not parts.hostname:
+            target = split_target(url)
+            if target is None:
                 raise ConnectFailed(f"cannot POST to {url!r}")
-            secure = parts.scheme == "https"
-            port = parts.port or (443 if secure else 80)
-            path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-            host = parts.netloc.rpartition("@")[2]
-            target = _Target(
-                f"{parts.scheme}://{parts.hostname}:{port}", parts.hostname, port, secure, host, path
-            )
             if len(self._targets) >= _MAX_TARGETS:
                 self._targets.clear()
             self._targets[url] = target
         return target
 
     @staticmethod
-    def _request(target: _Target, body: bytes, headers: Mapping[str, str]) -> bytes:
+    def _request(target: Target, body: bytes, headers: Mapping[str, str]) -> bytes:
         fields = [("User-Agent", "mrtr-proxy"), ("Accept-Encoding", "identity")]
         fields += [(name, value) for name, value in headers.items() if name.lower() not in _OURS]
         fields.append(("Content-Length", str(len(body))))
@@ -176,7 +157,7 @@ class LeanClient:
             conn.close()
         return None
 
-    async def _connect(self, target: _Target, tls: ssl.SSLContext | None, timeout: float) -> Connection:
+    async def _connect(self, target: Target, tls: ssl.SSLContext | None, timeout: float) -> Connection:
         conn = Connection((target.origin, tls), self._forget)
         context = (tls or self._default_context()) if target.secure else None
         loop = asyncio.get_running_loop()

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 import httptools
 
@@ -43,6 +44,30 @@ class ResponseHead:
 
     def get(self, name: str, default: str = "") -> str:
         return self.headers.get(name.lower(), default)
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Where an `http` or `https` URL's requests go, and what their heads say of it."""
+
+    origin: str  # scheme://hostname:port, for messages and pool keys
+    hostname: str
+    port: int
+    secure: bool
+    host: str  # the Host header: the URL's authority without its userinfo
+    path: str  # the request target: path and query
+
+
+def split_target(url: str) -> Target | None:
+    """`url`'s Target; None when it is not an http(s) URL with a host."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return None
+    secure = parts.scheme == "https"
+    port = parts.port or (443 if secure else 80)
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    host = parts.netloc.rpartition("@")[2]
+    return Target(f"{parts.scheme}://{parts.hostname}:{port}", parts.hostname, port, secure, host, path)
 
 
 def request_head(target: str, host: str, headers: Iterable[tuple[str, str]], method: str = "GET") -> bytes:
@@ -239,5 +264,7 @@ __all__ = [
     "HttpError",
     "ResponseHead",
     "ResponseReader",
+    "Target",
     "request_head",
+    "split_target",
 ]

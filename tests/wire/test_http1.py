@@ -16,6 +16,7 @@ from proxy.wire.http1 import (
     ResponseHead,
     ResponseReader,
     request_head,
+    split_target,
 )
 
 SSE_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
@@ -244,3 +245,28 @@ def test_a_head_over_the_limit_is_refused_even_when_it_completes_in_the_same_rea
     reader.feed(raw)
     assert str(reader.error) == "response head too large"
     assert ResponseReader(max_head=80_000).feed(raw)[0] is not None
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        (
+            "http://127.0.0.1:8000/mcp",
+            ("http://127.0.0.1:8000", "127.0.0.1", 8000, False, "127.0.0.1:8000", "/mcp"),
+        ),
+        ("https://example.com", ("https://example.com:443", "example.com", 443, True, "example.com", "/")),
+        ("http://user:pw@h/p?q=1", ("http://h:80", "h", 80, False, "h", "/p?q=1")),
+        ("http://[::1]:9/x", ("http://::1:9", "::1", 9, False, "[::1]:9", "/x")),
+    ],
+)
+def test_split_target_says_where_a_request_goes_and_never_sends_userinfo(
+    url: str, expected: tuple[str, str, int, bool, str, str]
+) -> None:
+    target = split_target(url)
+    assert target is not None
+    assert (target.origin, target.hostname, target.port, target.secure, target.host, target.path) == expected
+
+
+@pytest.mark.parametrize("url", ["ftp://h/x", "http:///nohost", "unix:/tmp/s", "/relative"])
+def test_split_target_is_none_for_what_is_not_an_http_url_with_a_host(url: str) -> None:
+    assert split_target(url) is None

@@ -7,6 +7,7 @@ import statistics
 from typing import Any
 
 import goals
+import goals31
 
 UPSTREAM_LABEL = {"minimal": "minimal aiohttp legacy server", "fastmcp130": "FastMCP 1.30 legacy server"}
 PATH_LABEL = {
@@ -350,6 +351,9 @@ def markdown(data: dict[str, Any], s: dict[str, Any]) -> str:
         lines.append(_row(t["target"], t["measured"], verdict, t["note"]))
     lines.append("")
     lines += goals.markdown_lines(s.get("goals") or goals.goals(data, s))
+    if s["pass"]:
+        title = "Goals of issue 31 (beside the aiohttp floor relay)"
+        lines += goals.markdown_lines(goals31.rows(data, s), title)
     if data.get("aggregate"):
         lines += goals.markdown_lines(goals.aggregate_rows(data), "Goals of issue 30 (aggregated routes)")
     prof = profile_of(data)

@@ -215,7 +215,11 @@ async def test_owner_dies_after_taking_a_forwarded_retry_on_server_everything() 
         async def delivered() -> bool:
             return bool(relay.posts("response"))
 
-        await until(delivered, "the owner to deliver the forwarded answer upstream")
+        # The survivor has not met the upstream yet: it forwards the retry at once, without probing the
+        # upstream's era first (a probe would wait here on the held-back relay until initialize_s passed).
+        await until(delivered, "the owner to deliver the forwarded answer upstream", 10)
+        probes = [s for s in relay.sent if s.message and s.message.get("method") == "server/discover"]
+        assert len(probes) == 1, "only the owner probed the era (for its first call)"
         owner.process.send_signal(signal.SIGKILL)
         await asyncio.wait_for(owner.process.wait(), 10)
         relay.flowing.set()

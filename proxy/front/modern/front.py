@@ -230,7 +230,7 @@ class ModernFront:
         return (
             relay is not None
             and relay.takes(upstream, req.request)
-            and await relay.modern(upstream, key.forwarded)
+            and await relay.modern(upstream, key.forwarded, req.request_state)
         )
 
     async def _relayed(

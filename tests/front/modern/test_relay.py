@@ -84,3 +84,40 @@ def test_param_headers_are_the_mcp_param_ones_in_any_case() -> None:
     )
     assert _param_headers(headers) == {"Mcp-Param-Region": "eu", "mcp-param-x": "1", "MCP-PARAM-": "bare"}
     assert _param_headers(CIMultiDictProxy(CIMultiDict([("Mcp-Method", "tools/call")]))) is None
+
+
+async def test_a_retry_of_a_parked_call_is_never_probed_for() -> None:
+    """A replica that has not met the upstream yet takes a retry carrying the proxy's own handle of a
+    parked call the legacy way (forwarded to its owner, or taken over) without probing the upstream's era:
+    such a call is parked on a legacy session whatever the upstream speaks. Anything else — a token that
+    only looks like one (version byte 1, not sealed by these keys), a handle of another proxy's keys, a
+    modern server's own requestState — is probed for as any request."""
+    import os
+
+    import aiohttp
+
+    from proxy.handle import formats, token_version
+
+    up = UpstreamConfig(name="a", url="http://127.0.0.1:9/mcp")  # era auto; nothing listens there
+    codec = HandleCodec(KeyRing.ephemeral())
+    async with aiohttp.ClientSession() as http:
+        eras = EraBook({"a": up}, {"a": http})
+        relay = NativeRelay(
+            upstreams={"a": up},
+            senders=ModernSenders({"a": up}, {"a": http}),
+            eras=eras,
+            codec=codec,
+            principal_source="authorization",
+            call_timeout=1,
+            state_ttl=1,
+        )
+        ours = codec.ring.seal(b"claims", version=formats.CALL_HANDLE)
+        assert await relay.modern("a", (), ours) is False
+        assert eras.probes == 0
+        others = HandleCodec(KeyRing.ephemeral()).ring.seal(b"claims", version=formats.CALL_HANDLE)
+        lookalike = "AQ" + ours[2:-8] + "A" * 8
+        assert token_version(lookalike) == formats.CALL_HANDLE
+        for token in (others, lookalike, "server-state-" + os.urandom(8).hex()):
+            before = eras.probes  # a probe nothing answers decides nothing: the next request probes again
+            assert await relay.modern("a", (), token) is False  # probed: nothing answers, taken as legacy
+            assert eras.probes == before + 1

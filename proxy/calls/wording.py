@@ -13,6 +13,8 @@ from typing import Any, Final
 
 import structlog
 
+from proxy.upstream.bounded import TOO_LARGE
+from proxy.upstream.lean_http import ENCODED
 from proxy.wire import jsonrpc
 from proxy.wire.jsonrpc import ErrorObject
 
@@ -51,6 +53,13 @@ def public_reason(reason: str) -> str:
     if reason.startswith(_OWN_WORDING):
         return reason.split(": ", 1)[0]
     return CONNECTION_FAILED
+
+
+def answer_refused(exc: BaseException) -> bool:
+    """Whether `exc` is the proxy refusing an upstream's answer — over `max_message_bytes`, or compressed
+    when none was asked for: the request reached the upstream and ran, so its client must be told the call
+    failed and was not re-run (`outcomes.upstream_failed`), never that the upstream was unavailable."""
+    return str(exc).startswith((TOO_LARGE, ENCODED))
 
 
 def unavailable_message(upstream: str, detail: BaseException | str) -> str:

@@ -93,3 +93,23 @@ async def test_a_relayed_call_the_upstream_never_answers_fails_at_its_deadline()
     finally:
         release.set()
         await server.close()
+
+
+async def test_a_legacy_client_of_a_modern_upstream_hears_a_refused_answer_as_a_call_that_ran() -> None:
+    """The mirror (a legacy client, a 2026-07-28 upstream) words an answer it refuses — compressed, or over
+    the limit — as the relay does: the call ran upstream and was not re-run; never "unavailable", which
+    would read as nothing having happened and invite the client to call again."""
+    from e2e.test_mirror import ELICIT, RawLegacy
+
+    async with scripted_modern() as upstream:
+        config = UpstreamConfig(name="default", url=upstream.url, era="modern", max_message_bytes=LIMIT)
+        async with running_proxy(config) as proxy, aiohttp.ClientSession() as http:
+            client = RawLegacy(proxy.url, http)
+            await client.initialize(ELICIT)
+            for arguments, said in (({"size": 1000}, COMPRESSED), ({"size": 64 * LIMIT}, COMPRESSED)):
+                status, messages = await client.call("bomb", arguments=arguments)
+                assert status == 200 and messages[-1]["error"] == {"code": -31001, "message": said}, messages
+            status, messages = await client.call("big", arguments={"size": 2 * LIMIT})
+            assert messages[-1]["error"] == {"code": -31001, "message": OVER_LIMIT}, str(messages)[:300]
+            status, messages = await client.call("job", arguments={"text": "after"})
+            assert status == 200 and "error" not in messages[-1], messages

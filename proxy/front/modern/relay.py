@@ -25,7 +25,7 @@ from typing import Any
 from aiohttp import web
 
 from proxy.calls.outcomes import upstream_failed
-from proxy.calls.wording import unavailable_answer
+from proxy.calls.wording import answer_refused, unavailable_answer
 from proxy.config import Config, PrincipalSource, UpstreamConfig
 from proxy.front.modern.peer_route import key_not_held
 from proxy.front.modern.relay_tasks import BoundTasks, TaskIdTooLarge, TaskRefused, refusal
@@ -42,9 +42,7 @@ from proxy.handle.relay_state import (
 from proxy.handle.relay_task import open_relay_task
 from proxy.translate.request import ModernRequest
 from proxy.upstream.base import UpstreamAuthChallenge, UpstreamError
-from proxy.upstream.bounded import TOO_LARGE
 from proxy.upstream.era import EraBook
-from proxy.upstream.lean_http import ENCODED
 from proxy.upstream.modern import Notify, NotModern
 from proxy.upstream.senders import ModernSenders
 from proxy.wire import jsonrpc, mcp
@@ -201,7 +199,7 @@ class NativeRelay:
         except UpstreamError as exc:
             # An answer over max_message_bytes, or compressed (refused by the lean client): the request ran,
             # worded as the call service words it for a legacy upstream (calls/outcomes.py)
-            if str(exc).startswith((TOO_LARGE, ENCODED)):
+            if answer_refused(exc):
                 line["outcome"] = "upstream_failed"
                 return jsonrpc.Error(msg.id, upstream_failed(str(exc)))
             return unavailable_answer(msg.id, upstream, exc, line)

@@ -26,6 +26,7 @@ from proxy.config import FrontConfig, UpstreamConfig
 from proxy.front.checks import Refusal, origin_allowed
 from proxy.front.fallback import CLIENT_GONE_STATUS, client_gone
 from proxy.front.legacy.relay import LegacyRelay, is_legacy
+from proxy.front.loops import VIA, Hop
 from proxy.front.modern.front import ModernFront
 from proxy.front.oauth import AuthRefused, OAuthFront
 from proxy.front.peers import FORWARD_PREFIX
@@ -83,6 +84,7 @@ class Endpoint:
         self._relay = legacy
         self._tracing = tracing or Tracing()
         self._origins = frozenset(front.allowed_origins)
+        self._hop = Hop()  # this proxy's entry in the Via of its upstream requests (front/loops.py)
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         started = time.perf_counter()
@@ -95,7 +97,8 @@ class Endpoint:
             # (as structlog's bind_contextvars(request_id=rid) and its reset; see _REQUEST_ID)
             bound = _REQUEST_ID.set(rid)
             try:
-                with propagating({REQUEST_ID_HEADER: rid, **span.headers}):
+                via = self._hop.via(_via(request))  # refuses a request that has been here before
+                with propagating({REQUEST_ID_HEADER: rid, VIA: via, **span.headers}):
                     response = await self._handle(request, line, link)
             except Refusal as refusal:
                 line["outcome"] = f"refused:{refusal.error.code}"
@@ -321,3 +324,12 @@ def _joined(line: dict[str, Any], link: CallLink) -> dict[str, Any]:
         line["call"] = link.call
         line.setdefault("round", link.round)
     return line
+
+
+def _via(request: web.Request) -> str | None:
+    """The request's Via header lines as one list (None: none)."""
+    first = request.headers.get(VIA)
+    if first is None:
+        return None
+    lines = request.headers.getall(VIA)
+    return first if len(lines) == 1 else ", ".join(lines)

@@ -70,7 +70,7 @@ from proxy.tasks.front import TaskFront
 from proxy.tasks.manager import TaskManager, TaskSettings
 from proxy.tasks.policy import TaskPolicy
 from proxy.upstream.era import EraBook
-from proxy.upstream.lean_http import LeanClient
+from proxy.upstream.lean_http import IDLE_TTL, LeanClient
 from proxy.upstream.pool import SessionPool
 from proxy.upstream.pool_sessions import no_call_answer, session_adopter, session_factory
 from proxy.upstream.senders import ModernSenders
@@ -149,7 +149,8 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
     """One HTTP client, one session pool per upstream, and the call service over them."""
     config = app[CONFIG]
     http = aiohttp.ClientSession(
-        connector=aiohttp.TCPConnector(limit=0, limit_per_host=0),
+        # Idle connections kept for the lean client's IDLE_TTL, below servers' own 5 s (lean_http.py)
+        connector=aiohttp.TCPConnector(limit=0, limit_per_host=0, keepalive_timeout=IDLE_TTL),
         cookie_jar=aiohttp.DummyCookieJar(),  # shared by every user: an upstream's cookie goes to no one
         timeout=aiohttp.ClientTimeout(
             total=None, sock_connect=max(u.timeouts.connect_s for u in config.upstreams)

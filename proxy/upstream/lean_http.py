@@ -1,16 +1,21 @@
 """A lean HTTP/1.1 client for the hot upstream POSTs: pooled keep-alive connections on asyncio protocols.
 
 Why: one small POST through aiohttp's `ClientSession.post` + `read` costs ~188 µs of CPU, on a plain
-protocol with llhttp ~62-80 µs (bench/RESULTS.md); the POSTs of legacy Streamable HTTP sessions (every call,
-every answer of a parked call's client) are the proxy's most frequent upstream I/O. Everything else (DELETE,
-GET streams resumed, probes, OAuth, peers, HTTP+SSE, modern upstreams) stays on aiohttp.
+protocol with llhttp ~62-80 µs (bench/RESULTS.md). The POSTs of legacy Streamable HTTP sessions (every call,
+every answer of a parked call's client) and every request to a modern upstream but the era probe go on it;
+everything else (DELETE, GET streams resumed, probes, OAuth, peers, HTTP+SSE) stays on aiohttp.
 
 One pool of idle connections per origin and SSL context, reused last-in first-out, closed after `idle_ttl`
-(aiohttp's keep-alive default) and at once when the server closes one or sends anything while it is idle
-(lean_response.py). Responses are framed by llhttp (wire/http1.py: Content-Length, chunked, until the close;
-interim 1xx skipped; `Connection: close` honoured; Content-Length beside Transfer-Encoding refused). The
-request asks for `Accept-Encoding: identity` and an answer with any other Content-Encoding is refused: the
-proxy never decompresses, so no decompression bomb can reach it.
+and at once when the server closes one or sends anything while it is idle (lean_response.py). `IDLE_TTL` is
+4 s, below the 5 s after which uvicorn (and so FastMCP and the SDKs' servers) and Node's http server close
+an idle keep-alive connection: no request is written into a connection its server is closing that very
+moment (the FIN crossing the request), which fails the request, never retried since it might have been
+delivered. aiohttp's 15 s default left that window open for every call made 5 s after the one before.
+
+Responses are framed by llhttp (wire/http1.py: Content-Length, chunked, until the close; interim 1xx
+skipped; `Connection: close` honoured; Content-Length beside Transfer-Encoding refused). The request asks
+for `Accept-Encoding: identity` and an answer with any other Content-Encoding is refused: the proxy never
+decompresses, so no decompression bomb can reach it.
 
 Failures: a connection that cannot be made raises `ConnectFailed` (nothing was sent: the request was
 certainly not delivered); everything after raises a `LeanHttpError` (it may have been). A request is never
@@ -27,7 +32,7 @@ from proxy.upstream.base import UpstreamError
 from proxy.upstream.lean_response import Connection, LeanHttpError, LeanResponse, PoolKey
 from proxy.wire.http1 import MAX_HEAD, HttpError, Target, request_head, split_target
 
-IDLE_TTL = 15.0  # seconds an idle connection is kept (aiohttp's keepalive_timeout)
+IDLE_TTL = 4.0  # seconds an idle connection is kept: below uvicorn's and Node's 5 s (the docstring)
 # Set by the client itself: a caller's header of these names is not sent.
 _OURS = frozenset({"host", "content-length", "transfer-encoding", "connection", "accept-encoding"})
 # How the refusal of an encoded answer begins (said to the client as it is: calls/wording.py).

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 import aiohttp
 
 from proxy.config import TlsConfig
+from proxy.upstream.lean_http import IDLE_TTL
 
 # The context each upstream's own HTTP client was made with, for what opens its connections itself (the
 # standalone GET streams, event_stream.py): an aiohttp session does not say which context it verifies with.
@@ -63,7 +64,7 @@ def tls_sessions(
     clients = {}
     for name, ctx in contexts.items():
         if ctx is not None:
-            connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, ssl=ctx)
+            connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, ssl=ctx, keepalive_timeout=IDLE_TTL)
             clients[name] = aiohttp.ClientSession(
                 connector=connector, timeout=timeout, cookie_jar=aiohttp.DummyCookieJar()
             )

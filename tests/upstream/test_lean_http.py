@@ -26,7 +26,7 @@ from proxy.upstream.base import NotDelivered, UpstreamError
 from proxy.upstream.bounded import MessageTooLarge, read_body
 from proxy.upstream.http_errors import unreachable
 from proxy.upstream.keepalive import finish_body, leave
-from proxy.upstream.lean_http import ConnectFailed, HeadTimeout, LeanClient
+from proxy.upstream.lean_http import IDLE_TTL, ConnectFailed, HeadTimeout, LeanClient
 from proxy.upstream.lean_response import ResponseUnreadable, ServerDisconnected
 from proxy.upstream.tls import client_context
 
@@ -502,3 +502,40 @@ async def test_lean_errors_are_aiohttp_client_errors() -> None:
     """So the transports' `except aiohttp.ClientError` words them as they word aiohttp's."""
     assert issubclass(ServerDisconnected, aiohttp.ClientError)
     assert issubclass(ConnectFailed, aiohttp.ClientError)
+
+
+async def test_a_connection_is_not_reused_past_the_servers_keep_alive_time() -> None:
+    """uvicorn (FastMCP, the SDKs' servers) and Node close a keep-alive connection idle for 5 s. A request
+    written into it as that happens meets the close, not an answer, and fails — never retried, since it
+    might have been delivered. The server below models that moment deterministically: a request arriving
+    on a connection idle for 5 s or more is met by the close (its FIN 'crossing' the request). IDLE_TTL is
+    below 5 s, so the client opens a new connection instead; with aiohttp's 15 s it failed the call."""
+    keep_alive_s = 5.0  # uvicorn's timeout_keep_alive and Node's keepAliveTimeout default
+    assert keep_alive_s > IDLE_TTL
+
+    async def script(_: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        loop = asyncio.get_running_loop()
+        answered = None
+        while True:
+            await read_request(reader)
+            if answered is not None and loop.time() - answered >= keep_alive_s:
+                writer.transport.abort()  # the server's close, crossing the request
+                return
+            writer.write(OK)
+            await writer.drain()
+            answered = loop.time()
+
+    async def two_calls(ttl: float) -> bytes:
+        client = LeanClient(idle_ttl=ttl)
+        try:
+            assert await post(client, server.url) == b"{}"
+            await asyncio.sleep(keep_alive_s + 0.1)
+            return await post(client, server.url)
+        finally:
+            await client.close()
+
+    async with raw(script) as server:
+        ours, aiohttps = await asyncio.gather(two_calls(IDLE_TTL), two_calls(15.0), return_exceptions=True)
+    assert ours == b"{}"  # a new connection for the second call
+    assert isinstance(aiohttps, aiohttp.ClientError)  # the pooled connection was taken, and the call failed
+    assert server.connections == 3

@@ -9,7 +9,9 @@ calls (16 modern clients, the echo tool), and dumps the counters: their total ÷
 runs the proxy ~50 times slower, so the clients wait on it alone; instructions are not time (a syscall counts
 as the few instructions that make it), so this ranks changes to the proxy's own code, it does not replace
 the CPU figures of ``make bench``. With ``--relay`` the upstream is the minimal 2026-07-28 server
-(bench/minimal_modern.py) instead, so the path measured is the native relay (issue 28, section 6).
+(bench/minimal_modern.py) instead, so the path measured is the native relay (issue 28, section 6); with
+``--legacy fastmcp130`` it is FastMCP 1.30, whose replies are chunked SSE streams (the minimal server's are
+one Content-Length SSE body).
 
 With ``--mrtr`` the figure is per MRTR round trip instead (issue 31): the minimal server's ``ask`` tool, each
 client answering the ``input_required`` at once with its ``inputResponses`` and the ``requestState``. It is
@@ -169,7 +171,7 @@ async def main(args: argparse.Namespace) -> None:
     results: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory(prefix="mrtr-hotpath-ir-") as tmp_name:
         tmp = Path(tmp_name)
-        upstream = modern_server() if args.relay else legacy_server("minimal")
+        upstream = modern_server() if args.relay else legacy_server(args.legacy)
         async with upstream as up:
             labels = [("before", args.before)] if args.before is not None else []
             labels.append(("after", None))
@@ -207,4 +209,10 @@ if __name__ == "__main__":
     parser.add_argument("--keep", type=Path, help="copy the callgrind dumps here")
     parser.add_argument("--relay", action="store_true", help="the native relay: a 2026-07-28 upstream")
     parser.add_argument("--mrtr", action="store_true", help="per MRTR round trip: the minimal server's ask")
+    parser.add_argument(
+        "--legacy",
+        choices=("minimal", "fastmcp130"),
+        default="minimal",
+        help="the legacy server in front of which pass-through is measured",
+    )
     asyncio.run(main(parser.parse_args()))

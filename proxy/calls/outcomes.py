@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from proxy.calls.registry import LiveCall
-from proxy.calls.wording import failed_during_call
+from proxy.calls.wording import call_failed
 from proxy.translate.exchange import Exchange
 from proxy.translate.validate import invalid_input_response
 from proxy.upstream.base import UpstreamAuthChallenge
@@ -145,10 +145,7 @@ def too_many_inputs(limit: int) -> ErrorObject:
 
 def upstream_failed(reason: str) -> ErrorObject:
     """-31001 for a call that failed upstream once begun; library text stays in the log (wording.py)."""
-    return ErrorObject(
-        jsonrpc.UPSTREAM_FAILED,
-        f"Upstream failed during the call ({failed_during_call(reason)}); it was not re-run",
-    )
+    return call_failed(reason)
 
 
 def outcome_unknown(why: str) -> ErrorObject:

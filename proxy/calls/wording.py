@@ -13,8 +13,7 @@ from typing import Any, Final
 
 import structlog
 
-from proxy.upstream.bounded import TOO_LARGE
-from proxy.upstream.lean_http import ENCODED
+from proxy.upstream.base import HttpRefused, NotDelivered
 from proxy.wire import jsonrpc
 from proxy.wire.jsonrpc import ErrorObject
 
@@ -55,13 +54,6 @@ def public_reason(reason: str) -> str:
     return CONNECTION_FAILED
 
 
-def answer_refused(exc: BaseException) -> bool:
-    """Whether `exc` is the proxy refusing an upstream's answer — over `max_message_bytes`, or compressed
-    when none was asked for: the request reached the upstream and ran, so its client must be told the call
-    failed and was not re-run (`outcomes.upstream_failed`), never that the upstream was unavailable."""
-    return str(exc).startswith((TOO_LARGE, ENCODED))
-
-
 def unavailable_message(upstream: str, detail: BaseException | str) -> str:
     """The message for a request that could not be served because `upstream` could not be reached or could
     not open a session; `detail` goes to the log only."""
@@ -72,6 +64,25 @@ def unavailable_message(upstream: str, detail: BaseException | str) -> str:
 def unavailable(upstream: str, detail: BaseException | str) -> ErrorObject:
     """-31001 for a request that never got going upstream (see `unavailable_message`)."""
     return ErrorObject(jsonrpc.UPSTREAM_FAILED, unavailable_message(upstream, detail))
+
+
+def relayed_failure(upstream: str, exc: BaseException) -> ErrorObject:
+    """-31001 for a request sent to a 2026-07-28 upstream (the native relay, the mirror) that failed there.
+    `unavailable` only when it certainly never ran: not delivered (no connection, no child) or refused by
+    its HTTP status. Anything after the request went out (the connection lost mid-answer, a child that died,
+    an answer refused) says what a legacy upstream's call says (`upstream_failed`): it may have run, and the
+    proxy did not send it again — a client told "unavailable" could re-run a tool that already ran."""
+    if isinstance(exc, NotDelivered | HttpRefused):
+        return unavailable(upstream, exc)
+    return call_failed(str(exc))
+
+
+def call_failed(reason: str) -> ErrorObject:
+    """-31001 for a call that failed upstream once begun; library text stays in the log."""
+    return ErrorObject(
+        jsonrpc.UPSTREAM_FAILED,
+        f"Upstream failed during the call ({failed_during_call(reason)}); it was not re-run",
+    )
 
 
 def unavailable_answer(

@@ -11,7 +11,7 @@ the whole answer's time.
 An answer that is not a 2026-07-28 one (`modern_answer` judges it) raises `NotModern`: the era verdict
 for the upstream no longer holds (it was replaced by a legacy server), and nothing was processed.
 
-On the lean client a connection that could not be made raises `NotDelivered` (nothing was sent); anything
+A connection that could not be made (the lean client's or aiohttp's) raises `NotDelivered` (nothing was sent); anything
 after the request's bytes were written is an UpstreamError that says no such thing (the request may have
 run, and is never sent again). The lean client asks for `Accept-Encoding: identity` and refuses an answer
 with a Content-Encoding (an UpstreamError beginning with lean_http.ENCODED): the proxy inflates nothing a
@@ -135,7 +135,7 @@ async def post(
 ) -> jsonrpc.Response:
     """Send `msg` and return the upstream's response to it (its notifications go to `on_note` meanwhile).
 
-    Raises UpstreamAuthChallenge (401/403), NotModern (a legacy server's answer), NotDelivered (lean: no
+    Raises UpstreamAuthChallenge (401/403), NotModern (a legacy server's answer), NotDelivered (no
     connection, nothing sent), UpstreamError (the upstream could not be reached, or answered nothing
     usable), TimeoutError (no answer in time)."""
     headers = target.base_headers.copy()
@@ -154,6 +154,8 @@ async def post(
         try:
             async with http.post(target.endpoint, data=jsonrpc.dumps(msg), headers=headers) as resp:
                 return await _answer(resp, msg, on_note, target.max_message_bytes)
+        except aiohttp.ClientConnectorError as exc:  # no connection: nothing was sent
+            raise NotDelivered(f"could not connect to upstream: {type(exc).__name__}: {exc}") from None
         except aiohttp.ClientError as exc:
             raise UpstreamError(f"could not reach upstream: {type(exc).__name__}: {exc}") from None
 

@@ -40,7 +40,7 @@ from typing import Final
 import structlog
 
 from proxy.config import UpstreamConfig
-from proxy.upstream.base import UpstreamError
+from proxy.upstream.base import NotDelivered, UpstreamError
 from proxy.upstream.child import describe_exit, exited, next_message, read_stderr, spawn, terminate
 from proxy.upstream.connect import stdio_settings
 from proxy.upstream.modern import Notify
@@ -107,8 +107,8 @@ class ModernChild:
     ) -> jsonrpc.Response:
         """The child's answer to `msg` (under `msg`'s id); its notifications go to `on_note` meanwhile.
         Raises UpstreamError (the child is gone, or died before answering) and TimeoutError."""
-        if self._lost is not None or self._proc is None:
-            raise UpstreamError(self._lost or "upstream process not started")
+        if self._lost is not None or self._proc is None:  # nothing of it written: it never ran
+            raise NotDelivered(self._lost or "upstream process not started")
         ours = next(self._ids)
         params = dict(msg.params)
         meta = dict(params.get("_meta") or {})
@@ -155,7 +155,7 @@ class ModernChild:
             async with asyncio.timeout(_WRITE_TIMEOUT), self._write_lock:
                 stdin = self._proc.stdin if self._proc is not None else None
                 if self._lost is not None or stdin is None:
-                    raise UpstreamError(self._lost or "upstream process not started")
+                    raise NotDelivered(self._lost or "upstream process not started")
                 stdin.write(data)  # the whole line goes into the pipe's buffer at once: framing stays intact
                 await stdin.drain()
         except TimeoutError:

@@ -7,7 +7,10 @@ import pytest
 from structlog.testing import capture_logs
 
 from proxy.calls.outcomes import upstream_failed
-from proxy.calls.wording import CONNECTION_FAILED, SEE_LOG, public_reason, unavailable
+from proxy.calls.wording import CONNECTION_FAILED, SEE_LOG, public_reason, relayed_failure, unavailable
+from proxy.upstream.base import HttpRefused, NotDelivered, UpstreamError
+from proxy.upstream.bounded import MessageTooLarge
+from proxy.wire.jsonrpc import ErrorObject
 
 
 @pytest.mark.parametrize(
@@ -64,3 +67,33 @@ def test_the_detail_goes_to_the_log_only() -> None:
         ("upstream.unavailable", True),
         ("upstream.call_failed", True),
     ]
+
+
+@pytest.mark.parametrize(
+    ("exc", "message"),
+    [
+        (
+            NotDelivered("could not connect to upstream: ConnectFailed: refused"),
+            f"Upstream 'up' unavailable ({SEE_LOG})",
+        ),
+        (HttpRefused(503, "upstream answered HTTP 503"), f"Upstream 'up' unavailable ({SEE_LOG})"),
+        (
+            UpstreamError("could not reach upstream: ServerDisconnected: gone"),
+            "Upstream failed during the call (the connection to it failed); it was not re-run",
+        ),
+        (
+            UpstreamError("upstream ended the stream before answering"),
+            "Upstream failed during the call (upstream ended the stream before answering); it was not re-run",
+        ),
+        (
+            MessageTooLarge(1024),
+            "Upstream failed during the call (upstream sent a message larger than 1024 bytes "
+            "(upstreams[].max_message_bytes)); it was not re-run",
+        ),
+    ],
+)
+def test_a_relayed_request_is_unavailable_only_if_it_never_ran(exc: UpstreamError, message: str) -> None:
+    """The native relay and the mirror: a request that may have run upstream is never called unavailable
+    (a client told so could send it again and run a tool twice)."""
+    with capture_logs():
+        assert relayed_failure("up", exc) == ErrorObject(-31001, message)

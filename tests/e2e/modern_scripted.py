@@ -10,7 +10,8 @@ It keeps every request it received (`seen`), checks `Mcp-Name` against the body 
   `job:<text>`; `tools/call big {"size"}`: `input_required` with a `requestState` of `size` characters
   the first time, `big:<answer>:<size>` when retried with that very state; `tools/call bomb {"size"}`: a
   result whose text is `size` bytes, sent gzip-compressed (`Content-Encoding: gzip`, its Content-Length the
-  compressed size: a decompression bomb, a few KB on the wire);
+  compressed size: a decompression bomb, a few KB on the wire); `tools/call drop`: an event stream begun (a
+  comment), then the connection closed with no answer: a server that died mid-call;
 - `tasks/get` / `tasks/update` / `tasks/cancel`: by task id (`-32602 Failed to retrieve task: Task not
   found` for one it never gave), `tasks/list`: every task it holds (it cannot tell users apart);
 - `subscriptions/listen`: the acknowledgement naming the task ids asked for, then `notifications/tasks` for
@@ -57,6 +58,13 @@ class ScriptedModern:
         if method == "server/discover":
             caps = {"tools": {}, "extensions": {TASKS: {}}}
             return _result(rid, {"supportedVersions": [VERSION], "capabilities": caps})
+        if method == "tools/call" and params.get("name") == "drop":
+            resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+            await resp.prepare(request)
+            await resp.write(b": working\n\n")
+            assert request.transport is not None
+            request.transport.close()  # died mid-call: the request ran, no answer comes
+            return resp
         if method == "tools/call":
             return self._call(rid, params)
         if method == "tasks/list":

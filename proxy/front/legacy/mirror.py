@@ -48,8 +48,7 @@ from typing import Any, Protocol
 import structlog
 from aiohttp import web
 
-from proxy.calls.outcomes import upstream_failed
-from proxy.calls.wording import answer_refused, unavailable, unavailable_message
+from proxy.calls.wording import relayed_failure, unavailable_message
 from proxy.config import Config, UpstreamConfig
 from proxy.front.address import TCP_PEER, AddressSource
 from proxy.front.legacy.bridge_session import RuntimeStateView
@@ -335,11 +334,8 @@ class LegacyMirror:
             answer = jsonrpc.error(
                 msg.id, jsonrpc.UPSTREAM_FAILED, "The upstream no longer speaks 2026-07-28"
             )
-        except (
-            UpstreamError
-        ) as exc:  # an answer refused after the request ran is worded as the relay words it
-            error = upstream_failed(str(exc)) if answer_refused(exc) else unavailable(upstream, exc)
-            answer = jsonrpc.Error(msg.id, error)
+        except UpstreamError as exc:  # worded as the relay words it: "unavailable" only if it never ran
+            answer = jsonrpc.Error(msg.id, relayed_failure(upstream, exc))
         return await reply.finish(answer)
 
 

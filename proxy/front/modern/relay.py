@@ -24,8 +24,7 @@ from typing import Any
 
 from aiohttp import web
 
-from proxy.calls.outcomes import upstream_failed
-from proxy.calls.wording import answer_refused, unavailable_answer
+from proxy.calls.wording import relayed_failure
 from proxy.config import Config, PrincipalSource, UpstreamConfig
 from proxy.front.modern.peer_route import key_not_held
 from proxy.front.modern.relay_tasks import BoundTasks, TaskIdTooLarge, TaskRefused, refusal
@@ -196,13 +195,9 @@ class NativeRelay:
             return jsonrpc.error(msg.id, jsonrpc.UPSTREAM_TIMEOUT, text)
         except (NotModern, UpstreamAuthChallenge):
             raise
-        except UpstreamError as exc:
-            # An answer over max_message_bytes, or compressed (refused by the lean client): the request ran,
-            # worded as the call service words it for a legacy upstream (calls/outcomes.py)
-            if answer_refused(exc):
-                line["outcome"] = "upstream_failed"
-                return jsonrpc.Error(msg.id, upstream_failed(str(exc)))
-            return unavailable_answer(msg.id, upstream, exc, line)
+        except UpstreamError as exc:  # "unavailable" only if it never ran there (calls/wording.py)
+            line["outcome"] = "upstream_failed"
+            return jsonrpc.Error(msg.id, relayed_failure(upstream, exc))
         return self._answer(upstream, msg, answer, principal, line, bound=bound, tasks=tasks)
 
     async def plain(

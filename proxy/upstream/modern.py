@@ -11,11 +11,12 @@ the whole answer's time.
 An answer that is not a 2026-07-28 one (`modern_answer` judges it) raises `NotModern`: the era verdict
 for the upstream no longer holds (it was replaced by a legacy server), and nothing was processed.
 
-A connection that could not be made (the lean client's or aiohttp's) raises `NotDelivered` (nothing was sent); anything
-after the request's bytes were written is an UpstreamError that says no such thing (the request may have
-run, and is never sent again). The lean client asks for `Accept-Encoding: identity` and refuses an answer
-with a Content-Encoding (an UpstreamError beginning with lean_http.ENCODED): the proxy inflates nothing a
-modern upstream sends. On aiohttp (the era probe) a gzip answer is inflated within max_message_bytes.
+A connection that could not be made (the lean client's or aiohttp's) raises `NotDelivered` (nothing was
+sent); anything after the request's bytes were written is an UpstreamError that says no such thing (the
+request may have run, and is never sent again: calls/wording.relayed_failure words it so). The lean client
+asks for `Accept-Encoding: identity` and refuses an answer with a Content-Encoding (an UpstreamError
+beginning with lean_http.ENCODED): the proxy inflates nothing a modern upstream sends. On aiohttp (the era
+probe) a gzip answer is inflated within max_message_bytes.
 """
 
 from __future__ import annotations

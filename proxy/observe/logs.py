@@ -16,6 +16,7 @@ import time
 from collections.abc import Mapping, MutableMapping
 from typing import Any, TextIO
 
+import orjson
 import structlog
 
 REDACTED = "[redacted]"
@@ -71,7 +72,9 @@ def configure(level: str = "info", fmt: str = "auto", stream: TextIO | None = No
     as_json = fmt == "json" or (fmt == "auto" and not out.isatty())
     _rendering["json"] = as_json
     renderer: Any = (
-        structlog.processors.JSONRenderer() if as_json else structlog.dev.ConsoleRenderer(colors=out.isatty())
+        structlog.processors.JSONRenderer(serializer=_serialize)
+        if as_json
+        else structlog.dev.ConsoleRenderer(colors=out.isatty())
     )
     processors: list[Any] = [
         structlog.contextvars.merge_contextvars,
@@ -94,35 +97,42 @@ def configure(level: str = "info", fmt: str = "auto", stream: TextIO | None = No
         _fast["json"] = _FastJson(processors, wrapper, out)
 
 
+# JSON lines are compact (no spaces after `,` and `:`) and ASCII: orjson writes them, a few times faster than
+# json.dumps; what it cannot write as ASCII (non-ASCII text, integers beyond 64 bits, lone surrogates)
+# json.dumps writes, with the same separators and `\uXXXX` escapes. Every line takes this one serializer: the
+# processor chain's JSONRenderer and the request line's fast path alike.
+#
 # The canonical request line, once per request, is the hot path's one log line. Through the processor chain
-# it costs ~18 µs (context copy, five processors, a json.dumps with a `default`, so no cached encoder);
-# `info_line` writes the same bytes for a fraction of that when it can prove they are the same: JSON output
-# configured here (and not replaced since, e.g. by `structlog.testing.capture_logs`), and every value a
-# plain scalar (anything else, nested values included, takes the chain: redaction inside, the fallback
-# handler). Its pieces are bound once: the encoder json.dumps would build per call, whether each key is
-# sensitive, the timestamp's whole second.
+# it costs ~18 µs (context copy, five processors, a serializer call with a `default`); `info_line` writes the
+# same bytes for a fraction of that when it can prove they are the same: JSON output configured here (and not
+# replaced since, e.g. by `structlog.testing.capture_logs`), and every value a plain scalar (anything else,
+# nested values included, takes the chain: redaction inside, the fallback handler). Its pieces are bound
+# once: whether each key is sensitive, the timestamp's whole second.
 _PLAIN = frozenset({str, int, float, bool, type(None)})
+_SEPARATORS = (",", ":")
+# Dataclasses and datetimes go to `default` (structlog's repr fallback), as json.dumps sends them: orjson
+# would otherwise write a dataclass's fields out one by one (a field kept out of its repr included).
+_ORJSON = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
 
 
-def _no_default(value: Any) -> Any:  # pragma: no cover - only plain scalars reach the bound encoder
-    raise TypeError(f"{type(value).__name__} is not a plain scalar")
-
-
-def _bound_encoder() -> Any:
-    """json.dumps's own C encoder with its default options (", ", ": ", ASCII, NaN allowed), made once: the
-    same bytes as `json.dumps(line)` for a dict of plain scalars, without the encoder json.dumps makes per
-    call. None where the C accelerator is missing."""
-    make = getattr(json.encoder, "c_make_encoder", None)
-    if make is None:  # pragma: no cover - CPython has it
+def _ascii_or_none(obj: Any, default: Any = None) -> str | None:
+    try:
+        raw = orjson.dumps(obj, default=default, option=_ORJSON)
+    except TypeError:  # orjson.JSONEncodeError: a big integer, a lone surrogate, a key that is not a str …
         return None
-    return make(None, _no_default, json.encoder.encode_basestring_ascii, None, ": ", ", ", False, False, True)
+    return raw.decode("ascii") if raw.isascii() else None
 
 
-_ENCODE = _bound_encoder()
+def _serialize(obj: Any, **kw: Any) -> str:
+    """JSONRenderer's serializer (see above); `kw` is what it passes json.dumps (its `default`)."""
+    text = _ascii_or_none(obj, kw.get("default"))
+    return text if text is not None else json.dumps(obj, separators=_SEPARATORS, **kw)
 
 
 def _dumps(line: Mapping[str, Any]) -> str:
-    return json.dumps(line) if _ENCODE is None else "".join(_ENCODE(line, 0))
+    """A line of plain scalars, as `_serialize` writes it (no `default`: nothing else reaches here)."""
+    text = _ascii_or_none(line)
+    return text if text is not None else json.dumps(line, separators=_SEPARATORS)
 
 
 def _live_configuration() -> Any:

@@ -94,7 +94,7 @@ async def test_validate_mode_logs_no_token_key_or_claim(
                 assert (await client.call("echo", {"text": "x"})).status == 401
 
     text = captured.getvalue()
-    assert any('"outcome": "unauthorized:wrong_audience"' in line for line in text.splitlines())
+    assert any('"outcome":"unauthorized:wrong_audience"' in line for line in text.splitlines())
     secrets = [good, refreshed, wrong_aud, good.split(".")[2], refreshed.split(".")[1], "Opaque-SECRET-token"]
     secrets += ["Service-SECRET-credential", sub, email, "Jti-SECRET", "Aud-SECRET", "Issuer-SECRET"]
     secrets += [key.jwk["n"][:40], "Kid-SECRET-1"]

@@ -56,6 +56,7 @@ if __package__ in (None, ""):  # run as a script: make tests/ importable (peers.
 
 import peers
 from e2e.harness import running_proxy
+from unhandled import is_error
 
 from interop.matrix_specs import (
     CLIENTS,
@@ -744,7 +745,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"\n{cell.status} {where}: {cell.detail}")
         for key, text in run.logs.items():
             print(f"\n--- stderr of {key}\n{text}")
-    errors = [line for line in proxy_log.getvalue().splitlines() if '"level": "error"' in line]
+    errors = [line for line in proxy_log.getvalue().splitlines() if is_error(line)]
     if errors:
         print(f"\nproxy logged {len(errors)} error(s); first: {errors[0][:500]}")
     if args.json:

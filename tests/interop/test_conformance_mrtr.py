@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
+from unhandled import is_error
 
 from interop.conformance import (
     SCENARIOS,
@@ -160,5 +161,5 @@ async def test_keys_are_the_proxys_own(conformance: ConformanceRun) -> None:
 
 
 async def test_the_proxy_logged_no_errors(conformance: ConformanceRun) -> None:
-    errors = [line for line in conformance.proxy_log.splitlines() if '"level": "error"' in line]
+    errors = [line for line in conformance.proxy_log.splitlines() if is_error(line)]
     assert not errors, "\n".join(errors)

@@ -22,6 +22,7 @@ import peers
 import pytest
 import pytest_asyncio
 import yaml
+from unhandled import is_error
 
 from interop.conformance import ConformanceRun, ScenarioResult, list_server_scenarios, run_against_proxy
 
@@ -99,5 +100,5 @@ async def test_task_ids_are_the_proxys_sealed_handles(conformance: ConformanceRu
 
 
 async def test_the_proxy_logged_no_errors(conformance: ConformanceRun) -> None:
-    errors = [line for line in conformance.proxy_log.splitlines() if '"level": "error"' in line]
+    errors = [line for line in conformance.proxy_log.splitlines() if is_error(line)]
     assert not errors, "\n".join(errors)

@@ -122,7 +122,7 @@ async def test_every_line_is_json_against_a_down_upstream_and_a_taken_port(tmp_p
                 assert (await r.json())["error"]["code"] == -32600
         second = await peers.run_once([*argv, "--listen", f"127.0.0.1:{proxy.port}"], limit_s=30)
         for _ in range(50):  # the request lines of the last answers are written by now, or soon
-            if proxy.log_text(tail=None).count('"event": "request"') >= 4:
+            if proxy.log_text(tail=None).count('"event":"request"') >= 4:
                 break
             await asyncio.sleep(0.1)
         text = proxy.log_text(tail=None)
@@ -171,7 +171,7 @@ async def test_a_second_sigint_during_the_drain_forces_the_exit(tmp_path: Path) 
                 if '"drain.started"' in proxy.log_text(tail=None):
                     break
                 await asyncio.sleep(0.1)
-            assert '"parked_calls": 1' in proxy.log_text(tail=None)
+            assert '"parked_calls":1' in proxy.log_text(tail=None)
             os.kill(proxy.pid, signal.SIGINT)
             code = await asyncio.wait_for(proxy.process.wait(), timeout=30)
             text = proxy.log_text(tail=None)

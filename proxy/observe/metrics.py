@@ -9,9 +9,9 @@ label value comes from a fixed set (labels.py), so label cardinality is bounded 
 
 from __future__ import annotations
 
+import bisect
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
@@ -57,15 +57,43 @@ LEFT_OUT_REASONS: Final = frozenset({"timeout", "unavailable", "pool_full"})
 MAX_SERIES_KEYS: Final = 4096  # distinct (method, upstream, outcome, tool) of lines whose children are kept
 
 
-@dataclass(frozen=True, slots=True)
 class _Series:
-    """The children of the instruments one kind of request line counts in (None: that instrument is not)."""
+    """The children of the instruments one kind of request line counts in (None: that instrument is not),
+    and what such lines counted since the last scrape, as plain numbers: a line adds to these (no lock, no
+    loop over the buckets), `flush` hands them to the children when /metrics is rendered."""
 
-    requests: Counter
-    tool_calls: Counter | None
-    duration: Histogram
-    rounds: Counter | None
-    upstream_errors: Counter | None
+    __slots__ = (
+        "buckets", "duration", "kept", "lines", "requests", "rounds", "seconds",
+        "tool_calls", "upstream_errors",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        requests: Counter,
+        tool_calls: Counter | None,
+        duration: Histogram,
+        rounds: Counter | None,
+        upstream_errors: Counter | None,
+    ) -> None:
+        self.requests, self.tool_calls, self.duration = requests, tool_calls, duration
+        self.rounds, self.upstream_errors = rounds, upstream_errors
+        self.kept = True  # in Metrics._series, so flushed at each scrape
+        self.lines = 0
+        self.seconds = 0.0
+        self.buckets = [0] * (len(DURATION_BUCKETS) + 1)  # the last: +Inf
+
+    def flush(self) -> None:
+        lines, self.lines = self.lines, 0
+        if lines:
+            for counter in (self.requests, self.tool_calls, self.rounds, self.upstream_errors):
+                if counter is not None:
+                    counter.inc(lines)
+        if any(self.buckets):  # Histogram.observe's effect, summed: its sum, and each bucket's count
+            self.duration._sum.inc(self.seconds)
+            for bucket, count in zip(self.duration._buckets, self.buckets, strict=True):
+                if count:
+                    bucket.inc(count)
+            self.seconds, self.buckets = 0.0, [0] * len(self.buckets)
 
 
 class Metrics:
@@ -206,18 +234,16 @@ class Metrics:
         """Count one request from its canonical log line."""
         outcome = line.get("outcome")
         series = self._series_of(line.get("method"), line.get("upstream"), outcome, line.get("tool"))
-        series.requests.inc()
-        if series.tool_calls is not None:
-            series.tool_calls.inc()
+        series.lines += 1  # requests, tool calls, rounds, upstream errors: whichever the series counts
         duration_ms = line.get("duration_ms")
-        if isinstance(duration_ms, int | float):
-            series.duration.observe(duration_ms / 1000)
-        if series.rounds is not None:
-            series.rounds.inc()
-        elif outcome == "handle_rejected" or line.get("reason") == "unknown_key":  # the latter: a 503
-            self.rejections.labels(rejection_reason(line.get("reason"))).inc()
-        if series.upstream_errors is not None:
-            series.upstream_errors.inc()
+        if isinstance(duration_ms, int | float):  # the front's own figure: finite
+            seconds = duration_ms / 1000
+            series.seconds += seconds
+            series.buckets[bisect.bisect_left(DURATION_BUCKETS, seconds)] += 1  # the first bound >= it
+        if series.rounds is None and (outcome == "handle_rejected" or line.get("reason") == "unknown_key"):
+            self.rejections.labels(rejection_reason(line.get("reason"))).inc()  # the latter: a 503
+        if not series.kept:  # past MAX_SERIES_KEYS (see _series_of): counted now, or never
+            series.flush()
         if "owner" in line:  # the retry was for a call parked on another replica
             result = next((result for key, result in _FORWARD_RESULTS if key in line), "ok")
             self.peer_forwards.labels(result).inc()
@@ -231,7 +257,14 @@ class Metrics:
             series = self._bind(method_label(method), self.upstream_label(upstream), outcome, tool)
             if len(self._series) < MAX_SERIES_KEYS:
                 self._series[key] = series
+            else:
+                series.kept = False
         return series
+
+    def _flush(self) -> None:
+        """The request lines' counts since the last scrape, into their instruments' children."""
+        for series in self._series.values():
+            series.flush()
 
     def _bind(self, method: str, upstream: str, outcome: object, tool: object) -> _Series:
         klass = outcome_class(outcome)
@@ -251,6 +284,7 @@ class Metrics:
         """The aggregated routes (name -> its upstreams): a route's own answers (its lists) are counted
         under its name as `upstream`, and its left-out series start at 0."""
         self._upstreams = (*self._upstreams, *routes)
+        self._flush()
         self._series.clear()  # their upstream label was "other"
         for route, ups in routes.items():
             for up in ups:
@@ -277,6 +311,7 @@ class Metrics:
     def render(self, *, public: bool = False) -> bytes:
         """`public` (the main and peer ports): the handle rejections without their reason label. Neither
         has prometheus_client's `<name>_created` series (see `_without_created`)."""
+        self._flush()
         keep = _without_reasons if public else _same
         view = SimpleNamespace(collect=lambda: (_without_created(keep(m)) for m in self.registry.collect()))
         return generate_latest(view)

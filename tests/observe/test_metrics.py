@@ -344,6 +344,26 @@ def test_lines_count_the_same_however_often_their_series_are_seen(monkeypatch: p
     assert m("mrtr_proxy_request_duration_seconds_count", method="tools/call", upstream="a") == 7
 
 
+def test_durations_summed_between_scrapes_equal_one_observe_each() -> None:
+    """A line adds its duration to plain numbers, handed to the histogram at each scrape: the buckets, sum
+    and count are those of `Histogram.observe` once per line, bounds included (a bucket is `le`)."""
+    durations_ms = [0.1, 0.5, 0.50001, 1, 7.3, 250, 1000, 300_000, 400_000, 0]
+    counted, reference = Metrics(["a"]), Metrics(["a"])
+    line = {"method": "tools/call", "upstream": "a", "outcome": "complete", "tool": "t"}
+    for n, ms in enumerate(durations_ms):
+        counted.observe_request({**line, "duration_ms": ms})
+        reference.duration.labels("tools/call", "a").observe(ms / 1000)
+        if n == 4:  # a scrape between them changes nothing
+            counted.render()
+    got, want = Scrape.parse(counted.render().decode()), Scrape.parse(reference.render().decode())
+    histogram = [k for k in want.samples if k[0].startswith("mrtr_proxy_request_duration_seconds")]
+    assert len(histogram) == 21  # 18 bounds, +Inf, sum and count
+    for key in histogram:
+        assert got.samples[key] == pytest.approx(want.samples[key]), key
+    assert got("mrtr_proxy_requests_total", method="tools/call", outcome="complete", upstream="a") == 10
+    assert Scrape.parse(counted.render().decode()).samples == got.samples  # nothing counted twice
+
+
 def test_limits_and_drain_are_gauges_alerts_can_compare_against() -> None:
     metrics = Metrics(["a", "b"])
     before = Scrape.parse(metrics.render().decode())

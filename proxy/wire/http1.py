@@ -84,9 +84,9 @@ def request_head(target: str, host: str, headers: Iterable[tuple[str, str]], met
                 raise HttpError(f"header {name!r} cannot be sent")
             if len(_SENT_NAMES) < 1024:
                 _SENT_NAMES.add(name)
-    lines = [f"{method} {target} HTTP/1.1", *(f"{name}: {value}" for name, value in fields)]
-    text = "\r\n".join(lines) + "\r\n\r\n"
-    breaks = len(lines) + 1  # one CR LF after each line, and the one that ends the head
+    lines = [f"{name}: {value}" for name, value in fields]  # one frame (a generator resumed once per field)
+    text = f"{method} {target} HTTP/1.1\r\n" + "\r\n".join(lines) + "\r\n\r\n"
+    breaks = len(lines) + 2  # one CR LF after each line (the request line's too), and the one ending the head
     if text.count("\n") != breaks or text.count("\r") != breaks or "\0" in text or not _method(method):
         _refuse(target, method, fields)
     try:

@@ -42,6 +42,27 @@ class PoolKey:
         return cached
 
 
+class PoolKeys:
+    """One PoolKey per value, so the pool's maps find a key by identity: a new key per request was compared
+    field by field (the dataclass __eq__) at each of a call's look-ups (acquire, release). Bounded: the
+    values are the clients' (a flood of principals or tokens only empties it; a key made anew is equal)."""
+
+    def __init__(self, limit: int = 4096) -> None:
+        self._keys: dict[tuple[ClientCapabilities, tuple[tuple[str, str], ...], str], PoolKey] = {}
+        self._limit = limit
+
+    def of(
+        self, capabilities: ClientCapabilities, forwarded: tuple[tuple[str, str], ...], principal: str
+    ) -> PoolKey:
+        parts = (capabilities, forwarded, principal)
+        key = self._keys.get(parts)
+        if key is None:
+            if len(self._keys) >= self._limit:
+                self._keys.clear()
+            key = self._keys[parts] = PoolKey(capabilities, forwarded, principal)
+        return key
+
+
 SessionFactory = Callable[[PoolKey], Awaitable[UpstreamSession]]
 # Re-attaches to an existing legacy session by id, without initialize (takeover of another replica's call).
 SessionAdopter = Callable[[PoolKey, str, ServerInfo], Awaitable[UpstreamSession]]

@@ -10,7 +10,7 @@ import pytest
 
 from proxy.translate.capabilities import ClientCapabilities
 from proxy.upstream.base import ServerInfo, UpstreamError
-from proxy.upstream.pool import PoolExhausted, PoolKey, SessionPool
+from proxy.upstream.pool import PoolExhausted, PoolKey, PoolKeys, SessionPool
 from proxy.wire import jsonrpc
 
 KEY_A = PoolKey(ClientCapabilities(elicitation_form=True))
@@ -492,3 +492,19 @@ def test_a_pool_key_hashes_once_and_compares_by_its_fields() -> None:
     assert {one: 1}[other] == 1
     assert one != PoolKey(caps, (("authorization", "Bearer b"),), "p") and one != PoolKey(caps, (), "q")
     assert "_hash" not in repr(one)
+
+
+def test_pool_keys_give_one_object_per_value_and_stay_bounded() -> None:
+    """The front's keys (PoolKeys.of): the same object for the same capabilities, forwarded headers and
+    principal, so the pool's maps find it by identity; never one key for two principals or two tokens; a
+    flood of distinct values empties the table instead of growing it, and a key made anew is still equal."""
+    keys, caps = PoolKeys(limit=4), ClientCapabilities(sampling=True)
+    alice = keys.of(caps, (("authorization", "Bearer a"),), "alice")
+    assert keys.of(caps, (("authorization", "Bearer a"),), "alice") is alice
+    assert keys.of(caps, (("authorization", "Bearer b"),), "alice") != alice
+    assert keys.of(caps, (("authorization", "Bearer a"),), "bob") != alice
+    for n in range(10):  # a flood of principals
+        keys.of(caps, (), f"p{n}")
+    assert len(keys._keys) <= 4
+    again = keys.of(caps, (("authorization", "Bearer a"),), "alice")
+    assert again == alice and {alice: "session"}[again] == "session"

@@ -45,7 +45,7 @@ from proxy.tasks.front import TaskFront
 from proxy.translate.request import ModernRequest
 from proxy.upstream.base import UpstreamAuthChallenge
 from proxy.upstream.modern import NotModern
-from proxy.upstream.pool import PoolKey, SessionPool
+from proxy.upstream.pool import PoolKey, PoolKeys, SessionPool
 from proxy.wire import jsonrpc, mcp
 from proxy.wire.jsonrpc import ErrorObject
 
@@ -98,6 +98,7 @@ class ModernFront:
         self._principal = principal
         self.rate = RateGate(front)  # the endpoint's legacy requests take from it too
         self._upstreams = upstreams
+        self._keys = PoolKeys()
         self._pools = pools
         self._calls = calls
         self.limits = InputLimits(front.max_input_responses, front.max_input_response_bytes)
@@ -370,7 +371,7 @@ class ModernFront:
         if forwarded is None:
             headers, names = request.headers, self._upstreams[upstream].forward_headers
             forwarded = tuple([(n, headers[n]) for n in names if n in headers])
-        return PoolKey(req.capabilities, forwarded, principal)
+        return self._keys.of(req.capabilities, forwarded, principal)  # one object per value: upstream/pool.py
 
     def _challenged(
         self,

@@ -5,10 +5,13 @@ info-level JSON log), and with ``--before DIR`` a second proxy run from another 
 package (e.g. ``git archive main proxy | tar -x -C DIR``). Then ``--reps`` times, alternating (before, after,
 before, after, …), 16 modern clients call the echo tool for ``--seconds``; each run reports the proxy's CPU
 time (utime + stime from /proc) per completed call. CPU per call is far steadier than req/s when other
-processes share the cores. With ``--profile DIR``, one more run per proxy under ``py-spy record`` writes
-``profile-hotpath-<label>.svg`` there::
+processes share the cores. With ``--floor``, the aiohttp floor relay (bench/floor_relay.py) takes its turn
+in each repetition too, and each proxy's CPU per call ÷ the floor's in the same repetition is printed
+(issue 31's ratio, over longer windows than ``make bench``'s 2 s). With ``--profile DIR``, one more run per
+proxy under ``py-spy record`` writes ``profile-hotpath-<label>.svg`` there::
 
     python bench/hotpath.py --before /tmp/main-src --reps 4 --seconds 15 --profile bench/results
+    python bench/hotpath.py --floor --reps 6 --seconds 10
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from pieces import STOP_S, Piece, legacy_server, loadgen
+from pieces import STOP_S, Piece, floor_relay, legacy_server, loadgen
 from plan import PY, say
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
@@ -124,6 +127,8 @@ async def main(args: argparse.Namespace) -> None:
             if args.before is not None:
                 before = await stack.enter_async_context(proxy(up.url, tmp, "before", args.before))
                 pieces = {"before": before, **pieces}
+            if args.floor:
+                pieces["floor"] = await stack.enter_async_context(floor_relay(up.url))
             for piece in pieces.values():  # warm-up: the pools grow to 16 sessions
                 await _one(piece, 2.0)
             runs: dict[str, list[dict[str, float]]] = {label: [] for label in pieces}
@@ -150,12 +155,19 @@ async def main(args: argparse.Namespace) -> None:
         }
         for label, rs in runs.items()
     }
+    if args.floor:  # paired: each proxy's run ÷ the floor's run of the same repetition
+        for label, rs in runs.items():
+            if label != "floor":
+                paired = [r["cpu_us"] / f["cpu_us"] for r, f in zip(rs, runs["floor"], strict=True)]
+                summary[label]["cpu_over_floor_each"] = [round(x, 3) for x in paired]
+                summary[label]["cpu_over_floor_median"] = round(statistics.median(paired), 3)
     print(json.dumps(summary, indent=2))
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--before", type=Path, help="another checkout's root (its proxy/ package) to compare")
+    parser.add_argument("--floor", action="store_true", help="the aiohttp floor relay beside, paired ratios")
     parser.add_argument("--reps", type=int, default=4)
     parser.add_argument("--seconds", type=float, default=15.0)
     parser.add_argument("--profile", type=Path, help="write py-spy flame graphs here")

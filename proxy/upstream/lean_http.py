@@ -154,7 +154,7 @@ class LeanClient:
         idle = self._idle.get(key)
         if not idle:
             return None
-        deadline = asyncio.get_running_loop().time() - self._idle_ttl
+        deadline = idle[-1].loop.time() - self._idle_ttl  # the connection's loop: no getpid (lean_response)
         while idle:
             conn = idle.pop()  # the most recently used: the likeliest to be open, the others expire
             if conn.open and conn.idle_since > deadline:
@@ -200,7 +200,7 @@ class LeanClient:
         if self._closed:
             conn.close()
             return
-        loop = asyncio.get_running_loop()
+        loop = conn.loop
         conn.idle_since = loop.time()
         self._idle.setdefault(conn.key, []).append(conn)
         if self._sweep is None:

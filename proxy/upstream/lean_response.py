@@ -73,11 +73,14 @@ class Connection(asyncio.Protocol):
     """One keep-alive connection to an upstream origin (see the module docstring). `on_gone` is told once,
     when the connection closes, so that the pool forgets it."""
 
-    __slots__ = ("_on_gone", "idle_since", "key", "response", "transport")
+    __slots__ = ("_on_gone", "idle_since", "key", "loop", "response", "transport")
 
     def __init__(self, key: PoolKey, on_gone: Callable[[Connection], None]) -> None:
         self.key = key
         self._on_gone = on_gone
+        # Made inside the loop that connects it, and used only there: held, because each
+        # asyncio.get_running_loop() is a getpid(2) (CPython's fork check), several per request otherwise.
+        self.loop = asyncio.get_running_loop()
         self.transport: asyncio.Transport | None = None  # None once closed
         self.response: LeanResponse | None = None  # the response it carries; None while idle
         self.idle_since = 0.0
@@ -127,6 +130,7 @@ class LeanResponse:
         "_eof",
         "_error",
         "_give_back",
+        "_loop",
         "_paused",
         "_reader",
         "_waiter",
@@ -136,6 +140,7 @@ class LeanResponse:
 
     def __init__(self, conn: Connection, give_back: Callable[[Connection], None], max_head: int) -> None:
         self._conn: Connection | None = conn  # None once the response no longer holds its connection
+        self._loop = conn.loop
         self._give_back = give_back
         self._reader = ResponseReader(max_head=max_head)
         self._chunks: list[bytes] = []
@@ -278,7 +283,7 @@ class LeanResponse:
             waiter.set_result(None)
 
     async def _wait(self) -> None:
-        self._waiter = asyncio.get_running_loop().create_future()
+        self._waiter = self._loop.create_future()
         try:
             await self._waiter
         finally:

@@ -200,11 +200,17 @@ class ListenerGuard:
             self._sweeper = None
 
 
+# Connections the kernel holds for the proxy to accept (capped by net.core.somaxconn). aiohttp's 128 let a
+# burst of ~1,000 connects on a busy machine overflow the queue: a client then saw its connection reset
+# before the proxy ever accepted it (tests/e2e/test_slowloris.py). 2048, as uvicorn and gunicorn default.
+LISTEN_BACKLOG = 2048
+
+
 class GuardedSite(web.TCPSite):
     """A TCP site whose connections go through a `ListenerGuard`."""
 
     def __init__(self, runner: web.BaseRunner, host: str, port: int, guard: ListenerGuard) -> None:
-        super().__init__(runner, host, port)
+        super().__init__(runner, host, port, backlog=LISTEN_BACKLOG)
         self._guard = guard
 
     async def start(self) -> None:

@@ -31,11 +31,11 @@ from proxy.calls.outcomes import (
     shut_down,
     too_many_calls,
     too_many_inputs,
-    upstream_failed,
 )
 from proxy.calls.registry import CallRegistry, LimitExceeded, LiveCall
 from proxy.calls.roots import RootsBook, SessionRoots, deliver_input, settle_unasked
 from proxy.calls.scope import SessionLevels
+from proxy.calls.wording import upstream_failed
 from proxy.handle import Claims, HandleCodec, carried_ids, carried_session
 from proxy.handle.claims import MAX_PENDING, MAX_STR
 from proxy.upstream.base import TransportLost, UpstreamError

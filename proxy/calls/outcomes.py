@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from proxy.calls.registry import LiveCall
-from proxy.calls.wording import call_failed
 from proxy.translate.exchange import Exchange
 from proxy.translate.validate import invalid_input_response
 from proxy.upstream.base import UpstreamAuthChallenge
@@ -141,11 +140,6 @@ def too_many_inputs(limit: int) -> ErrorObject:
         f"Too many input requests: the upstream asked more than {limit} at once, more than one round "
         "carries; the call was cancelled upstream and not re-run",
     )
-
-
-def upstream_failed(reason: str) -> ErrorObject:
-    """-31001 for a call that failed upstream once begun; library text stays in the log (wording.py)."""
-    return call_failed(reason)
 
 
 def outcome_unknown(why: str) -> ErrorObject:

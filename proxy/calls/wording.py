@@ -74,11 +74,12 @@ def relayed_failure(upstream: str, exc: BaseException) -> ErrorObject:
     proxy did not send it again — a client told "unavailable" could re-run a tool that already ran."""
     if isinstance(exc, NotDelivered | HttpRefused):
         return unavailable(upstream, exc)
-    return call_failed(str(exc))
+    return upstream_failed(str(exc))
 
 
-def call_failed(reason: str) -> ErrorObject:
-    """-31001 for a call that failed upstream once begun; library text stays in the log."""
+def upstream_failed(reason: str) -> ErrorObject:
+    """-31001 for a call that failed upstream once begun (a legacy session's, a relayed request's); library
+    text stays in the log (`failed_during_call`)."""
     return ErrorObject(
         jsonrpc.UPSTREAM_FAILED,
         f"Upstream failed during the call ({failed_during_call(reason)}); it was not re-run",

@@ -6,8 +6,14 @@ from __future__ import annotations
 import pytest
 from structlog.testing import capture_logs
 
-from proxy.calls.outcomes import upstream_failed
-from proxy.calls.wording import CONNECTION_FAILED, SEE_LOG, public_reason, relayed_failure, unavailable
+from proxy.calls.wording import (
+    CONNECTION_FAILED,
+    SEE_LOG,
+    public_reason,
+    relayed_failure,
+    unavailable,
+    upstream_failed,
+)
 from proxy.upstream.base import HttpRefused, NotDelivered, UpstreamError
 from proxy.upstream.bounded import MessageTooLarge
 from proxy.wire.jsonrpc import ErrorObject

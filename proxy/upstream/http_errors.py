@@ -1,4 +1,5 @@
-"""How the two HTTP transports (streamable_http.py, http_sse.py) turn HTTP failures into UpstreamError.
+"""How the HTTP transports (streamable_http.py, http_sse.py; modern.py on aiohttp) turn HTTP failures into
+UpstreamError.
 
 Only failures the upstream certainly never processed become NotDelivered: a refused connection, and a 404
 for a session the server no longer knows (it restarted). Both also end the session (`lose`). Each function

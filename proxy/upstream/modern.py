@@ -36,6 +36,7 @@ from proxy.config import MAX_MESSAGE_BYTES
 from proxy.upstream.base import NotDelivered, UpstreamAuthChallenge, UpstreamError
 from proxy.upstream.bounded import MessageTooLarge, read_body
 from proxy.upstream.deadline import deadline
+from proxy.upstream.http_errors import unreachable
 from proxy.upstream.keepalive import finish_body
 from proxy.upstream.lean_http import ConnectFailed, ConnectTimeout, LeanClient
 from proxy.upstream.propagation import propagated
@@ -155,10 +156,12 @@ async def post(
         try:
             async with http.post(target.endpoint, data=jsonrpc.dumps(msg), headers=headers) as resp:
                 return await _answer(resp, msg, on_note, target.max_message_bytes)
-        except aiohttp.ClientConnectorError as exc:  # no connection: nothing was sent
-            raise NotDelivered(f"could not connect to upstream: {type(exc).__name__}: {exc}") from None
-        except aiohttp.ClientError as exc:
-            raise UpstreamError(f"could not reach upstream: {type(exc).__name__}: {exc}") from None
+        except aiohttp.ClientError as exc:  # a connection not made: NotDelivered; later: UpstreamError
+            raise unreachable(exc, _no_session) from None
+
+
+def _no_session(_reason: str) -> None:
+    """`unreachable`'s `lose`: a 2026-07-28 request has no session to end."""
 
 
 async def _post_lean(

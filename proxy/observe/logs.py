@@ -129,12 +129,6 @@ def _serialize(obj: Any, **kw: Any) -> str:
     return text if text is not None else json.dumps(obj, separators=_SEPARATORS, **kw)
 
 
-def _dumps(line: Mapping[str, Any]) -> str:
-    """A line of plain scalars, as `_serialize` writes it (no `default`: nothing else reaches here)."""
-    text = _ascii_or_none(line)
-    return text if text is not None else json.dumps(line, separators=_SEPARATORS)
-
-
 def _live_configuration() -> Any:
     """structlog's live configuration object, read without `get_config`'s copy into a new dict per line
     (None if structlog ever moves it: then `get_config` it is)."""
@@ -224,7 +218,7 @@ def info_line(logger: Any, event: str, fields: Mapping[str, Any]) -> None:
             if type(value) not in _PLAIN:  # nested (redacted inside), or rendered by the fallback handler
                 logger.info(event, **fields)
                 return
-    fast.write(_dumps(line))
+    fast.write(_serialize(line))  # plain scalars: no `default` needed
 
 
 class StructlogHandler(logging.Handler):

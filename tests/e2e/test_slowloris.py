@@ -134,13 +134,8 @@ async def test_a_thousand_slow_connections_are_cut_and_memory_returns(
         after = rss_mb(proxy.pid)
         print(f"\nslowloris: proxy RSS idle {idle:.1f} MB, {SLOW} slow connections {during:.1f} MB, "
               f"after the cut {after:.1f} MB; open connections during {open_during:.0f}")  # fmt: skip
-        # Every slow client is cut, half of them with a head and a trickled body. Which deadline cut one is
-        # the proxy's view: a body client whose head aiohttp had not handed over within front.header_timeout_s
-        # (1,000 connections at once on a loaded machine: a full-suite run saw 475 of 500) is cut in
-        # "headers".
-        headers = await metric(http, base, 'mrtr_proxy_connections_cut_total{phase="headers"}')
-        body = await metric(http, base, 'mrtr_proxy_connections_cut_total{phase="body"}')
-        assert headers + body >= SLOW and headers >= SLOW // 2 and body >= SLOW // 4, (headers, body)
+        assert await metric(http, base, 'mrtr_proxy_connections_cut_total{phase="headers"}') >= SLOW // 2
+        assert await metric(http, base, 'mrtr_proxy_connections_cut_total{phase="body"}') >= SLOW // 2
         assert after <= idle + max(25.0, (during - idle) * 0.25), (idle, during, after)
         assert await plain_call() == 200
         assert proxy.returncode is None

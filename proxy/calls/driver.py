@@ -154,11 +154,12 @@ class CallDriver:
                 # What the upstream sent next (here, not in a coroutine of its own: one frame fewer each time
                 # the call's task resumes). A window already over with nothing received parks at once,
                 # without arming a timer or waiting a loop iteration (a tool seen sending lone requests has
-                # no quiet period: calls/gathering.py).
+                # no quiet period: calls/gathering.py); a call to yield at once (a task from the start:
+                # tasks/policy.py) yields at once, however soon its upstream may answer.
                 try:
                     if not call.inbox.empty():
                         item = call.inbox.get_nowait()
-                    elif on_expiry == "park" and deadline <= loop.time():
+                    elif on_expiry != "timeout" and deadline <= loop.time():
                         raise TimeoutError
                     else:
                         item = await call.inbox.get_by(deadline)

@@ -87,10 +87,7 @@ class LeanClient:
         conn = self._idle_connection((target.origin, tls)) or await self._connect(
             target, tls, connect_timeout
         )
-        response = LeanResponse(conn, self._give_back, self._max_head)
-        conn.response = response
-        assert conn.transport is not None  # `_idle_connection` and `_connect` return open connections
-        conn.transport.write(request)
+        response = self._write(conn, request)
         del request
         try:
             if head_timeout is None:
@@ -101,16 +98,26 @@ class LeanClient:
                         await response._until_head()
                 except TimeoutError:
                     raise HeadTimeout(f"no response head within {head_timeout:g}s") from None
-            coding = response.headers.get("content-encoding")
-            if coding is not None and coding.strip().lower() not in ("", "identity"):
-                raise UpstreamError(
-                    f"{ENCODED} {coding[:40]!r}, which the proxy did not ask for (it sends "
-                    "Accept-Encoding identity); refused, nothing of it decoded"
-                )
+            if (refusal := encoding_refused(response)) is not None:
+                raise refusal
         except BaseException:  # cancelled (the client went away) included: the connection is not reused
             response.close()
             raise
         return response
+
+    def send(
+        self, url: str, body: bytes, headers: Mapping[str, str], *, tls: ssl.SSLContext | None = None
+    ) -> LeanResponse | None:
+        """`post` without waiting, on a connection already open: the request is written at once and the
+        response returned before its head is in (`LeanResponse.watch` it; check `encoding_refused` once the
+        head is in). None when no pooled connection is idle (or the client is closed): `post` it then, which
+        connects. Raises UpstreamError for a request that cannot be written."""
+        if self._closed:
+            return None
+        target = self._target(url)
+        request = self._request(target, body, headers)
+        conn = self._idle_connection((target.origin, tls))
+        return None if conn is None else self._write(conn, request)
 
     @property
     def idle(self) -> int:
@@ -149,6 +156,13 @@ class LeanClient:
             return request_head(target.path, target.host, fields, "POST") + body
         except HttpError as exc:
             raise UpstreamError(f"the request cannot be sent: {exc}") from None
+
+    def _write(self, conn: Connection, request: bytes) -> LeanResponse:
+        response = LeanResponse(conn, self._give_back, self._max_head)
+        conn.response = response
+        assert conn.transport is not None  # `_idle_connection` and `_connect` return open connections
+        conn.transport.write(request)
+        return response
 
     def _idle_connection(self, key: PoolKey) -> Connection | None:
         idle = self._idle.get(key)
@@ -225,4 +239,23 @@ class LeanClient:
             self._sweep = loop.call_later(self._idle_ttl / 3, self._expire)
 
 
-__all__ = ["ENCODED", "IDLE_TTL", "ConnectFailed", "ConnectTimeout", "HeadTimeout", "LeanClient"]
+def encoding_refused(response: LeanResponse) -> UpstreamError | None:
+    """The refusal of an answer with a Content-Encoding the proxy did not ask for (None: identity)."""
+    coding = response.headers.get("content-encoding")
+    if coding is None or coding.strip().lower() in ("", "identity"):
+        return None
+    return UpstreamError(
+        f"{ENCODED} {coding[:40]!r}, which the proxy did not ask for (it sends "
+        "Accept-Encoding identity); refused, nothing of it decoded"
+    )
+
+
+__all__ = [
+    "ENCODED",
+    "IDLE_TTL",
+    "ConnectFailed",
+    "ConnectTimeout",
+    "HeadTimeout",
+    "LeanClient",
+    "encoding_refused",
+]

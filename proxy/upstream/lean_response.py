@@ -134,6 +134,7 @@ class LeanResponse:
         "_paused",
         "_reader",
         "_waiter",
+        "_watcher",
         "headers",
         "status",
     )
@@ -149,6 +150,7 @@ class LeanResponse:
         self._error: BaseException | None = None  # why the body cannot be read on (after what is buffered)
         self._paused = False
         self._waiter: asyncio.Future[None] | None = None
+        self._watcher: Callable[[], None] | None = None  # told of every change instead (`watch`)
         self.status = 0  # 0 until the head is in
         self.headers = Headers({})
 
@@ -178,7 +180,35 @@ class LeanResponse:
             if self._eof:
                 return b""
             await self._wait()
+        return self.take()
+
+    # -- read by callbacks, without a task waiting (upstream/call_reply.py) ---------------------------------
+
+    def watch(self, watcher: Callable[[], None] | None) -> None:
+        """Call `watcher` (from the connection's callbacks) whenever the head, body bytes, the body's end or
+        an error came in, or the response was closed; None: stop."""
+        self._watcher = watcher
+
+    @property
+    def head_pending(self) -> bool:
+        """No head yet, and one may still come."""
+        return self._pending
+
+    @property
+    def error(self) -> BaseException | None:
+        """Why the body (or the head) cannot be read on, after what is buffered; None: it can."""
+        return self._error
+
+    @property
+    def ended(self) -> bool:
+        """The whole body is in (what is buffered is all there is)."""
+        return self._eof
+
+    def take(self) -> bytes:
+        """What is buffered of the body (b"": nothing now), as `readany` returns it."""
         chunks = self._chunks
+        if not chunks:
+            return b""
         data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         chunks.clear()
         self._buffered = 0
@@ -281,6 +311,8 @@ class LeanResponse:
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
+        if self._watcher is not None:
+            self._watcher()
 
     async def _wait(self) -> None:
         self._waiter = self._loop.create_future()

@@ -137,7 +137,12 @@ class Router:
         if task.cancelled():
             inbox.put_nowait(TransportLost("session closed"))
             return
-        exc = task.exception()
+        Router.delivery_failed(inbox, task.exception())
+
+    @staticmethod
+    def delivery_failed(inbox: Inbox, exc: BaseException | None) -> None:
+        """How the delivery of the receiving call's request ended (None: well), told to its `inbox`: a
+        failure as TransportLost (a bug reading the reply too: the call must fail now, not at timeout)."""
         if isinstance(exc, UpstreamAuthChallenge):
             inbox.put_nowait(TransportLost(str(exc), challenge=exc))
         elif isinstance(exc, NotDelivered):

@@ -92,11 +92,20 @@ class SessionCore:
             raise RuntimeError("a receiving call is already running on this session")
         rid = next(self._ids)
         self._begin_call(rid, inbox)
+        self._start_call(jsonrpc.Request(rid, method, params), inbox)
+        return rid
+
+    def _start_call(self, req: jsonrpc.Request, inbox: Inbox) -> None:
+        """Deliver the receiving call's request, and read its reply, in a task of its own (its failure
+        reaches `inbox`); a transport may read the reply without one (streamable_http.py)."""
+        self._delivering(self._deliver(req), inbox)
+
+    def _delivering(self, delivery: Coroutine[Any, Any, None], inbox: Inbox) -> None:
+        """Run (the rest of) the receiving call's delivery in a task; its failure reaches `inbox`."""
         # One done-callback, not `_spawn`'s and `Router.call_delivered`'s: each is a loop callback of its own.
-        task = asyncio.get_running_loop().create_task(self._deliver(jsonrpc.Request(rid, method, params)))
+        task = asyncio.get_running_loop().create_task(delivery)
         self._tasks.add(task)
         task.add_done_callback(functools.partial(self._call_delivered, inbox), context=CALLBACK_CONTEXT)
-        return rid
 
     def _call_delivered(self, inbox: Inbox, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)

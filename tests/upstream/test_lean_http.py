@@ -98,6 +98,34 @@ async def test_json_answers_reuse_one_connection_and_ask_for_no_encoding() -> No
     assert seen.heads[0]["Content-Type"] == "application/json"
 
 
+async def test_send_writes_at_once_on_an_idle_connection_and_its_watcher_sees_the_answer_come() -> None:
+    """`send` (call_reply.py's POST): None while no connection is idle (nothing written: `post` connects);
+    on an idle one, the request is written before it returns, and the response's watcher is told of the head
+    and the body's end as they come, the buffered body then taken without waiting."""
+    async with aiohttp_server() as (url, seen):
+        client = LeanClient()
+        try:
+            assert client.send(url + "/mcp", BODY, HEADERS) is None
+            assert seen.ports == []
+            await post(client, url + "/mcp")  # a connection, now idle in the pool
+            resp = client.send(url + "/mcp", BODY, HEADERS)
+            assert resp is not None and resp.head_pending
+            changed = asyncio.Event()
+            resp.watch(changed.set)
+            async with asyncio.timeout(10):
+                while not resp.ended:
+                    await changed.wait()
+                    changed.clear()
+            assert resp.status == 200 and resp.error is None
+            assert resp.take().startswith(b'{"echo": ') and resp.take() == b""
+            resp.watch(None)
+            resp.release()
+            assert client.idle == 1
+        finally:
+            await client.close()
+    assert len(set(seen.ports)) == 1  # both POSTs on one connection
+
+
 async def test_a_chunked_sse_answer_streams_and_its_connection_is_reused() -> None:
     async with aiohttp_server() as (url, seen):
         client = LeanClient()

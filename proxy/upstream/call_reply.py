@@ -1,0 +1,191 @@
+"""A receiving call's reply on a Streamable HTTP session, read by its response's callbacks: no task.
+
+The call's POST is written at once on a pooled keep-alive connection (`LeanClient.send`), and every change of
+its response (the head, body bytes, the end, an error) reaches `CallReply` from the connection's
+`data_received`. An SSE reply's events are decoded and dispatched as they arrive, as a task reading the
+stream would: a server request reaches the call's inbox at once, a parked call's stream is read for as long as
+it stays open. The response to the call is held until the body has ended, so the connection is back in the
+pool before the call's handler wakes (its client's next call reuses it). Between the upstream's answer and
+the handler there is no task to create, step and end, and no done-callback: ~4 % of a pass-through call's
+instructions (bench/RESULTS.md).
+
+Whatever needs waiting goes on in a task, from where the callbacks left it (`ReplyOwner.read_on`, the
+coroutine every other reply of the session is read with): a head other than a 200 (its refusal is worded from
+the body), a JSON body not all in with its head, a session owing so many answers that it reads nothing more
+until they are sent, and a body that goes on after the response (its end is waited for a moment, else it is
+finished in the background: keepalive.py). Without an idle connection the whole delivery is such a task
+(`SessionCore._start_call`), which connects first.
+
+A failure reaches the inbox as the task's would (`Router.delivery_failed`); `close` (the session ends) is
+"session closed", as a cancelled task's.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from typing import Protocol
+
+import aiohttp
+
+from proxy.upstream.base import Inbox, TransportLost, UpstreamError
+from proxy.upstream.bounded import MessageTooLarge
+from proxy.upstream.lean_http import encoding_refused
+from proxy.upstream.lean_response import LeanResponse
+from proxy.upstream.propagation import forget_propagated
+from proxy.upstream.router import Router
+from proxy.wire import jsonrpc
+from proxy.wire.sse import SSEDecoder, SSEError
+
+SSE = "text/event-stream"
+
+
+class ReplyOwner(Protocol):
+    """What a call reply needs of its session (streamable_http.py)."""
+
+    @property
+    def reply_limit(self) -> int:
+        """The largest message (max_message_bytes)."""
+        ...
+
+    @property
+    def backlogged(self) -> bool:
+        """The session owes the upstream so many answers that nothing more is read until they are sent."""
+        ...
+
+    def reply_events(
+        self, decoder: SSEDecoder, chunk: bytes, rid: jsonrpc.RequestId
+    ) -> jsonrpc.Response | None:
+        """Dispatch the chunk's events; the response to `rid` once seen (not dispatched; nothing after it)."""
+        ...
+
+    def dispatch(self, msg: jsonrpc.Message) -> None: ...
+
+    def connection_failed(self, exc: aiohttp.ClientError) -> UpstreamError:
+        """How a failure of the connection is worded (and what it does to the session)."""
+        ...
+
+    def read_on(self, reply: CallReply, decoder: SSEDecoder | None) -> None:
+        """Read the rest of the reply in a task: from its head (`decoder` None), or on from `decoder`."""
+        ...
+
+    def finish_on(self, reply: CallReply, answer: jsonrpc.Response) -> None:
+        """Wait a moment for the end of the body, in a task, then dispatch `answer` (keepalive.py)."""
+        ...
+
+    def reply_ended(self, reply: CallReply) -> None:
+        """The reply no longer needs the session: it ended, failed, or went on in a task."""
+        ...
+
+
+class CallReply:
+    """The reply to the receiving call `rid`'s POST, `response` (see the module docstring)."""
+
+    __slots__ = ("_context", "_decoder", "_owner", "inbox", "response", "rid")
+
+    def __init__(
+        self, owner: ReplyOwner, rid: jsonrpc.RequestId, response: LeanResponse, inbox: Inbox
+    ) -> None:
+        self._owner = owner
+        self.rid, self.response, self.inbox = rid, response, inbox
+        self._decoder: SSEDecoder | None = None  # once the head said SSE
+        # The request's context, as a task would copy it (its log lines carry the request id), without the
+        # headers it propagated: a parked call's reply is read for minutes (propagation.py).
+        self._context = contextvars.copy_context()
+        self._context.run(forget_propagated)
+
+    def start(self) -> None:
+        self.response.watch(self._watch)
+        self._watch()  # (nothing is in yet, unless the connection already failed)
+
+    def close(self) -> None:
+        """The session ended: the connection is dropped, the call told "session closed"."""
+        self._end()
+        self.response.close()
+        self.inbox.put_nowait(TransportLost("session closed"))
+
+    # -- internals ----------------------------------------------------------------------------------------
+
+    def _watch(self) -> None:
+        self._context.run(self._changed)
+
+    def _changed(self) -> None:
+        response = self.response
+        if response.head_pending:
+            return
+        try:
+            if self._decoder is None:
+                self._head(response)
+            else:
+                self._events(response, self._decoder)
+        except jsonrpc.InvalidMessage as exc:
+            self._fail(UpstreamError(f"upstream sent an invalid JSON-RPC message: {exc}"))
+        except aiohttp.ClientError as exc:
+            self._fail(self._owner.connection_failed(exc))
+        except Exception as exc:  # UpstreamError, or a bug: the call fails now, not at its timeout
+            self._fail(exc)
+
+    def _head(self, response: LeanResponse) -> None:
+        if response.status == 0:  # no head came: the connection failed
+            raise response.error or UpstreamError("upstream closed the connection before answering")
+        if (refusal := encoding_refused(response)) is not None:
+            raise refusal
+        if response.status != 200:
+            self._read_on(None)  # worded from its body (http_errors.refused), or the session is gone
+        elif (response.headers.get("content-type") or "").startswith(SSE):
+            self._decoder = SSEDecoder(max_event_bytes=self._owner.reply_limit)
+            self._events(response, self._decoder)
+        elif response.ended:
+            self._json(response)
+        else:
+            self._read_on(None)
+
+    def _json(self, response: LeanResponse) -> None:
+        limit = self._owner.reply_limit
+        length = response.content_length
+        body = response.take()
+        if (length is not None and length > limit) or len(body) > limit:
+            raise MessageTooLarge(limit)
+        message = jsonrpc.decode(body)
+        self._end()
+        response.release()
+        self._owner.dispatch(message)
+
+    def _events(self, response: LeanResponse, decoder: SSEDecoder) -> None:
+        if self._owner.backlogged:
+            self._read_on(decoder)  # it waits for the session's answers to go out before reading on
+            return
+        chunk = response.take()
+        if chunk:
+            try:
+                answer = self._owner.reply_events(decoder, chunk, self.rid)
+            except SSEError:
+                raise MessageTooLarge(self._owner.reply_limit) from None
+            if answer is not None:
+                if response.ended:
+                    self._end()
+                    response.release()
+                    self._owner.dispatch(answer)
+                else:
+                    self._end()
+                    self._owner.finish_on(self, answer)
+                return
+        if response.ended:
+            raise UpstreamError("upstream ended the stream before answering")
+        if response.error is not None:
+            raise response.error
+
+    def _read_on(self, decoder: SSEDecoder | None) -> None:
+        self._end()
+        self._owner.read_on(self, decoder)
+
+    def _end(self) -> None:
+        self.response.watch(None)
+        self._owner.reply_ended(self)
+
+    def _fail(self, error: BaseException) -> None:
+        self._end()
+        self.response.close()
+        Router.delivery_failed(self.inbox, error)
+
+
+__all__ = ["CallReply", "ReplyOwner"]

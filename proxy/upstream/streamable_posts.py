@@ -112,7 +112,7 @@ class StreamablePosts(SessionCore):
         except aiohttp.ClientError as exc:
             raise unreachable(exc, self._die) from None
         del body
-        if rid == self._router.receiver_id:  # its own task (SessionCore.call), which sends no more
+        if rid == self._router.receiver_id:  # its own task (SessionCore._start_call), which sends no more
             forget_propagated()
         await self._read_reply(resp, rid, initialize=initialize)
 

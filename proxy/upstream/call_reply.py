@@ -5,15 +5,16 @@ its response (the head, body bytes, the end, an error) reaches `CallReply` from 
 `data_received`. An SSE reply's events are decoded and dispatched as they arrive, as a task reading the
 stream would: a server request reaches the call's inbox at once, a parked call's stream is read for as long as
 it stays open. The response to the call is held until the body has ended, so the connection is back in the
-pool before the call's handler wakes (its client's next call reuses it). Between the upstream's answer and
-the handler there is no task to create, step and end, and no done-callback: ~4 % of a pass-through call's
-instructions (bench/RESULTS.md).
+pool before the call's handler wakes (its client's next call reuses it): a server that writes the body's end
+after the response (uvicorn's closing chunk) is waited for up to FINISH_WITHIN, by a timer, after which the
+answer goes to the call and the rest of the body is finished in the background (keepalive.py). Between the
+upstream's answer and the handler there is no task to create, step and end, and no done-callback: ~4 % of a
+pass-through call's instructions (bench/RESULTS.md).
 
 Whatever needs waiting goes on in a task, from where the callbacks left it (`ReplyOwner.read_on`, the
 coroutine every other reply of the session is read with): a head other than a 200 (its refusal is worded from
-the body), a JSON body not all in with its head, a session owing so many answers that it reads nothing more
-until they are sent, and a body that goes on after the response (its end is waited for a moment, else it is
-finished in the background: keepalive.py). Without an idle connection the whole delivery is such a task
+the body), a JSON body not all in with its head, and a session owing so many answers that it reads nothing
+more until they are sent. Without an idle connection the whole delivery is such a task
 (`SessionCore._start_call`), which connects first.
 
 A failure reaches the inbox as the task's would (`Router.delivery_failed`); `close` (the session ends) is
@@ -22,6 +23,7 @@ A failure reaches the inbox as the task's would (`Router.delivery_failed`); `clo
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 from typing import Protocol
 
@@ -29,6 +31,7 @@ import aiohttp
 
 from proxy.upstream.base import Inbox, TransportLost, UpstreamError
 from proxy.upstream.bounded import MessageTooLarge
+from proxy.upstream.keepalive import FINISH_WITHIN
 from proxy.upstream.lean_http import encoding_refused
 from proxy.upstream.lean_response import LeanResponse
 from proxy.upstream.propagation import forget_propagated
@@ -68,8 +71,8 @@ class ReplyOwner(Protocol):
         """Read the rest of the reply in a task: from its head (`decoder` None), or on from `decoder`."""
         ...
 
-    def finish_on(self, reply: CallReply, answer: jsonrpc.Response) -> None:
-        """Wait a moment for the end of the body, in a task, then dispatch `answer` (keepalive.py)."""
+    def finish_rest(self, response: LeanResponse) -> None:
+        """Read the rest of a body in the background, then give its connection back (keepalive.py)."""
         ...
 
     def reply_ended(self, reply: CallReply) -> None:
@@ -80,7 +83,7 @@ class ReplyOwner(Protocol):
 class CallReply:
     """The reply to the receiving call `rid`'s POST, `response` (see the module docstring)."""
 
-    __slots__ = ("_context", "_decoder", "_owner", "inbox", "response", "rid")
+    __slots__ = ("_answer", "_context", "_decoder", "_owner", "_timer", "inbox", "response", "rid")
 
     def __init__(
         self, owner: ReplyOwner, rid: jsonrpc.RequestId, response: LeanResponse, inbox: Inbox
@@ -88,6 +91,8 @@ class CallReply:
         self._owner = owner
         self.rid, self.response, self.inbox = rid, response, inbox
         self._decoder: SSEDecoder | None = None  # once the head said SSE
+        self._answer: jsonrpc.Response | None = None  # the response, held until the body ended
+        self._timer: asyncio.TimerHandle | None = None  # how long that is waited for (FINISH_WITHIN)
         # The request's context, as a task would copy it (its log lines carry the request id), without the
         # headers it propagated: a parked call's reply is read for minutes (propagation.py).
         self._context = contextvars.copy_context()
@@ -98,9 +103,12 @@ class CallReply:
         self._watch()  # (nothing is in yet, unless the connection already failed)
 
     def close(self) -> None:
-        """The session ended: the connection is dropped, the call told "session closed"."""
-        self._end()
+        """The session ended: the connection is dropped, the call told "session closed" (after its answer,
+        if that was in)."""
+        answer = self._end()
         self.response.close()
+        if answer is not None:
+            self._owner.dispatch(answer)
         self.inbox.put_nowait(TransportLost("session closed"))
 
     # -- internals ----------------------------------------------------------------------------------------
@@ -111,6 +119,9 @@ class CallReply:
     def _changed(self) -> None:
         response = self.response
         if response.head_pending:
+            return
+        if self._answer is not None:
+            self._settle(response)
             return
         try:
             if self._decoder is None:
@@ -161,26 +172,48 @@ class CallReply:
             except SSEError:
                 raise MessageTooLarge(self._owner.reply_limit) from None
             if answer is not None:
+                self._answer = answer
                 if response.ended:
-                    self._end()
-                    response.release()
-                    self._owner.dispatch(answer)
-                else:
-                    self._end()
-                    self._owner.finish_on(self, answer)
+                    self._settle(response)
+                else:  # the end is usually in the next read: the answer waits for it a moment
+                    self._timer = response.loop.call_later(FINISH_WITHIN, self._late, context=self._context)
                 return
         if response.ended:
             raise UpstreamError("upstream ended the stream before answering")
         if response.error is not None:
             raise response.error
 
+    def _settle(self, response: LeanResponse) -> None:
+        """After the response: what more the body holds is dropped; once it ended (or broke) the connection
+        is given back (or closed) and the answer goes to the call."""
+        response.take()
+        if response.ended or response.error is not None:
+            answer = self._end()
+            response.release()
+            if answer is not None:
+                self._owner.dispatch(answer)
+
+    def _late(self) -> None:
+        """The body did not end within FINISH_WITHIN of the response: finished in the background."""
+        self._timer = None
+        answer = self._end()
+        self._owner.finish_rest(self.response)
+        if answer is not None:
+            self._owner.dispatch(answer)
+
     def _read_on(self, decoder: SSEDecoder | None) -> None:
         self._end()
         self._owner.read_on(self, decoder)
 
-    def _end(self) -> None:
+    def _end(self) -> jsonrpc.Response | None:
+        """Stop watching the response; the answer held, if any (it is the caller's to dispatch)."""
         self.response.watch(None)
         self._owner.reply_ended(self)
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        answer, self._answer = self._answer, None
+        return answer
 
     def _fail(self, error: BaseException) -> None:
         self._end()

@@ -190,6 +190,11 @@ class LeanResponse:
         self._watcher = watcher
 
     @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The loop its connection reads in (held: no `get_running_loop`, see `Connection`)."""
+        return self._loop
+
+    @property
     def head_pending(self) -> bool:
         """No head yet, and one may still come."""
         return self._pending

@@ -23,6 +23,7 @@ from proxy.upstream.http_errors import SESSION_GONE, refused, rejected_status, s
 from proxy.upstream.http_settings import SessionSettings
 from proxy.upstream.keepalive import finish_body, finish_later, leave
 from proxy.upstream.lean_http import LeanClient
+from proxy.upstream.lean_response import LeanResponse
 from proxy.upstream.propagation import forget_propagated, header_name, with_propagated
 from proxy.upstream.response import UpstreamResponse
 from proxy.upstream.router import NoCallAnswer, Router
@@ -220,8 +221,8 @@ class StreamablePosts(SessionCore):
     def read_on(self, reply: CallReply, decoder: SSEDecoder | None) -> None:
         self._delivering(self._read_reply(reply.response, reply.rid, decoder), reply.inbox)
 
-    def finish_on(self, reply: CallReply, answer: jsonrpc.Response) -> None:
-        self._delivering(self._finish_answered(reply.response, answer), reply.inbox)
+    def finish_rest(self, response: LeanResponse) -> None:
+        self._spawn(finish_later(response))
 
     def reply_ended(self, reply: CallReply) -> None:
         self._replies.discard(reply)

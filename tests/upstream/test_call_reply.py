@@ -17,6 +17,7 @@ from aiohttp.test_utils import TestServer
 
 from proxy.upstream.base import Inbox, TransportLost
 from proxy.upstream.inbox import LeanQueue
+from proxy.upstream.keepalive import FINISH_WITHIN
 from proxy.upstream.streamable_http import SessionSettings, StreamableHttpSession
 from proxy.wire import jsonrpc, mcp
 
@@ -77,6 +78,9 @@ class Script:
         elif tool == "slowend":  # the result, then the end of the stream a moment later
             await stream.write(sse(result(rid, "slowend")))
             await asyncio.sleep(0.05)
+        elif tool == "lateend":  # the result, then the end only after FINISH_WITHIN
+            await stream.write(sse(result(rid, "lateend")))
+            await asyncio.sleep(FINISH_WITHIN + 0.5)
         elif tool == "huge":
             await stream.write(b"data: " + b"x" * (2 * LIMIT) + b"\n\n")
             await asyncio.sleep(1)
@@ -169,7 +173,7 @@ async def test_a_parked_calls_stream_is_read_by_callbacks_until_its_result(
     assert script.answered.is_set() and not upstream._replies
 
 
-async def test_a_result_before_the_end_of_its_stream_comes_once_the_stream_ended(
+async def test_a_result_just_before_the_end_of_its_stream_comes_once_the_stream_ended(
     session: tuple[Script, StreamableHttpSession],
 ) -> None:
     script, upstream = session
@@ -180,6 +184,23 @@ async def test_a_result_before_the_end_of_its_stream_comes_once_the_stream_ended
         upstream.end_call()
         await asyncio.sleep(0.05)
     assert len(set(script.peers)) == 1  # the connection went back to the pool each time
+
+
+async def test_a_stream_that_ends_late_gives_the_result_at_once_and_its_connection_back_later(
+    session: tuple[Script, StreamableHttpSession],
+) -> None:
+    script, upstream = session
+    started = asyncio.get_running_loop().time()
+    rid, inbox = await call(upstream, "lateend")
+    item = await next_item(inbox)  # after FINISH_WITHIN, not after the stream's end
+    assert isinstance(item, jsonrpc.Result) and item.id == rid and text(item) == "lateend"
+    assert asyncio.get_running_loop().time() - started < FINISH_WITHIN + 0.4
+    assert not upstream._replies and len(upstream._tasks) == 1  # the rest of the body, in the background
+    upstream.end_call()
+    await asyncio.wait_for(asyncio.gather(*upstream._tasks), 10)
+    rid, inbox = await call(upstream, "whole")
+    assert text(await next_item(inbox)) == "whole"
+    assert len(set(script.peers)) == 1  # the connection was finished and went back to the pool
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,9 @@ the answers a session gives by itself, the session's background tasks and their 
 it and provides:
 
 - `_deliver(req)`: put one request on the wire (and, where its reply comes back on the same exchange, read
-  that reply into `_dispatch`). Raises UpstreamError (NotDelivered when it certainly never arrived).
+  that reply into `_dispatch`). Raises UpstreamError (NotDelivered when it certainly never arrived). The
+  receiving call's is run in a task of its own (`_start_call`), unless the transport reads that reply
+  another way (streamable_posts.py: by its response's callbacks, call_reply.py).
 - `send(message)`: answer a server request, or send a notification.
 - `open()` and `close()`; `resume_call` and `detach` where the transport can do better than refusing.
 - `last_event_id` where its streams carry event ids.

@@ -31,6 +31,7 @@ import aiohttp
 
 from proxy.upstream.base import Inbox, TransportLost, UpstreamError
 from proxy.upstream.bounded import MessageTooLarge
+from proxy.upstream.http_errors import ENDED_UNANSWERED, invalid_message
 from proxy.upstream.keepalive import FINISH_WITHIN
 from proxy.upstream.lean_http import encoding_refused
 from proxy.upstream.lean_response import LeanResponse
@@ -129,7 +130,7 @@ class CallReply:
             else:
                 self._events(response, self._decoder)
         except jsonrpc.InvalidMessage as exc:
-            self._fail(UpstreamError(f"upstream sent an invalid JSON-RPC message: {exc}"))
+            self._fail(invalid_message(exc))
         except aiohttp.ClientError as exc:
             self._fail(self._owner.connection_failed(exc))
         except Exception as exc:  # UpstreamError, or a bug: the call fails now, not at its timeout
@@ -179,7 +180,7 @@ class CallReply:
                     self._timer = response.loop.call_later(FINISH_WITHIN, self._late, context=self._context)
                 return
         if response.ended:
-            raise UpstreamError("upstream ended the stream before answering")
+            raise UpstreamError(ENDED_UNANSWERED)
         if response.error is not None:
             raise response.error
 

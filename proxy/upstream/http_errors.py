@@ -16,8 +16,15 @@ import aiohttp
 from proxy.upstream.base import HttpRefused, NotDelivered, UpstreamAuthChallenge, UpstreamError
 from proxy.upstream.lean_http import ConnectFailed
 from proxy.upstream.response import UpstreamResponse
+from proxy.wire import jsonrpc
 
 SESSION_GONE: Final = "upstream no longer knows the session (HTTP 404)"
+ENDED_UNANSWERED: Final = "upstream ended the stream before answering"  # a reply stream without the response
+
+
+def invalid_message(exc: jsonrpc.InvalidMessage) -> UpstreamError:
+    """A reply (its body, or an SSE event's data) that is not a JSON-RPC message."""
+    return UpstreamError(f"upstream sent an invalid JSON-RPC message: {exc}")
 
 
 def session_gone(lose: Callable[[str], object]) -> NotDelivered:

@@ -36,7 +36,7 @@ from proxy.config import MAX_MESSAGE_BYTES
 from proxy.upstream.base import NotDelivered, UpstreamAuthChallenge, UpstreamError
 from proxy.upstream.bounded import MessageTooLarge, read_body
 from proxy.upstream.deadline import deadline
-from proxy.upstream.http_errors import unreachable
+from proxy.upstream.http_errors import ENDED_UNANSWERED, unreachable
 from proxy.upstream.keepalive import finish_body
 from proxy.upstream.lean_http import ConnectFailed, ConnectTimeout, LeanClient
 from proxy.upstream.propagation import propagated
@@ -241,7 +241,7 @@ async def _read_stream(
                     await on_note(item)
             else:  # a server request on a 2026-07-28 stream (the binding forbids it), or another's answer
                 log.warning("upstream.unexpected_message", kind=type(item).__name__)
-    raise UpstreamError("upstream ended the stream before answering")
+    raise UpstreamError(ENDED_UNANSWERED)
 
 
 __all__ = [

@@ -19,7 +19,15 @@ import structlog
 from proxy.upstream.base import Inbox, UpstreamError
 from proxy.upstream.bounded import MessageTooLarge, read_body
 from proxy.upstream.call_reply import CallReply
-from proxy.upstream.http_errors import SESSION_GONE, refused, rejected_status, session_gone, unreachable
+from proxy.upstream.http_errors import (
+    ENDED_UNANSWERED,
+    SESSION_GONE,
+    invalid_message,
+    refused,
+    rejected_status,
+    session_gone,
+    unreachable,
+)
 from proxy.upstream.http_settings import SessionSettings
 from proxy.upstream.keepalive import finish_body, finish_later, leave
 from proxy.upstream.lean_http import LeanClient
@@ -135,7 +143,7 @@ class StreamablePosts(SessionCore):
                 raise
             await self._finish_answered(resp, answer)
         except jsonrpc.InvalidMessage as exc:
-            raise UpstreamError(f"upstream sent an invalid JSON-RPC message: {exc}") from None
+            raise invalid_message(exc) from None
         except aiohttp.ClientError as exc:
             raise unreachable(exc, self._die) from None
 
@@ -156,7 +164,7 @@ class StreamablePosts(SessionCore):
             track = self._track_call_event if receiving else None
             answer = await self._read_sse(resp, rid, on_event_id=track, hold=receiving, decoder=decoder)
             if not answer:
-                raise UpstreamError("upstream ended the stream before answering")
+                raise UpstreamError(ENDED_UNANSWERED)
             return None if answer is True else answer
         self._dispatch(jsonrpc.decode(await read_body(resp, self._settings.max_message_bytes)))
         return None

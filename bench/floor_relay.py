@@ -15,13 +15,21 @@ upstream): no session at all; each ``POST /mcp`` goes to the upstream with its b
 pooled keep-alive ``ClientSession``, and the upstream's answer comes back as it is (JSON untouched, or the
 JSON-RPC message taken from an SSE reply): no decode, no encode.
 
-Run: ``python bench/floor_relay.py --upstream http://127.0.0.1:8000/mcp --port 8091 [--modern]``
+With ``--mrtr`` it is the floor of an MRTR round trip (section 2) in front of a legacy server: the call's SSE
+reply is read line by line; when the upstream asks for input, the upstream response is held open under a
+counter (the ``requestState``: no sealing, no expiry, no binding) and the client gets ``input_required``
+with the request as it came; the retry's ``inputResponses`` are POSTed to the upstream as the answers and the
+held stream is read on to the call's response. One held call per ask, lone requests only, no errors
+handled: what a round trip through an aiohttp relay cannot go below.
+
+Run: ``python bench/floor_relay.py --upstream http://127.0.0.1:8000/mcp --port 8091 [--modern | --mrtr]``
 (binds 127.0.0.1).
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 from typing import Any
 
@@ -70,6 +78,50 @@ async def relay(request: web.Request) -> web.Response:
     return web.Response(body=json.dumps(msg).encode(), content_type="application/json")
 
 
+async def relay_mrtr(request: web.Request) -> web.Response:
+    up: dict[str, Any] = request.app[UPSTREAM]
+    body = await request.read()
+    msg = json.loads(body)
+    params = msg.get("params") or {}
+    held = up["held"].pop(params["requestState"]) if "requestState" in params else None
+    if held is None:
+        resp = await up["http"].post(up["url"], data=body, headers=up["headers"])
+        upstream_id = msg["id"]
+    else:
+        resp, ids, upstream_id = held
+        for key, answer in params["inputResponses"].items():
+            reply = {"jsonrpc": "2.0", "id": ids[key], "result": answer}
+            async with up["http"].post(up["url"], json=reply, headers=up["headers"]) as posted:
+                await posted.read()
+    if resp.content_type != "text/event-stream":
+        out = json.loads(await resp.read())
+    else:
+        async for line in resp.content:  # up to the upstream's request, or the call's response
+            if not line.startswith(b"data:") or not line[5:].strip():
+                continue
+            event = json.loads(line[5:])
+            if "method" in event and "id" in event:
+                token = str(next(up["tokens"]))
+                up["held"][token] = (resp, {"r0": event["id"]}, upstream_id)
+                asks = {"r0": {"method": event["method"], "params": event.get("params", {})}}
+                result = {"resultType": "input_required", "inputRequests": asks, "requestState": token}
+                return _answer({"jsonrpc": "2.0", "id": msg["id"], "result": result})
+            if event.get("id") == upstream_id and "method" not in event:
+                out = event
+                break
+        async for _ in resp.content:  # the stream's end: its connection back to the pool
+            pass
+    resp.release()
+    out["id"] = msg["id"]
+    if isinstance(out.get("result"), dict):
+        out["result"].setdefault("resultType", "complete")
+    return _answer(out)
+
+
+def _answer(msg: dict[str, Any]) -> web.Response:
+    return web.Response(body=json.dumps(msg).encode(), content_type="application/json")
+
+
 MODERN_HEADERS = ("MCP-Protocol-Version", "Mcp-Method", "Mcp-Name", "Content-Type", "Accept")
 
 
@@ -85,9 +137,9 @@ async def relay_modern(request: web.Request) -> web.Response:
     return web.Response(status=status, body=raw, content_type="application/json")
 
 
-def create_app(url: str, *, modern: bool = False) -> web.Application:
+def create_app(url: str, *, modern: bool = False, mrtr: bool = False) -> web.Application:
     app = web.Application()
-    state: dict[str, Any] = {"url": url}
+    state: dict[str, Any] = {"url": url, "held": {}, "tokens": itertools.count()}
     app[UPSTREAM] = state
 
     async def upstream_session(_: web.Application) -> Any:
@@ -98,7 +150,7 @@ def create_app(url: str, *, modern: bool = False) -> web.Application:
             yield
 
     app.cleanup_ctx.append(upstream_session)
-    app.router.add_post("/mcp", relay_modern if modern else relay)
+    app.router.add_post("/mcp", relay_modern if modern else relay_mrtr if mrtr else relay)
     return app
 
 
@@ -107,10 +159,12 @@ def main() -> None:
     parser.add_argument("--upstream", required=True)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--modern", action="store_true", help="2026-07-28 on both sides: no session")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--modern", action="store_true", help="2026-07-28 on both sides: no session")
+    mode.add_argument("--mrtr", action="store_true", help="a call that asks for input answered by MRTR")
     args = parser.parse_args()
     web.run_app(
-        create_app(args.upstream, modern=args.modern),
+        create_app(args.upstream, modern=args.modern, mrtr=args.mrtr),
         host=args.host,
         port=args.port,
         print=None,

@@ -98,11 +98,14 @@ def rows(data: dict[str, Any], s: dict[str, Any]) -> list[dict[str, Any]]:
     if rt:
         r, r0 = rt.get("mrtr_over_direct_p50"), rt.get("mrtr_gather0_over_direct_p50")
         bound = _floor_bound(data, rt)
+        floor, cpu = rt.get("floor_over_direct_p50"), rt.get("mrtr_over_floor_cpu")
         add(
             "MRTR round trip ÷ legacy inline round trip, FastMCP 1.30",
             r,
             f"{_fmt(r, '.2f', '×')} (p50, default settings; {_fmt(r0, '.2f', '×')} with gather_window_ms 0); "
-            f"two hops at the floor relay's own added p50 would read {_fmt(bound, '.2f', '×')}",
+            f"the aiohttp floor relay's own MRTR round trip: {_fmt(floor, '.2f', '×')} "
+            f"(the proxy's CPU per round trip {_fmt(cpu, '.2f', '×')} the floor's); "
+            f"two pass-through hops at the floor relay's added p50 would read {_fmt(bound, '.2f', '×')}",
             "≤ 1.3",
             ok=None if r is None else r <= 1.3,
             note="one elicitation answered at once, 1 client; the proxy's round trip is two client "

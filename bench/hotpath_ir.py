@@ -13,7 +13,8 @@ the CPU figures of ``make bench``. With ``--relay`` the upstream is the minimal 
 ``--legacy fastmcp130`` it is FastMCP 1.30, whose replies are chunked SSE streams (the minimal server's are
 one Content-Length SSE body).
 
-With ``--mrtr`` the figure is per MRTR round trip instead (issue 31): the minimal server's ``ask`` tool, each
+With ``--mrtr`` the figure is per MRTR round trip instead (issue 31): the legacy server's asking tool (the
+minimal server's ``ask``, FastMCP 1.30's ``ask_name``), each
 client answering the ``input_required`` at once with its ``inputResponses`` and the ``requestState``. It is
 counted in two parts, each in dumps of its own: the *first* exchange (start the call upstream, see it ask,
 park it, seal the handle, answer ``input_required``) for a batch of calls, then the *second* exchange of the
@@ -40,6 +41,7 @@ import aiohttp
 
 from clients import ANSWER, BenchError, Modern
 from hotpath import proxy
+from passthrough import TOOLS
 from pieces import legacy_server, modern_server
 from plan import say
 
@@ -59,11 +61,11 @@ async def _calls(url: str, n: int, concurrency: int = 16) -> None:
         await asyncio.gather(*(worker() for _ in range(concurrency)))
 
 
-async def _firsts(clients: list[Modern]) -> list[dict[str, object]]:
+async def _firsts(clients: list[Modern], tool: str) -> list[dict[str, object]]:
     """Each client's first exchange of an `ask` call: its `input_required`."""
 
     async def one(client: Modern) -> dict[str, object]:
-        first = await asyncio.wait_for(client.request_call("ask", {"arguments": {}}), 60)
+        first = await asyncio.wait_for(client.request_call(tool, {"arguments": {}}), 60)
         if first.get("resultType") != "input_required":
             raise BenchError(f"expected input_required: {first}")
         return first
@@ -71,25 +73,25 @@ async def _firsts(clients: list[Modern]) -> list[dict[str, object]]:
     return list(await asyncio.gather(*(one(c) for c in clients)))
 
 
-async def _seconds(clients: list[Modern], firsts: list[dict[str, object]]) -> None:
+async def _seconds(clients: list[Modern], firsts: list[dict[str, object]], tool: str) -> None:
     """Each client's retry with its answer and the handle: the final result."""
 
     async def one(client: Modern, first: dict[str, Any]) -> None:
         responses = {key: ANSWER for key in first["inputRequests"]}
         params = {"arguments": {}, "inputResponses": responses, "requestState": first["requestState"]}
-        final = await asyncio.wait_for(client.request_call("ask", params), 60)
+        final = await asyncio.wait_for(client.request_call(tool, params), 60)
         if final.get("resultType") != "complete":
             raise BenchError(f"expected a complete result: {final}")
 
     await asyncio.gather(*(one(c, f) for c, f in zip(clients, firsts, strict=True)))
 
 
-async def _round_trips(url: str, n: int, concurrency: int = 16) -> None:
+async def _round_trips(url: str, n: int, tool: str, concurrency: int = 16) -> None:
     async with aiohttp.ClientSession() as http:
         clients = [Modern(http, url) for _ in range(concurrency)]
         for start in range(0, n, concurrency):
             batch = clients[: min(concurrency, n - start)]
-            await _seconds(batch, await _firsts(batch))
+            await _seconds(batch, await _firsts(batch, tool), tool)
 
 
 async def _control(pid: int, flag: str) -> None:
@@ -123,22 +125,23 @@ async def _measure(label: str, url: str, pid: int, out: Path, calls: int) -> flo
 
 
 async def _measure_mrtr(
-    label: str, url: str, pid: int, out: Path, calls: int, *, keep: Path | None = None
+    label: str, url: str, pid: int, out: Path, calls: int, *, tool: str, keep: Path | None = None
 ) -> float:
     """Instructions per MRTR round trip, counted per exchange: each batch's first exchanges, then its
     second ones, each between a zeroing of the counters and a dump (with `keep`, each dump is copied there
     as ``<phase>-<batch>.<thread>``, for callgrind_annotate)."""
-    await _round_trips(url, 64)  # warm-up: the pool grows; gathering learns that `ask` sends lone requests
+    # warm-up: the pool grows; gathering learns that the tool sends lone requests
+    await _round_trips(url, 64, tool)
     totals = {"first": 0, "second": 0}
     async with aiohttp.ClientSession() as http:
         clients = [Modern(http, url) for _ in range(16)]
         for start in range(0, calls, len(clients)):
             batch = clients[: min(len(clients), calls - start)]
             await _control(pid, "-z")
-            firsts = await _firsts(batch)
+            firsts = await _firsts(batch, tool)
             totals["first"] += await _dump(pid, out, keep, f"{label}-first-{start // len(clients)}")
             await _control(pid, "-z")
-            await _seconds(batch, firsts)
+            await _seconds(batch, firsts, tool)
             totals["second"] += await _dump(pid, out, keep, f"{label}-second-{start // len(clients)}")
     first, second = totals["first"] / calls, totals["second"] / calls
     say(
@@ -188,7 +191,10 @@ async def main(args: argparse.Namespace) -> None:
                     async with proxy(up.url, tmp, f"{label}{rep}", source, wrap=wrap, ready_timeout=240) as p:
                         if args.mrtr:
                             keep = args.keep
-                            per_call = await _measure_mrtr(label, p.url, p.pid, out, args.calls, keep=keep)
+                            tool = TOOLS[args.legacy]["ask"]
+                            per_call = await _measure_mrtr(
+                                label, p.url, p.pid, out, args.calls, tool=tool, keep=keep
+                            )
                         else:
                             per_call = await _measure(label, p.url, p.pid, out, args.calls)
                     results.setdefault(label, []).append(per_call)
@@ -208,11 +214,11 @@ if __name__ == "__main__":
     parser.add_argument("--reps", type=int, default=1)
     parser.add_argument("--keep", type=Path, help="copy the callgrind dumps here")
     parser.add_argument("--relay", action="store_true", help="the native relay: a 2026-07-28 upstream")
-    parser.add_argument("--mrtr", action="store_true", help="per MRTR round trip: the minimal server's ask")
+    parser.add_argument("--mrtr", action="store_true", help="per MRTR round trip of the server's asking tool")
     parser.add_argument(
         "--legacy",
         choices=("minimal", "fastmcp130"),
         default="minimal",
-        help="the legacy server in front of which pass-through is measured",
+        help="the legacy server in front of which the proxy is measured",
     )
     asyncio.run(main(parser.parse_args()))

@@ -32,6 +32,7 @@ async def pass_and_roundtrip(
         mrtr_proxy(up.url, tmp) as mp,
         mrtr_proxy(up.url, tmp, gather_window_ms=0) as mp0,
         floor_relay(up.url) as fl,
+        floor_relay(up.url, mrtr=True) as flm,
         fastmcp_proxy(up.url) as fp,
         fastmcp_proxy(up.url, shared=True) if shared else contextlib.nullcontext() as fps,
     ):
@@ -96,6 +97,7 @@ async def pass_and_roundtrip(
             "direct": ("legacy", up.url, {"upstream": up.pid}),
             "mrtr": ("modern", mp.url, {"proxy": mp.pid, "upstream": up.pid}),
             "mrtr_gather0": ("modern", mp0.url, {"proxy": mp0.pid, "upstream": up.pid}),
+            "floor": ("modern", flm.url, {"proxy": flm.pid, "upstream": up.pid}),
             "fastmcp": ("legacy", fp.url, {"proxy": fp.pid, "upstream": up.pid}),
         }
         ask = {"tool": tools["ask"], "expect": "accept:Alice"}

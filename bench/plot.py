@@ -63,11 +63,12 @@ def plot(data: dict[str, Any], s: dict[str, Any], out: Path) -> None:
             ("direct", "direct (legacy inline)"),
             ("mrtr", "mrtr-proxy (MRTR, gather 50 ms)"),
             ("mrtr_gather0", "mrtr-proxy (MRTR, gather 0)"),
+            ("floor", "aiohttp floor relay (MRTR)"),
             ("fastmcp", "FastMCP proxy (inline)"),
         ]
         width = 0.8 / len(paths)
         for i, (path, label) in enumerate(paths):
-            vals = [s["roundtrip"][k][path]["p50_ms"] or 0 for k in kinds]
+            vals = [(s["roundtrip"][k].get(path) or {}).get("p50_ms") or 0 for k in kinds]
             xs = [j + i * width for j in range(len(kinds))]
             bars = ax_rt.bar(xs, vals, width, label=label)
             ax_rt.bar_label(bars, fmt="%.1f", fontsize=7)

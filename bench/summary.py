@@ -65,6 +65,10 @@ def _p(q: str) -> Any:
     return lambda x: float(x["latency"][q])
 
 
+def _cpu_of(role: str) -> Any:
+    return lambda x: float((x.get("cpu_us_per_req") or {}).get(role) or "nan")
+
+
 def _ratio(f: Any) -> Any:
     return lambda x, y: f(x) / f(y) if f(y) else float("nan")
 
@@ -95,6 +99,9 @@ def summarize(data: dict[str, Any]) -> dict[str, Any]:
             d = rt.get("direct", [])
             row["mrtr_over_direct_p50"] = paired(rt.get("mrtr", []), d, _ratio(_p("p50_ms")))
             row["mrtr_gather0_over_direct_p50"] = paired(rt.get("mrtr_gather0", []), d, _ratio(_p("p50_ms")))
+            row["floor_over_direct_p50"] = paired(rt.get("floor", []), d, _ratio(_p("p50_ms")))
+            cpu = _ratio(_cpu_of("proxy"))
+            row["mrtr_over_floor_cpu"] = paired(rt.get("mrtr", []), rt.get("floor", []), cpu)
             row["fastmcp_over_direct_p50"] = paired(rt.get("fastmcp", []), d, _ratio(_p("p50_ms")))
             out["roundtrip"][kind] = row
     runs = data.get("parked", {}).get("runs", [])

@@ -158,20 +158,25 @@ def _roundtrip_lines(s: dict[str, Any]) -> list[str]:
             "direct, legacy inline p50 / p99 ms",
             "mrtr-proxy MRTR p50 / p99 ms (gather 50 ms, default)",
             "mrtr-proxy MRTR p50 / p99 ms (gather 0)",
+            "aiohttp floor relay, MRTR p50 / p99 ms",
             "FastMCP proxy, inline p50 / p99 ms",
             "mrtr ÷ direct (p50)",
             "mrtr gather 0 ÷ direct (p50)",
+            "floor ÷ direct (p50)",
+            "mrtr ÷ floor, proxy CPU per round trip",
             left=1,
         ),
     ]
     for kind, r in s["roundtrip"].items():
-        paths = ("direct", "mrtr", "mrtr_gather0", "fastmcp")
+        paths = ("direct", "mrtr", "mrtr_gather0", "floor", "fastmcp")
         lines.append(
             _row(
                 UPSTREAM_LABEL.get(kind, kind),
-                *(f"{_pp(r[p])}{_flag(r[p])}" for p in paths),
+                *(f"{_pp(r[p])}{_flag(r[p])}" if p in r else "n/a" for p in paths),
                 fmt(r["mrtr_over_direct_p50"], ".2f", "×"),
                 fmt(r["mrtr_gather0_over_direct_p50"], ".2f", "×"),
+                fmt(r.get("floor_over_direct_p50"), ".2f", "×"),
+                fmt(r.get("mrtr_over_floor_cpu"), ".2f", "×"),
             )
         )
     cells = [v for r in s["roundtrip"].values() for v in r.values() if isinstance(v, dict)]

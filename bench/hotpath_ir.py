@@ -21,7 +21,11 @@ park it, seal the handle, answer ``input_required``) for a batch of calls, then 
 same batch (unseal, look up, deliver the answer upstream, drive on to the final result), batch after batch
 (16 calls each, 16 clients at once). Their sum is the round trip::
 
-    python bench/hotpath_ir.py --before /tmp/main-src --calls 600 [--relay | --mrtr]
+    python bench/hotpath_ir.py --before /tmp/main-src --calls 600 [--relay | --mrtr] [--floor]
+
+With ``--floor`` the aiohttp floor relay (bench/floor_relay.py, in the same mode: ``--modern`` with
+``--relay``, ``--mrtr`` with ``--mrtr``) is counted the same way after the proxy, and the proxy's figure over
+the floor's is printed: issue 31's CPU ratio in instructions, steady where CPU time is not.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import contextlib
 import json
 import re
 import shutil
+import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -42,7 +47,7 @@ import aiohttp
 from clients import ANSWER, BenchError, Modern
 from hotpath import proxy
 from passthrough import TOOLS
-from pieces import legacy_server, modern_server
+from pieces import floor_relay, legacy_server, modern_server
 from plan import say
 
 _TOTALS = re.compile(r"^(?:summary|totals): (\d+)", re.M)
@@ -178,6 +183,8 @@ async def main(args: argparse.Namespace) -> None:
         async with upstream as up:
             labels = [("before", args.before)] if args.before is not None else []
             labels.append(("after", None))
+            if args.floor:
+                labels.append(("floor", None))
             for rep in range(args.reps):
                 for label, source in labels:
                     out = tmp / f"cg-{label}-{rep}"
@@ -188,7 +195,12 @@ async def main(args: argparse.Namespace) -> None:
                         f"--callgrind-out-file={out}/callgrind.out.%p",
                         "--dump-instr=no",
                     ]
-                    async with proxy(up.url, tmp, f"{label}{rep}", source, wrap=wrap, ready_timeout=240) as p:
+                    target = (
+                        floor_relay(up.url, modern=args.relay, mrtr=args.mrtr, wrap=wrap, ready_timeout=240)
+                        if label == "floor"
+                        else proxy(up.url, tmp, f"{label}{rep}", source, wrap=wrap, ready_timeout=240)
+                    )
+                    async with target as p:
                         if args.mrtr:
                             keep = args.keep
                             tool = TOOLS[args.legacy]["ask"]
@@ -205,6 +217,9 @@ async def main(args: argparse.Namespace) -> None:
                     with contextlib.suppress(OSError):
                         shutil.rmtree(out)
     print(json.dumps({label: [round(v) for v in values] for label, values in results.items()}, indent=2))
+    if args.floor:
+        ratio = statistics.median(results["after"]) / statistics.median(results["floor"])
+        say(f"this checkout ÷ the floor relay: {ratio:.3f} (medians of {args.reps} repetition(s))")
 
 
 if __name__ == "__main__":
@@ -214,6 +229,7 @@ if __name__ == "__main__":
     parser.add_argument("--reps", type=int, default=1)
     parser.add_argument("--keep", type=Path, help="copy the callgrind dumps here")
     parser.add_argument("--relay", action="store_true", help="the native relay: a 2026-07-28 upstream")
+    parser.add_argument("--floor", action="store_true", help="the aiohttp floor relay too, in the same mode")
     parser.add_argument("--mrtr", action="store_true", help="per MRTR round trip of the server's asking tool")
     parser.add_argument(
         "--legacy",

@@ -12,7 +12,7 @@ import json
 import os
 import secrets
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -127,17 +127,27 @@ async def fastmcp_proxy(upstream: str, *, shared: bool = False) -> AsyncIterator
 
 
 @contextlib.asynccontextmanager
-async def floor_relay(upstream: str, *, modern: bool = False, mrtr: bool = False) -> AsyncIterator[Piece]:
+async def floor_relay(
+    upstream: str,
+    *,
+    modern: bool = False,
+    mrtr: bool = False,
+    wrap: Sequence[str] = (),
+    ready_timeout: float = peers.DEFAULT_READY_TIMEOUT,
+) -> AsyncIterator[Piece]:
     """The aiohttp floor (bench/floor_relay.py): one server request + one pooled client request per call;
     `modern`: its 2026-07-28 mode (no session, body and MCP headers forwarded as they came); `mrtr`: a call
-    that asks for input held open and answered by the client's retry (section 2's floor)."""
+    that asks for input held open and answered by the client's retry (section 2's floor). Its command after
+    `wrap` (valgrind, for bench/hotpath_ir.py)."""
 
     def command(port: int) -> list[str]:
-        argv = [PY, str(BENCH / "floor_relay.py"), "--upstream", upstream, "--port", str(port)]
+        argv = [*wrap, PY, str(BENCH / "floor_relay.py"), "--upstream", upstream, "--port", str(port)]
         return [*argv, *(["--modern"] if modern else []), *(["--mrtr"] if mrtr else [])]
 
     env = {"PYTHONUNBUFFERED": "1"}
-    async with peers.run_peer("floor-relay", command, env=env, stop_timeout=STOP_S) as peer:
+    async with peers.run_peer(
+        "floor-relay", command, env=env, stop_timeout=STOP_S, ready_timeout=ready_timeout
+    ) as peer:
         yield Piece(f"http://{LOOPBACK}:{peer.port}/mcp", peer.pid)
 
 

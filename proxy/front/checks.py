@@ -143,6 +143,11 @@ def check_modern(req: Request, headers: Mapping[str, str], *, limits: InputLimit
     )
 
 
+# What json.dumps(separators=(",", ":"), ensure_ascii=False) writes, from one encoder made once: json.dumps
+# makes a new one for every call with options, and every retry's inputResponses are measured.
+_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
 @dataclass(frozen=True, slots=True)
 class InputLimits:
     max_keys: int
@@ -176,9 +181,7 @@ def _mrtr_params(req: Request, limits: InputLimits) -> tuple[str | None, Mapping
                 f"params.inputResponses has {len(responses)} keys; at most {limits.max_keys}",
             ),
         )
-    size = len(
-        json.dumps(responses, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogatepass")
-    )
+    size = len(_COMPACT.encode(responses).encode("utf-8", "surrogatepass"))
     if size > limits.max_bytes:
         raise Refusal(
             200,

@@ -13,6 +13,7 @@ from contextlib import suppress
 from dataclasses import dataclass
 
 DEFAULT_MAX_EVENT_BYTES = 16 * 1024 * 1024
+_UTF8 = codecs.getincrementaldecoder("utf-8")  # looked up once: a decoder is made for every streamed reply
 
 
 class SSEError(ValueError):
@@ -64,7 +65,7 @@ class SSEDecoder:
             raise ValueError("max_event_bytes must be positive")
         self.max_event_bytes = max_event_bytes
         self.comments = 0  # comment lines seen (keep-alives)
-        self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._utf8 = _UTF8(errors="replace")
         self._started = False  # leading BOM already dealt with
         self._skip_lf = False  # previous text ended with CR: a leading LF completes that CRLF
         self._pending: list[str] = []  # pieces of the current unterminated line

@@ -109,6 +109,7 @@ class Metrics:
         self._upstreams = names
         self._tools = frozenset(tools)  # metrics.tools: the only tool names that become label values
         self._series: dict[tuple[object, ...], _Series] = {}  # see _series_of
+        self._resumed_age: dict[str, Histogram] = {}  # upstream -> its child, looked up once (resumed)
         known = [(name,) for name in names]  # known series start at 0: rate() and absence alerts
         self.requests = self._add(
             Counter,
@@ -286,6 +287,7 @@ class Metrics:
         self._upstreams = (*self._upstreams, *routes)
         self._flush()
         self._series.clear()  # their upstream label was "other"
+        self._resumed_age.clear()
         for route, ups in routes.items():
             for up in ups:
                 self.route_left_out.labels(route, up, "unavailable")
@@ -298,7 +300,13 @@ class Metrics:
     # -- the call service's observer ----------------------------------------------------------------------
 
     def resumed(self, upstream: str, parked_for: float) -> None:
-        self.parked_age.labels(self.upstream_label(upstream), "resumed").observe(parked_for)
+        """Once per MRTR retry: its child looked up once per upstream, not by `labels()` each time."""
+        child = self._resumed_age.get(upstream)
+        if child is None:
+            child = self.parked_age.labels(self.upstream_label(upstream), "resumed")
+            if len(self._resumed_age) < MAX_SERIES_KEYS:
+                self._resumed_age[upstream] = child
+        child.observe(parked_for)
 
     def reaped(self, upstream: str, parked_for: float) -> None:
         label = self.upstream_label(upstream)

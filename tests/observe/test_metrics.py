@@ -344,6 +344,23 @@ def test_lines_count_the_same_however_often_their_series_are_seen(monkeypatch: p
     assert m("mrtr_proxy_request_duration_seconds_count", method="tools/call", upstream="a") == 7
 
 
+def test_resumed_calls_counted_under_their_upstream_before_and_after_a_route_is_added() -> None:
+    """A retry's parked age goes to a child looked up once per upstream: an unknown name under "other",
+    and under its own label once `route_members` has made it one."""
+    metrics = Metrics(["a"])
+    for age in (1.0, 2.0):
+        metrics.resumed("a", age)
+    metrics.resumed("r", 4.0)
+    metrics.route_members({"r": ("a",)})
+    metrics.resumed("r", 8.0)
+    m = Scrape.parse(metrics.render().decode())
+    age = "mrtr_proxy_parked_call_age_seconds"
+    assert m(f"{age}_count", upstream="a", end="resumed") == 2
+    assert m(f"{age}_sum", upstream="a", end="resumed") == 3.0
+    assert m(f"{age}_sum", upstream="other", end="resumed") == 4.0
+    assert m(f"{age}_sum", upstream="r", end="resumed") == 8.0
+
+
 def test_durations_summed_between_scrapes_equal_one_observe_each() -> None:
     """A line adds its duration to plain numbers, handed to the histogram at each scrape: the buckets, sum
     and count are those of `Histogram.observe` once per line, bounds included (a bucket is `le`)."""

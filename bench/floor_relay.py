@@ -72,10 +72,7 @@ async def relay(request: web.Request) -> web.Response:
         raw = await resp.read()
         if resp.content_type == "text/event-stream":
             raw = from_sse(raw)
-    msg = json.loads(raw)  # the one change a 2026-07-28 answer needs: a result says it is complete
-    if isinstance(msg.get("result"), dict):
-        msg["result"].setdefault("resultType", "complete")
-    return web.Response(body=json.dumps(msg).encode(), content_type="application/json")
+    return _answer(json.loads(raw))
 
 
 async def relay_mrtr(request: web.Request) -> web.Response:
@@ -113,12 +110,13 @@ async def relay_mrtr(request: web.Request) -> web.Response:
             pass
     resp.release()
     out["id"] = msg["id"]
-    if isinstance(out.get("result"), dict):
-        out["result"].setdefault("resultType", "complete")
     return _answer(out)
 
 
 def _answer(msg: dict[str, Any]) -> web.Response:
+    """The one change a 2026-07-28 answer needs: a result says it is complete (unless it says otherwise)."""
+    if isinstance(msg.get("result"), dict):
+        msg["result"].setdefault("resultType", "complete")
     return web.Response(body=json.dumps(msg).encode(), content_type="application/json")
 
 

@@ -99,7 +99,7 @@ class SessionCore:
 
     def _start_call(self, req: jsonrpc.Request, inbox: Inbox) -> None:
         """Deliver the receiving call's request, and read its reply, in a task of its own (its failure
-        reaches `inbox`); a transport may read the reply without one (streamable_http.py)."""
+        reaches `inbox`); a transport may read the reply without one (streamable_posts.py)."""
         self._delivering(self._deliver(req), inbox)
 
     def _delivering(self, delivery: Coroutine[Any, Any, None], inbox: Inbox) -> None:

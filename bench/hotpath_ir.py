@@ -25,7 +25,9 @@ same batch (unseal, look up, deliver the answer upstream, drive on to the final 
 
 With ``--floor`` the aiohttp floor relay (bench/floor_relay.py, in the same mode: ``--modern`` with
 ``--relay``, ``--mrtr`` with ``--mrtr``) is counted the same way after the proxy, and the proxy's figure over
-the floor's is printed: issue 31's CPU ratio in instructions, steady where CPU time is not.
+the floor's is printed: issue 31's CPU ratio in instructions, steady where CPU time is not. `make bench`
+counts both modes so in its last section (``beside_floor``), the proxy and the floor relay in front of the
+minimal legacy server.
 """
 
 from __future__ import annotations
@@ -131,7 +133,7 @@ async def _measure(label: str, url: str, pid: int, out: Path, calls: int) -> flo
 
 async def _measure_mrtr(
     label: str, url: str, pid: int, out: Path, calls: int, *, tool: str, keep: Path | None = None
-) -> float:
+) -> tuple[float, float]:
     """Instructions per MRTR round trip, counted per exchange: each batch's first exchanges, then its
     second ones, each between a zeroing of the counters and a dump (with `keep`, each dump is copied there
     as ``<phase>-<batch>.<thread>``, for callgrind_annotate)."""
@@ -153,7 +155,7 @@ async def _measure_mrtr(
         f"{label}: {first + second:,.0f} instructions per MRTR round trip ({calls} round trips): "
         f"first exchange {first:,.0f}, second {second:,.0f}"
     )
-    return first + second
+    return first, second
 
 
 async def _dump(pid: int, out: Path, keep: Path | None, name: str) -> int:
@@ -173,6 +175,40 @@ def _keep(out: Path, keep: Path, name: str) -> None:
         shutil.copy(dump, keep / f"{name}.{n}")
 
 
+def _callgrind(out: Path) -> list[str]:
+    return ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}/callgrind.out.%p", "--dump-instr=no"]
+
+
+async def beside_floor(tmp: Path, *, calls: int) -> dict[str, Any]:
+    """`make bench`'s instructions section: in front of the minimal legacy server, mrtr-proxy and the floor
+    relay each counted per pass-through call and per MRTR round trip (its two exchanges apart), `calls`
+    calls or round trips each. {"pass": {role: n}, "roundtrip": {role: {"first": n, "second": n}}}, the roles
+    "mrtr" and "floor"."""
+    counted: dict[str, Any] = {"calls": calls, "pass": {}, "roundtrip": {}}
+    async with legacy_server("minimal") as up:
+        for mrtr in (False, True):
+            for role in ("mrtr", "floor"):
+                out = tmp / f"cg-{role}-{'rt' if mrtr else 'pass'}"
+                out.mkdir()
+                wrap = _callgrind(out)
+                target = (
+                    floor_relay(up.url, mrtr=mrtr, wrap=wrap, ready_timeout=240)
+                    if role == "floor"
+                    else proxy(up.url, tmp, f"ir-{role}-{mrtr}", None, wrap=wrap, ready_timeout=240)
+                )
+                async with target as p:
+                    if mrtr:
+                        first, second = await _measure_mrtr(
+                            role, p.url, p.pid, out, calls, tool=TOOLS["minimal"]["ask"]
+                        )
+                        counted["roundtrip"][role] = {"first": round(first), "second": round(second)}
+                    else:
+                        counted["pass"][role] = round(await _measure(role, p.url, p.pid, out, calls))
+                with contextlib.suppress(OSError):
+                    shutil.rmtree(out)
+    return counted
+
+
 async def main(args: argparse.Namespace) -> None:
     if shutil.which("valgrind") is None:
         sys.exit("valgrind is not installed")
@@ -189,12 +225,7 @@ async def main(args: argparse.Namespace) -> None:
                 for label, source in labels:
                     out = tmp / f"cg-{label}-{rep}"
                     out.mkdir()
-                    wrap = [
-                        "valgrind",
-                        "--tool=callgrind",
-                        f"--callgrind-out-file={out}/callgrind.out.%p",
-                        "--dump-instr=no",
-                    ]
+                    wrap = _callgrind(out)
                     target = (
                         floor_relay(up.url, modern=args.relay, mrtr=args.mrtr, wrap=wrap, ready_timeout=240)
                         if label == "floor"
@@ -202,11 +233,11 @@ async def main(args: argparse.Namespace) -> None:
                     )
                     async with target as p:
                         if args.mrtr:
-                            keep = args.keep
                             tool = TOOLS[args.legacy]["ask"]
-                            per_call = await _measure_mrtr(
-                                label, p.url, p.pid, out, args.calls, tool=tool, keep=keep
+                            parts = await _measure_mrtr(
+                                label, p.url, p.pid, out, args.calls, tool=tool, keep=args.keep
                             )
+                            per_call = sum(parts)
                         else:
                             per_call = await _measure(label, p.url, p.pid, out, args.calls)
                     results.setdefault(label, []).append(per_call)

@@ -26,10 +26,11 @@ class Plan:
     parked_levels: tuple[int, ...]
     park_concurrency: int
     profile_s: float
+    ir_calls: int  # section 7: calls (and round trips) counted under callgrind, per piece
 
 
-FULL = Plan("full", 3, 2.0, 0.4, (1, 16, 64), 1.5, (1000, 5000, 10000), 128, 5.0)
-QUICK = Plan("quick", 2, 1.0, 0.3, (1, 16), 1.0, (100, 1000), 64, 3.0)
+FULL = Plan("full", 3, 2.0, 0.4, (1, 16, 64), 1.5, (1000, 5000, 10000), 128, 5.0, 320)
+QUICK = Plan("quick", 2, 1.0, 0.3, (1, 16), 1.0, (100, 1000), 64, 3.0, 160)
 
 
 _T0 = time.monotonic()

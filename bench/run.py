@@ -21,6 +21,9 @@ Sections:
    cache (bench/aggregate.py).
 6. native relay: a 2026-07-28 client's plain call through the proxy to a minimal 2026-07-28 server vs the
    same client direct (``bench/relay_bench.py``), interleaved; goal relay at least 0.9 times direct.
+7. instructions: the proxy and the floor relay under callgrind, per pass-through call and per MRTR round
+   trip (``bench/hotpath_ir.py``): issue 31's CPU ratio in a measure the host's load does not move (needs
+   valgrind; ``--no-instructions`` skips it).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import argparse
 import asyncio
 import dataclasses
 import datetime
+import shutil
 import sys
 import tempfile
 import time
@@ -39,6 +43,7 @@ from typing import Any
 import report
 from aggregate import aggregate
 from handles import handles
+from hotpath_ir import beside_floor
 from machine import background_cpu, machine, raise_nofile, wait_quiet
 from parked import parked
 from passthrough import pass_and_roundtrip
@@ -98,6 +103,12 @@ async def main_async(plan: Plan, args: argparse.Namespace, nofile: int) -> dict[
             data["aggregate"] = await aggregate(plan, tmp)
         if not args.no_relay:
             data["relay"] = await relay(plan, tmp)
+        if not args.no_instructions:
+            if shutil.which("valgrind") is None:
+                say("[instructions] skipped: valgrind is not installed")
+            else:
+                say("[instructions] the proxy and the floor relay under callgrind")
+                data["instructions"] = await beside_floor(tmp, calls=plan.ir_calls)
     data["elapsed_s"] = round(time.time() - started, 1)
     data["machine"]["background_cpu_pct_after"] = background_cpu()
     return data
@@ -117,6 +128,9 @@ def main() -> int:
     parser.add_argument("--no-profile", action="store_true", help="skip the py-spy profile")
     parser.add_argument("--no-aggregate", action="store_true", help="skip the aggregated-routes section")
     parser.add_argument("--no-relay", action="store_true", help="skip the native relay section")
+    parser.add_argument(
+        "--no-instructions", action="store_true", help="skip the instructions section (callgrind)"
+    )
     parser.add_argument(
         "--no-fastmcp-shared",
         action="store_true",

@@ -350,6 +350,8 @@ def markdown(data: dict[str, Any], s: dict[str, Any]) -> str:
         lines += _relay_lines(s["relay"])
     if s.get("relay_fastmcp4"):
         lines += _relay_lines(s["relay_fastmcp4"], "FastMCP 4.2.3 (two eras)")
+    if goals31.instructions(data):
+        lines += _instruction_lines(data)
     lines += ["### Targets", "", *_header("target", "measured", "met", "note", left=4)]
     for t in s["targets"]:
         verdict = {True: "yes", False: "**no**", None: "n/a"}[t["met"]]
@@ -365,6 +367,26 @@ def markdown(data: dict[str, Any], s: dict[str, Any]) -> str:
     if prof and prof.get("samples"):
         lines += _profile_lines(prof)
     return "\n".join(lines)
+
+
+_EXCHANGES = {
+    "pass": "pass-through call",
+    "first": "MRTR first exchange (the call, parked: input_required)",
+    "second": "MRTR second exchange (the retry, resumed: the result)",
+    "roundtrip": "MRTR round trip",
+}
+
+
+def _instruction_lines(data: dict[str, Any]) -> list[str]:
+    calls = data["instructions"].get("calls")
+    lines = [
+        f"### 7. Instructions per exchange (callgrind, minimal legacy server, 16 clients, {calls} each)",
+        "",
+        *_header("exchange", "mrtr-proxy", "aiohttp floor relay", "mrtr ÷ floor", left=1),
+    ]
+    for key, (mine, floor, ratio) in goals31.instructions(data).items():
+        lines.append(_row(_EXCHANGES[key], f"{mine:,}", f"{floor:,}", fmt(ratio, ".2f", "×")))
+    return [*lines, ""]
 
 
 def profile_of(data: dict[str, Any]) -> dict[str, Any] | None:

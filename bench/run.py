@@ -5,8 +5,8 @@ process), prints a table, writes ``bench/results/latest.json`` and ``latest.png`
 proxy, and appends a dated section to ``bench/RESULTS.md``. Run it with the bench venv's Python (see the
 Makefile)::
 
-    python bench/run.py            # the full run (~6-10 minutes on 2 cores)
-    python bench/run.py --quick    # smaller counts (~2-3 minutes)
+    python bench/run.py            # the full run (~25 minutes on 2 cores)
+    python bench/run.py --quick    # smaller counts (~8 minutes)
 
 Sections:
 1. pass-through: a plain tool, 1/16/64 concurrent clients: direct (legacy client) vs mrtr-proxy (modern
@@ -116,7 +116,7 @@ async def main_async(plan: Plan, args: argparse.Namespace, nofile: int) -> dict[
 
 def main() -> int:
     parser = argparse.ArgumentParser(description="mrtr-proxy benchmarks (see bench/README.md)")
-    parser.add_argument("--quick", action="store_true", help="smaller counts (~2-3 minutes)")
+    parser.add_argument("--quick", action="store_true", help="smaller counts (~8 minutes)")
     parser.add_argument("--upstreams", nargs="+", choices=UPSTREAMS, default=list(UPSTREAMS))
     parser.add_argument(
         "--parked-levels",

@@ -25,7 +25,9 @@ same batch (unseal, look up, deliver the answer upstream, drive on to the final 
 
 With ``--floor`` the aiohttp floor relay (bench/floor_relay.py, in the same mode: ``--modern`` with
 ``--relay``, ``--mrtr`` with ``--mrtr``) is counted the same way after the proxy, and the proxy's figure over
-the floor's is printed: issue 31's CPU ratio in instructions, steady where CPU time is not. `make bench`
+the floor's is printed: issue 31's CPU ratio in instructions, steady where CPU time is not. With ``--l2``
+the caches are simulated too (the last level as this CPU's L2) and a pass-through call's L2 misses printed:
+what CPU time adds to instructions is mostly those (each a trip to the L3). `make bench`
 counts both modes so in its last section (``beside_floor``), the proxy and the floor relay in front of the
 minimal legacy server.
 """
@@ -53,6 +55,9 @@ from pieces import floor_relay, legacy_server, modern_server
 from plan import say
 
 _TOTALS = re.compile(r"^(?:summary|totals): (\d+)", re.M)
+_EVENTS = re.compile(r"^events: (.+)$", re.M)
+_ALL_TOTALS = re.compile(r"^(?:summary|totals): (.+)$", re.M)
+L2_MISSES = ("ILmr", "DLmr", "DLmw")  # with the last level simulated as this CPU's L2: its misses
 
 
 async def _calls(url: str, n: int, concurrency: int = 16) -> None:
@@ -119,15 +124,48 @@ def _dumped(out: Path) -> int:
     return sum(int(m.group(1)) for d in dumps if (m := _TOTALS.search(d.read_text(errors="replace"))))
 
 
+def _dumped_events(out: Path) -> dict[str, int]:
+    """Every event counted in the dumps (one per thread) since the counters were zeroed, by name."""
+    totals: dict[str, int] = {}
+    for dump in sorted(out.glob("callgrind.out.*")):
+        text = dump.read_text(errors="replace")
+        names, values = _EVENTS.search(text), _ALL_TOTALS.search(text)
+        if names and values:
+            for name, value in zip(names.group(1).split(), values.group(1).split(), strict=False):
+                totals[name] = totals.get(name, 0) + int(value)
+    return totals
+
+
+def l2_cache() -> str:
+    """This CPU's level-2 cache as callgrind's ``--LL=size,ways,line`` (1 MiB, 8 ways, 64 B if unknown)."""
+    index = Path("/sys/devices/system/cpu/cpu0/cache/index2")
+    try:
+        if (index / "level").read_text().strip() == "2":
+            size = (index / "size").read_text().strip()
+            size_b = int(size[:-1]) * 1024 if size.endswith("K") else int(size)
+            ways = int((index / "ways_of_associativity").read_text())
+            line = int((index / "coherency_line_size").read_text())
+            return f"{size_b},{ways},{line}"
+    except (OSError, ValueError):
+        pass
+    return "1048576,8,64"
+
+
 async def _measure(label: str, url: str, pid: int, out: Path, calls: int) -> float:
+    return (await _measure_events(label, url, pid, out, calls))["Ir"]
+
+
+async def _measure_events(label: str, url: str, pid: int, out: Path, calls: int) -> dict[str, float]:
+    """Per pass-through call, every event callgrind counted (instructions: "Ir")."""
     await _calls(url, 64)  # warm-up: the pool grows to 16 sessions
     await _control(pid, "-z")
     await _calls(url, calls)
     await asyncio.to_thread(_remove_dumps, out)
     await _control(pid, "-d")
     await asyncio.sleep(1.0)
-    per_call = await asyncio.to_thread(_dumped, out) / calls
-    say(f"{label}: {per_call:,.0f} instructions per call ({calls} calls)")
+    per_call = {name: n / calls for name, n in (await asyncio.to_thread(_dumped_events, out)).items()}
+    misses = f", {sum(per_call[e] for e in L2_MISSES):,.0f} L2 misses" if "DLmr" in per_call else ""
+    say(f"{label}: {per_call['Ir']:,.0f} instructions per call{misses} ({calls} calls)")
     return per_call
 
 
@@ -175,22 +213,27 @@ def _keep(out: Path, keep: Path, name: str) -> None:
         shutil.copy(dump, keep / f"{name}.{n}")
 
 
-def _callgrind(out: Path) -> list[str]:
-    return ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}/callgrind.out.%p", "--dump-instr=no"]
+def _callgrind(out: Path, *, l2: bool = False) -> list[str]:
+    """valgrind's callgrind, counting instructions; with `l2`, also simulating the caches, the last level
+    as this CPU's L2 (its misses are the ones that go to L3)."""
+    sim = ["--cache-sim=yes", "--I1=32768,8,64", "--D1=32768,8,64", f"--LL={l2_cache()}"] if l2 else []
+    out_file = f"--callgrind-out-file={out}/callgrind.out.%p"
+    return ["valgrind", "--tool=callgrind", out_file, "--dump-instr=no", *sim]
 
 
 async def beside_floor(tmp: Path, *, calls: int) -> dict[str, Any]:
     """`make bench`'s instructions section: in front of the minimal legacy server, mrtr-proxy and the floor
     relay each counted per pass-through call and per MRTR round trip (its two exchanges apart), `calls`
-    calls or round trips each. {"pass": {role: n}, "roundtrip": {role: {"first": n, "second": n}}}, the roles
+    calls or round trips each; the pass-through calls with simulated caches too, for the L2 misses per call.
+    {"pass": {role: n}, "l2_misses": {role: n}, "roundtrip": {role: {"first": n, "second": n}}}, the roles
     "mrtr" and "floor"."""
-    counted: dict[str, Any] = {"calls": calls, "pass": {}, "roundtrip": {}}
+    counted: dict[str, Any] = {"calls": calls, "pass": {}, "l2_misses": {}, "roundtrip": {}}
     async with legacy_server("minimal") as up:
         for mrtr in (False, True):
             for role in ("mrtr", "floor"):
                 out = tmp / f"cg-{role}-{'rt' if mrtr else 'pass'}"
                 out.mkdir()
-                wrap = _callgrind(out)
+                wrap = _callgrind(out, l2=not mrtr)
                 target = (
                     floor_relay(up.url, mrtr=mrtr, wrap=wrap, ready_timeout=240)
                     if role == "floor"
@@ -203,7 +246,9 @@ async def beside_floor(tmp: Path, *, calls: int) -> dict[str, Any]:
                         )
                         counted["roundtrip"][role] = {"first": round(first), "second": round(second)}
                     else:
-                        counted["pass"][role] = round(await _measure(role, p.url, p.pid, out, calls))
+                        events = await _measure_events(role, p.url, p.pid, out, calls)
+                        counted["pass"][role] = round(events["Ir"])
+                        counted["l2_misses"][role] = round(sum(events.get(e, 0) for e in L2_MISSES))
                 with contextlib.suppress(OSError):
                     shutil.rmtree(out)
     return counted
@@ -225,7 +270,7 @@ async def main(args: argparse.Namespace) -> None:
                 for label, source in labels:
                     out = tmp / f"cg-{label}-{rep}"
                     out.mkdir()
-                    wrap = _callgrind(out)
+                    wrap = _callgrind(out, l2=args.l2)
                     target = (
                         floor_relay(up.url, modern=args.relay, mrtr=args.mrtr, wrap=wrap, ready_timeout=240)
                         if label == "floor"
@@ -262,6 +307,7 @@ if __name__ == "__main__":
     parser.add_argument("--relay", action="store_true", help="the native relay: a 2026-07-28 upstream")
     parser.add_argument("--floor", action="store_true", help="the aiohttp floor relay too, in the same mode")
     parser.add_argument("--mrtr", action="store_true", help="per MRTR round trip of the server's asking tool")
+    parser.add_argument("--l2", action="store_true", help="simulate the caches too: L2 misses per call")
     parser.add_argument(
         "--legacy",
         choices=("minimal", "fastmcp130"),

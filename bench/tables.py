@@ -371,6 +371,7 @@ def markdown(data: dict[str, Any], s: dict[str, Any]) -> str:
 
 _EXCHANGES = {
     "pass": "pass-through call",
+    "l2": "pass-through call: simulated misses of this CPU's L2 (not instructions)",
     "first": "MRTR first exchange (the call, parked: input_required)",
     "second": "MRTR second exchange (the retry, resumed: the result)",
     "roundtrip": "MRTR round trip",
@@ -380,7 +381,8 @@ _EXCHANGES = {
 def _instruction_lines(data: dict[str, Any]) -> list[str]:
     calls = data["instructions"].get("calls")
     lines = [
-        f"### 7. Instructions per exchange (callgrind, minimal legacy server, 16 clients, {calls} each)",
+        "### 7. Instructions and L2 misses per exchange "
+        f"(callgrind, minimal legacy server, 16 clients, {calls} each)",
         "",
         *_header("exchange", "mrtr-proxy", "aiohttp floor relay", "mrtr ÷ floor", left=1),
     ]

@@ -54,9 +54,8 @@ from passthrough import TOOLS
 from pieces import floor_relay, legacy_server, modern_server
 from plan import say
 
-_TOTALS = re.compile(r"^(?:summary|totals): (\d+)", re.M)
 _EVENTS = re.compile(r"^events: (.+)$", re.M)
-_ALL_TOTALS = re.compile(r"^(?:summary|totals): (.+)$", re.M)
+_TOTALS = re.compile(r"^(?:summary|totals): (.+)$", re.M)
 L2_MISSES = ("ILmr", "DLmr", "DLmw")  # with the last level simulated as this CPU's L2: its misses
 
 
@@ -120,8 +119,7 @@ def _remove_dumps(out: Path) -> None:
 
 def _dumped(out: Path) -> int:
     """The instructions counted in the dumps (one per thread) written since the counters were zeroed."""
-    dumps = sorted(out.glob("callgrind.out.*"))
-    return sum(int(m.group(1)) for d in dumps if (m := _TOTALS.search(d.read_text(errors="replace"))))
+    return _dumped_events(out).get("Ir", 0)
 
 
 def _dumped_events(out: Path) -> dict[str, int]:
@@ -129,7 +127,7 @@ def _dumped_events(out: Path) -> dict[str, int]:
     totals: dict[str, int] = {}
     for dump in sorted(out.glob("callgrind.out.*")):
         text = dump.read_text(errors="replace")
-        names, values = _EVENTS.search(text), _ALL_TOTALS.search(text)
+        names, values = _EVENTS.search(text), _TOTALS.search(text)
         if names and values:
             for name, value in zip(names.group(1).split(), values.group(1).split(), strict=False):
                 totals[name] = totals.get(name, 0) + int(value)

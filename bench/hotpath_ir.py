@@ -27,9 +27,9 @@ With ``--floor`` the aiohttp floor relay (bench/floor_relay.py, in the same mode
 ``--relay``, ``--mrtr`` with ``--mrtr``) is counted the same way after the proxy, and the proxy's figure over
 the floor's is printed: issue 31's CPU ratio in instructions, steady where CPU time is not. With ``--l2``
 the caches are simulated too (the last level as this CPU's L2) and a pass-through call's L2 misses printed:
-what CPU time adds to instructions is mostly those (each a trip to the L3). `make bench`
-counts both modes so in its last section (``beside_floor``), the proxy and the floor relay in front of the
-minimal legacy server.
+what CPU time adds to instructions is mostly those (each a trip to the L3). `make bench`'s last section
+(``beside_floor``) counts both modes this way, the proxy and the floor relay in front of the minimal legacy
+server.
 """
 
 from __future__ import annotations
@@ -139,8 +139,9 @@ def l2_cache() -> str:
     index = Path("/sys/devices/system/cpu/cpu0/cache/index2")
     try:
         if (index / "level").read_text().strip() == "2":
-            size = (index / "size").read_text().strip()
-            size_b = int(size[:-1]) * 1024 if size.endswith("K") else int(size)
+            size = (index / "size").read_text().strip()  # "1024K", "2M" or bytes
+            unit = {"K": 1024, "M": 1024 * 1024}.get(size[-1:], 1)
+            size_b = int(size[:-1] if unit > 1 else size) * unit
             ways = int((index / "ways_of_associativity").read_text())
             line = int((index / "coherency_line_size").read_text())
             return f"{size_b},{ways},{line}"

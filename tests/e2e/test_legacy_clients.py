@@ -169,6 +169,6 @@ async def test_initialize_offering_2026_07_28_is_answered_with_a_legacy_version(
     )
     result = json.loads(data)["result"]
     assert result["protocolVersion"] in ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
-    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
-    (row,) = [line for line in readme.splitlines() if line.startswith("| `initialize` offering `2026-07-28`")]
-    assert row.split(" | ")[1] == "200"  # the README's error table says what the proxy does
+    errors = (Path(__file__).parents[2] / "docs" / "errors.md").read_text(encoding="utf-8")
+    (row,) = [line for line in errors.splitlines() if line.startswith("| `initialize` offering `2026-07-28`")]
+    assert row.split(" | ")[1] == "200"  # the docs' error table says what the proxy does

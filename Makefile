@@ -56,3 +56,20 @@ interop-eras:
 	scripts/setup-venv.sh
 	scripts/setup-peers.sh legacy client fastmcp4 node
 	.venv/bin/python tests/interop/eras.py $(ERAS_ARGS)
+
+# The docs site (mkdocs.yml, docs/): `make docs` serves it on 127.0.0.1:8000 and rebuilds on every change;
+# `make docs-build` builds it into site/ in strict mode (a broken link or anchor, or a page missing from the
+# nav, fails), as tests/docs/test_site.py does. `make config-docs` regenerates docs/configuration.md from
+# proxy/config.schema.json.
+.PHONY: docs docs-build config-docs
+
+docs:
+	scripts/setup-venv.sh
+	.venv/bin/mkdocs serve -a 127.0.0.1:8000
+
+docs-build:
+	scripts/setup-venv.sh
+	.venv/bin/mkdocs build --strict
+
+config-docs:
+	.venv/bin/python scripts/gen_config_docs.py

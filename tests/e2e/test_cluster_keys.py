@@ -2,7 +2,7 @@
 replica started with the wrong key (issue 16 items 1 and 2).
 
 CI runs small counts; `MRTR_CLUSTER_CLIENTS` / `MRTR_CLUSTER_PARKED` / `MRTR_CLUSTER_STAGGER_S` make it
-bigger (the numbers in the README were measured that way)."""
+bigger (the numbers in docs/scale-out.md were measured that way)."""
 
 from __future__ import annotations
 

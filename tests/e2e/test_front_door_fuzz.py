@@ -1,6 +1,6 @@
 """The front door under fuzz (issue 29, item 6): whatever a client sends — headers, bodies, bearer tokens,
 handles, session ids, forwarded-for lines — the real proxy in front of FastMCP 1.30 never answers 5xx except
-the 503s the README documents, and never hangs.
+the 503s docs/errors.md documents, and never hangs.
 
 Two routes: `/mcp` with `principal.source: jwt_claim` (the proxy reads an unverified JWT) and
 `/servers/secure/mcp` in validate mode (the proxy verifies it). The reported attack first: a JWT whose JOSE
@@ -33,7 +33,7 @@ pytestmark = [pytest.mark.peers, pytest.mark.asyncio(loop_scope="session")]
 ISS = "https://as.example.test"
 RESOURCE = "https://mcp.example.test/servers/secure/mcp"
 KEY = SigningKey("k1")
-# The 503s a client may be given (README, "Errors"): limits and full pools, shutting down, a key not held,
+# The 503s a client may be given (docs/errors.md): limits and full pools, shutting down, a key not held,
 # validate mode without signing keys.
 DOCUMENTED_503 = {-31003, -31005, -31012, -32600}
 BOUND_S = 30.0

@@ -3,7 +3,8 @@
 Each case parks a real call on FastMCP 1.30, presents a bad handle, and checks: error -32602 with the one
 fixed message "Invalid requestState"; the parked call is still parked; the real owner can still resume it.
 The one exception is a handle whose (clear) key id names no key of this replica: 503 with -31012, so a
-balancer sends it to a replica that may hold the key (README, "Keys and rotation": why that reveals nothing).
+balancer sends it to a replica that may hold the key (docs/operations.md, "Keys and rotation": why that
+reveals nothing).
 """
 
 from __future__ import annotations

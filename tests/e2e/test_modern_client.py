@@ -107,8 +107,8 @@ async def everything_results(server_everything_url: str) -> AsyncIterator[dict[s
     [
         # server-everything asks roots 350 ms after `initialized`: the first call waits for that start-up
         # request (the upstream's start-up window, calls/roots.py) and asks it first; the server keeps roots
-        # as session state, so every later call is asked for its client's roots first too (README, "Roots
-        # asked before any call"); get-roots-list then answers from what the server was given.
+        # as session state, so every later call is asked for its client's roots first too (docs/calls.md,
+        # "Roots asked before any call"); get-roots-list then answers from what the server was given.
         ("plain", "Echo: hi", ["roots"]),
         ("elicitation", "- Name: Alice", ["roots", "elicit:form"]),
         ("url", '"action": "accept"', ["roots", "elicit:url"]),

@@ -92,9 +92,7 @@ def _anchor(path: str) -> str:
 def _is_section(schema: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
     node, _ = _resolve(schema, node)
     items = node.get("items")
-    return "properties" in node or (
-        isinstance(items, Mapping) and "properties" in _resolve(schema, items)[0]
-    )
+    return "properties" in node or (isinstance(items, Mapping) and "properties" in _resolve(schema, items)[0])
 
 
 def _entries(

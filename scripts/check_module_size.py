@@ -1,5 +1,5 @@
 """Fails when a module under the given folders is longer than the limit, naming each one: a module should
-fit in one reading (README "How it is built"); bench/ is code people read too. Usage:
+fit in one reading (docs/architecture.md); bench/ is code people read too. Usage:
 check_module_size.py FOLDER [FOLDER ...] LIMIT"""
 
 import sys

@@ -53,7 +53,7 @@ def _fronting(f: Findings) -> Verdict:
             f"needs OAuth (HTTP {auth.status}): clients bring a token from {where}{scopes}; auth.mode "
             "passthrough relays it and the server's challenges and serves its metadata with `resource` set "
             "to the proxy's URL, so the server must accept tokens for that audience (else auth.mode "
-            "validate with a service credential upstream; README 'Authorization')"
+            "validate with a service credential upstream; docs/authorization.md)"
         )
         if f.negotiated is None:
             why += "; run probe again with --header 'Authorization: Bearer …' to see the rest"

@@ -5,7 +5,8 @@ A stdio upstream runs as a child process under the proxy's own user, so by defau
 `/proc/<pid>/mem`, the proxy's open file descriptors under `/proc/<pid>/fd`, and attach a debugger.
 `PR_SET_DUMPABLE = 0` (as ssh-agent and gpg-agent do) makes those files owned by root and refuses
 ptrace to anyone but root. What a child can still do as the same user (read files that user can read,
-key files included) is only prevented by running it as another user or in its own container (README).
+key files included) is only prevented by running it as another user or in its own container
+(docs/security.md, "Child processes").
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The aggregated routes wired into the app (README "Aggregated routes"): their health for /readyz, their
+"""The aggregated routes wired into the app (docs/routes.md): their health for /readyz, their
 series in /metrics, and the modern front's part that routes by name and merges lists (front/modern/
 aggregate.py). Beside app.py, which calls it once at start-up, so the wiring of one capability reads in one
 place."""

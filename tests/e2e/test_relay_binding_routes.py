@@ -96,9 +96,13 @@ async def team(tmp_path: Path, *, route: str, member: str = "default") -> AsyncI
         yield Team(proxy, upstream, proxy.url.replace("/mcp", "/servers/team/mcp"), http, tokens)
 
 
-async def attack(t: Team, prefix: str) -> None:
-    """The issue's sequence, each of Bob's steps refused, Alice's flow intact."""
+async def attack(t: Team, prefix: str, what: str) -> None:
+    """The issue's sequence, each of Bob's steps refused, Alice's flow intact: on her task (`tasks`) or
+    on her call's round (`state`)."""
     alice, bob = t.client("alice"), t.client("bob")
+    if what == "state":
+        await attack_state(t, prefix, alice, bob)
+        return
     created = await alice.call(f"{prefix}job", {"text": "alice's secret"})
     handle = created.result["taskId"]
     assert created.result["resultType"] == "task"
@@ -117,34 +121,42 @@ async def attack(t: Team, prefix: str) -> None:
     got = await alice.request("tasks/get", {"taskId": handle})
     assert got.result["status"] == "completed" and got.result["taskId"] == handle
     assert got.result["result"]["content"][0]["text"] == "job:alice's secret"
-
-    first = await alice.call(f"{prefix}big", {"size": 64})
-    wrapped = first.result["requestState"]
-    assert wrapped != big_state(64)  # sealed, not the upstream's own
-    assert open_relay_state(t.proxy.app[CODEC], wrapped, time.time()).state == big_state(64)
-    stolen = await bob.call(f"{prefix}big", {"size": 64}, inputResponses=BOBS, requestState=wrapped)
-    assert stolen.error == BAD_STATE
-    assert len(t.upstream.seen) == seen + 2  # Alice's tasks/get and first round only
-    done = await alice.call(f"{prefix}big", {"size": 64}, inputResponses=ANSWER, requestState=wrapped)
-    assert done.result["content"][0]["text"] == "big:Alice:64"
-    assert t.upstream.seen[-1]["params"]["requestState"] == big_state(64)  # unwrapped on the way up
-
     cancelled = await alice.request("tasks/cancel", {"taskId": handle})
     assert cancelled.result["status"] == "cancelled" and cancelled.result["taskId"] == handle
 
 
-async def test_a_validate_route_with_a_service_credential_binds_a_default_member(tmp_path: Path) -> None:
+async def attack_state(t: Team, prefix: str, alice: RawClient, bob: RawClient) -> None:
+    seen = len(t.upstream.seen)
+    first = await alice.call(f"{prefix}big", {"size": 64})
+    wrapped = first.result["requestState"]
+    stolen = await bob.call(f"{prefix}big", {"size": 64}, inputResponses=BOBS, requestState=wrapped)
+    assert stolen.error == BAD_STATE
+    assert len(t.upstream.seen) == seen + 1  # Alice's first round only
+    assert wrapped != big_state(64)  # sealed, not the upstream's own
+    assert open_relay_state(t.proxy.app[CODEC], wrapped, time.time()).state == big_state(64)
+    done = await alice.call(f"{prefix}big", {"size": 64}, inputResponses=ANSWER, requestState=wrapped)
+    assert done.result["content"][0]["text"] == "big:Alice:64"
+    assert t.upstream.seen[-1]["params"]["requestState"] == big_state(64)  # unwrapped on the way up
+
+
+@pytest.mark.parametrize("what", ["tasks", "state"])
+async def test_a_validate_route_with_a_service_credential_binds_a_default_member(
+    tmp_path: Path, what: str
+) -> None:
     """The issue's case: the route sends the service credential, the member (default settings) would pass
     raw ids on its own route, and on this route it cannot tell Alice from Bob."""
     async with team(tmp_path, route="validate-file") as t:
-        await attack(t, "mod__")
+        await attack(t, "mod__", what)
 
 
-async def test_a_pass_through_route_binds_a_member_it_sends_nothing_of_the_clients(tmp_path: Path) -> None:
+@pytest.mark.parametrize("what", ["tasks", "state"])
+async def test_a_pass_through_route_binds_a_member_it_sends_nothing_of_the_clients(
+    tmp_path: Path, what: str
+) -> None:
     """The member validates with the client's token on its own route (bound there: no), forwards no
     client header besides; on a pass-through route nothing of the client's reaches it: bound."""
     async with team(tmp_path, route="pass-through", member="validate-silent") as t:
-        await attack(t, "mod__")
+        await attack(t, "mod__", what)
 
 
 async def test_the_upstreams_own_route_binds_by_its_own_auth(tmp_path: Path) -> None:

@@ -70,7 +70,11 @@ class BindingTable:
     route, which nothing serves) binds: never less than the strictest reading."""
 
     def __init__(self, config: Config) -> None:
-        self._bound = {(b.route, b.upstream): b.bound for b in bindings(config)}
+        # Nested by route, then upstream: a lookup per relayed request builds no key tuple.
+        self._bound: dict[str, dict[str, bool]] = {}
+        for b in bindings(config):
+            self._bound.setdefault(b.route, {})[b.upstream] = b.bound
 
     def binds(self, route: str | None, upstream: str) -> bool:
-        return self._bound.get((route or OWN, upstream), True)
+        members = self._bound.get(route or OWN)
+        return True if members is None else members.get(upstream, True)

@@ -9,11 +9,14 @@ while Alice's own flow goes on."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import json
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -27,6 +30,7 @@ from proxy.config import AuthConfig, RouteConfig, RouteMember, UpstreamConfig, U
 from proxy.handle.relay_state import open_relay_state
 from proxy.handle.relay_task import open_relay_task
 from proxy.process.appstate import CODEC
+from proxy.wire.sse import SSEDecoder
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -210,3 +214,32 @@ async def test_listen_task_ids_on_a_bound_own_route_show_only_the_owners_task(tm
         told = [n["params"] for n in notes if n["method"] == "notifications/tasks"]
         assert [(t["taskId"], t["result"]["content"][0]["text"]) for t in told] == [(mine, "job:alice's")]
         assert theirs not in str(notes)
+
+
+async def first_event(who: RawClient, params: dict[str, Any]) -> dict[str, Any]:
+    """The first message of a listen stream (its acknowledgement); the stream is then closed."""
+    body = who.body("subscriptions/listen", params)
+    async with who.http.post(who.url, json=body, headers=who.headers(body)) as resp:
+        assert resp.status == 200 and resp.content_type == "text/event-stream"
+        decoder = SSEDecoder()
+        async with asyncio.timeout(10):
+            async for chunk in resp.content.iter_any():
+                for event in decoder.feed(chunk):
+                    if event.data.strip():
+                        return json.loads(event.data)  # type: ignore[no-any-return]
+    raise AssertionError("the listen stream ended with no message")
+
+
+async def test_listen_task_ids_on_a_bound_route_never_reach_another_users_task(tmp_path: Path) -> None:
+    """On the aggregated route a listen's `taskIds` are served for the proxy's own tasks only: a modern
+    member's task (Alice's handle, or the upstream's raw id) is acknowledged as not honored, for Bob and
+    for Alice alike, and no listen naming it goes upstream: nothing of Alice's task reaches Bob."""
+    async with team(tmp_path, route="validate-file") as t:
+        alice, bob = t.client("alice"), t.client("bob")
+        handle = (await alice.call("mod__job", {"text": "alice's"})).result["taskId"]
+        for who in (bob, alice):
+            for task_id in (handle, "task-1"):
+                ack = await first_event(who, {"notifications": {"taskIds": [task_id]}})
+                assert ack["method"] == "notifications/subscriptions/acknowledged"
+                assert ack["params"]["notifications"].get("taskIds", []) == []
+        assert not any(m["method"] == "subscriptions/listen" for m in t.upstream.seen)

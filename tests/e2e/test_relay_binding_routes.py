@@ -144,12 +144,14 @@ async def attack_state(t: Team, prefix: str, alice: RawClient, bob: RawClient) -
 
 
 @pytest.mark.parametrize("what", ["tasks", "state"])
-async def test_a_validate_route_with_a_service_credential_binds_a_default_member(
-    tmp_path: Path, what: str
+@pytest.mark.parametrize("member", ["default", "validate-silent"])
+async def test_a_validate_route_with_a_service_credential_binds_its_member(
+    tmp_path: Path, what: str, member: str
 ) -> None:
-    """The issue's case: the route sends the service credential, the member (default settings) would pass
-    raw ids on its own route, and on this route it cannot tell Alice from Bob."""
-    async with team(tmp_path, route="validate-file") as t:
+    """The issue's case: the route sends the service credential, so the member cannot tell Alice from Bob,
+    whatever its own route would send it (its default settings: the client's Authorization; validate
+    mode with the client's token)."""
+    async with team(tmp_path, route="validate-file", member=member) as t:
         await attack(t, "mod__", what)
 
 

@@ -141,7 +141,7 @@ class NativeRelay:
         forwarded: tuple[tuple[str, str], ...],
         replier: Notes,
         line: dict[str, Any],
-        route: str | None = None,
+        route: str | None,
     ) -> jsonrpc.Response:
         """The upstream's answer to `req`, which came by the aggregated `route` (None: the upstream's own
         route; what goes upstream, so whether its state is bound, depends on it). Raises NotModern (the

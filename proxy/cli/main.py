@@ -81,7 +81,7 @@ def _describe(config: Config) -> str:
         )
         paths = paths if up.standalone else "only through routes"
         lines.append(f"upstream {up.name}: {up.transport} {where} -> {paths}, auth {_auth(up.auth)}")
-    return "\n".join(lines + cli_routes.describe(config))
+    return "\n".join(lines + cli_routes.describe(config) + cli_routes.describe_bindings(config))
 
 
 def listener_limits(config: Config) -> ListenerLimits:

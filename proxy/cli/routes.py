@@ -10,6 +10,7 @@ from typing import Any
 import aiohttp
 
 from proxy.config import Config, ToolPolicy, UpstreamConfig
+from proxy.routes.binding import bindings
 from proxy.routes.index import NameIndex
 from proxy.routes.names import LISTS, entries
 from proxy.routes.policy import judge
@@ -37,6 +38,17 @@ def describe(config: Config) -> list[str]:
             "prefixed names" if route.prefixed else "bare names (a clash: the first in route order keeps it)"
         )
         lines.append(f"route {route.name}: {paths} -> {members}; {naming}{_policy(route.policy)}")
+    return lines
+
+
+def describe_bindings(config: Config) -> list[str]:
+    """One line per (route, member) pair: whether a 2026-07-28 upstream's requestState and task ids are
+    sealed to the principal there (routes/binding.py), and why."""
+    lines = []
+    for b in bindings(config):
+        path = f"/servers/{b.route or b.upstream}/mcp"
+        verdict = "bound to the principal" if b.bound else "passed as the upstream gives them"
+        lines.append(f"binding {path} -> {b.upstream}: requestState and task ids {verdict} ({b.why})")
     return lines
 
 

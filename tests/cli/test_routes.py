@@ -69,3 +69,38 @@ async def test_probe_fails_when_an_upstream_cannot_be_listed(tmp_path: Path, fas
     assert run.returncode == 1
     assert "route fleet: upstream everything could not be listed:" in run.stdout
     assert "fast__echo" in run.stdout  # the rest is still shown
+
+
+def test_check_config_says_which_route_and_member_pairs_bind(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 41: one line per (route, member) pair, decided by what that route sends upstream: the member
+    that passes the client's token on its own route is bound on a route that sends a service credential."""
+    token = tmp_path / "svc-token"
+    token.write_text("svc\n")
+    keys = "jwks_url: 'http://127.0.0.1:3/jwks', authorization_servers: ['https://as']"
+    path = tmp_path / "proxy.yaml"
+    path.write_text(
+        "upstreams: [{name: mod, url: 'http://127.0.0.1:1/mcp'}, {name: raw, url: 'http://127.0.0.1:2/mcp',"
+        " forward_headers: []}]\n"
+        "routes:\n"
+        f"  - {{name: team, upstreams: [mod, raw], auth: {{mode: validate, {keys},"
+        " public_url: 'https://x/servers/team/mcp',"
+        f" upstream_credential: {{source: file, file: '{token}'}}}}}}\n"
+        "  - {name: open, upstreams: [mod, raw]}\n"
+    )
+    assert main(["check-config", str(path)]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("binding ")]
+    bound, passed = "requestState and task ids bound to the principal", "requestState and task ids passed"
+    assert lines == [
+        f"binding /servers/mod/mcp -> mod: {passed} as the upstream gives them (the client's own token goes"
+        " upstream)",
+        f"binding /servers/raw/mcp -> raw: {bound} (the client's Authorization is not forwarded)",
+        f"binding /servers/team/mcp -> mod: {bound} (the upstream gets the file credential, not the client's"
+        " token)",
+        f"binding /servers/team/mcp -> raw: {bound} (the upstream gets the file credential, not the client's"
+        " token)",
+        f"binding /servers/open/mcp -> mod: {passed} as the upstream gives them (the client's own token goes"
+        " upstream)",
+        f"binding /servers/open/mcp -> raw: {bound} (the client's Authorization is not forwarded)",
+    ]

@@ -15,13 +15,7 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
-from proxy.calls.outcomes import (
-    CallLink,
-    CallRequest,
-    Forward,
-    InvalidRequestState,
-    OwnerGone,
-)
+from proxy.calls.outcomes import CallLink, CallRequest, Forward, InvalidRequestState, OwnerGone
 from proxy.calls.service import CallService
 from proxy.calls.wording import unavailable_answer
 from proxy.config import FrontConfig, UpstreamConfig
@@ -158,7 +152,9 @@ class ModernFront:
         # Never a route's own answers (lists, discover), nor its listen: that one listens to every upstream.
         relayable = own is None and (route is None or msg.method != mcp.LISTEN)
         if relayable and await self.relays(upstream, req, key):
-            relayed = await self._relayed(request, upstream, req=req, key=key, principal=principal, line=line)
+            relayed = await self._relayed(
+                request, upstream, req=req, key=key, principal=principal, line=line, route=route
+            )
             if relayed is not None:
                 return relayed  # else the upstream turned out legacy: on the legacy way below
         if msg.method == mcp.LISTEN and self.listener is not None:  # a long-lived stream of its own
@@ -243,13 +239,22 @@ class ModernFront:
         key: PoolKey,
         principal: str,
         line: dict[str, Any],
+        route: AggregatedRoute | None,
     ) -> web.StreamResponse | None:
-        """The native relay's answer (relay.py); None when the upstream answered as a legacy server and the
-        era probed again says legacy (nothing was processed: the request goes the legacy way)."""
+        """The native relay's answer (relay.py; `route`: what is bound depends on it); None when the upstream
+        answered as a legacy server and the era probed again says legacy (nothing was processed: the
+        request goes the legacy way)."""
         assert self.relay is not None
         replier = Replier(request)
         work = self.relay.relay(
-            request, upstream, req, principal=principal, forwarded=key.forwarded, replier=replier, line=line
+            request,
+            upstream,
+            req,
+            principal=principal,
+            forwarded=key.forwarded,
+            replier=replier,
+            line=line,
+            route=None if route is None else route.name,
         )
         try:
             answer = await replier.kept_alive(work, self._front.keepalive_s)

@@ -156,6 +156,7 @@ class InnerFront:
                         forwarded=key.forwarded,
                         replier=sink,
                         line=line,
+                        route=None if route is None else route.name,  # the same decision as over HTTP
                     )
                 except NotModern as exc:
                     relay.eras.suspect(upstream, f"a modern request was answered the legacy way: {exc}")

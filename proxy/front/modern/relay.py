@@ -10,10 +10,11 @@ reach the client's stream as they come; a client that goes away closes the upstr
 2026-07-28 cancellation). `server/discover`, the lists with their caching hints, `subscriptions/listen`
 (without an overall deadline: the client's disconnect ends it) and the Tasks extension pass through too.
 
-Where the upstream cannot tell users apart (`binds_state`), its `requestState` would be a bearer token one
-user could replay as another: it travels wrapped in the proxy's sealed relay handle (handle/relay_state.py),
-bound to the verified principal, the upstream and the request, and is unwrapped on the retry. Elsewhere it
-travels untouched, and a bad one gets the upstream's own error.
+Where the upstream cannot tell users apart by what goes upstream for the request (routes/binding.py,
+decided per route and member: an aggregated route's own `auth` decides what its members get), its
+`requestState` would be a bearer token one user could replay as another: it travels wrapped in the proxy's
+sealed relay handle (handle/relay_state.py), bound to the verified principal, the upstream and the request,
+and is unwrapped on the retry. Elsewhere it travels untouched, and a bad one gets the upstream's own error.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any
 from aiohttp import web
 
 from proxy.calls.wording import relayed_failure
-from proxy.config import Config, PrincipalSource, UpstreamConfig
+from proxy.config import Config, UpstreamConfig
 from proxy.front.modern.peer_route import key_not_held
 from proxy.front.modern.relay_tasks import BoundTasks, TaskIdTooLarge, TaskRefused, refusal
 from proxy.front.reply import Notes
@@ -39,6 +40,7 @@ from proxy.handle.relay_state import (
     seal_relay_state,
 )
 from proxy.handle.relay_task import open_relay_task
+from proxy.routes.binding import BindingTable
 from proxy.translate.request import ModernRequest
 from proxy.upstream.base import UpstreamAuthChallenge, UpstreamError
 from proxy.upstream.era import EraBook
@@ -49,18 +51,6 @@ from proxy.wire import jsonrpc, mcp
 INVALID_STATE_MESSAGE = "Invalid requestState"  # the modern front's one message for every handle rejection
 
 
-def binds_state(upstream: UpstreamConfig, principal_source: PrincipalSource) -> bool:
-    """Whether the upstream's `requestState` must be bound to the principal: unless the client's own
-    credential, the one its principal comes from, goes upstream with every request. A stdio upstream
-    never sees a credential (its one child serves every user): always bound."""
-    if upstream.command is not None:
-        return True
-    auth = upstream.auth
-    if auth.mode == "validate":
-        return auth.upstream_credential.source != "client_token"
-    return not ("authorization" in upstream.forward_headers and principal_source != "header")
-
-
 class NativeRelay:
     def __init__(
         self,
@@ -69,7 +59,7 @@ class NativeRelay:
         senders: ModernSenders,
         eras: EraBook,
         codec: HandleCodec,
-        principal_source: PrincipalSource,
+        bindings: BindingTable,
         call_timeout: float,
         state_ttl: float,
         task_ttl: float = 3600.0,
@@ -79,7 +69,7 @@ class NativeRelay:
         self._senders = senders
         self.eras = eras
         self._codec = codec
-        self._binds = {name: binds_state(up, principal_source) for name, up in upstreams.items()}
+        self._bindings = bindings
         self._legacy_tools = {name: frozenset(up.legacy_tools) for name, up in upstreams.items()}
         self._call_timeout = call_timeout
         self._state_ttl = state_ttl
@@ -99,7 +89,7 @@ class NativeRelay:
             senders=senders,
             eras=eras,
             codec=codec,
-            principal_source=config.principal.source,
+            bindings=BindingTable(config),
             call_timeout=config.calls.call_timeout_s,
             state_ttl=config.calls.parked_ttl_s,
             task_ttl=config.calls.tasks.ttl_ms / 1000,
@@ -151,13 +141,17 @@ class NativeRelay:
         forwarded: tuple[tuple[str, str], ...],
         replier: Notes,
         line: dict[str, Any],
+        route: str | None,
     ) -> jsonrpc.Response:
-        """The upstream's answer to `req`. Raises NotModern (the upstream answered as a legacy server: the
-        caller asks the era again) and UpstreamAuthChallenge (its 401/403)."""
+        """The upstream's answer to `req`, which came by the aggregated `route` (None: the upstream's own
+        route; what goes upstream, so whether its state is bound, depends on it). Raises NotModern (the
+        upstream answered as a legacy server: the caller asks the era again) and UpstreamAuthChallenge
+        (its 401/403)."""
         msg = req.request
         line["upstream_era"] = "modern"
         params = msg.params  # copied only if something in it changes: most requests go up as they came
-        bound = self._binds[upstream] and msg.method in mcp.MRTR_METHODS
+        binds = self._bindings.binds(route, upstream)
+        bound = binds and msg.method in mcp.MRTR_METHODS
         if bound and req.request_state is not None:
             try:
                 unwrapped = self._unwrap(upstream, msg, req.request_state, principal)
@@ -168,7 +162,7 @@ class NativeRelay:
                 return jsonrpc.error(msg.id, jsonrpc.INVALID_PARAMS, INVALID_STATE_MESSAGE)
             params = {**params, "requestState": unwrapped}
         tasks = None
-        if self._binds[upstream]:  # its task ids too are bound to the principal (relay_tasks.py)
+        if binds:  # its task ids too are bound to the principal (relay_tasks.py)
             tasks = BoundTasks(self._codec, upstream, principal, self._clock(), self._task_ttl)
             try:
                 params = tasks.unwrap_params(msg.method, params)

@@ -1,7 +1,8 @@
 """The Tasks extension (SEP-2663) through the native relay, bound to the principal where it must be.
 
-Where the upstream cannot tell users apart (relay.py `binds_state`), its task id would be a bearer token:
-whoever presents it reads the task's result, answers its questions or cancels it. So on such an upstream:
+Where the upstream cannot tell users apart (routes/binding.py, decided per route and member), its task id
+would be a bearer token: whoever presents it reads the task's result, answers its questions or cancels it.
+So on such an upstream:
 
 - a `tools/call` answered `resultType: "task"` reaches the client with the upstream's `taskId` sealed in a
   relay task handle (handle/relay_task.py, key-ring format 8) naming the upstream and the principal;

@@ -1,41 +1,16 @@
-"""Which upstreams get their requestState bound to the principal (front/modern/relay.py, binds_state), and
-which requests take the relay."""
+"""Which requests take the native relay (front/modern/relay.py); which pairs bind: routes/test_binding.py."""
 
 from __future__ import annotations
 
-import pytest
-
-from proxy.config import AuthConfig, UpstreamConfig, UpstreamCredential
-from proxy.front.modern.relay import NativeRelay, binds_state
+from proxy.config import Config, UpstreamConfig
+from proxy.front.modern.relay import NativeRelay
 from proxy.handle import HandleCodec, KeyRing
 from proxy.handle.relay_task import RelayTask, seal_relay_task
+from proxy.routes.binding import BindingTable
 from proxy.tasks.ids import TaskClaims, seal_task_id
 from proxy.upstream.era import EraBook
 from proxy.upstream.senders import ModernSenders
 from proxy.wire import jsonrpc
-
-
-def validate(source: str) -> AuthConfig:
-    return AuthConfig(mode="validate", upstream_credential=UpstreamCredential(source=source))  # type: ignore[arg-type]
-
-
-@pytest.mark.parametrize(
-    ("upstream", "principal_source", "binds"),
-    [
-        (UpstreamConfig(name="a", url="http://x/"), "authorization", False),  # the client's token goes up
-        (UpstreamConfig(name="a", url="http://x/"), "jwt_claim", False),
-        (UpstreamConfig(name="a", url="http://x/"), "header", True),  # principal from a header not sent up
-        (UpstreamConfig(name="a", url="http://x/", forward_headers=()), "authorization", True),
-        (UpstreamConfig(name="a", url="http://x/", auth=validate("client_token")), "authorization", False),
-        (UpstreamConfig(name="a", url="http://x/", auth=validate("file")), "authorization", True),
-        (UpstreamConfig(name="a", url="http://x/", auth=validate("env")), "authorization", True),
-        (UpstreamConfig(name="a", url="http://x/", auth=validate("none")), "authorization", True),
-        # stdio: one child serves every user and no credential reaches it, whatever forward_headers says
-        (UpstreamConfig(name="a", command="srv", transport="stdio"), "authorization", True),
-    ],
-)
-def test_binds_state(upstream: UpstreamConfig, principal_source: str, binds: bool) -> None:
-    assert binds_state(upstream, principal_source) is binds  # type: ignore[arg-type]
 
 
 def test_the_proxys_own_task_ids_do_not_take_the_relay() -> None:
@@ -48,7 +23,7 @@ def test_the_proxys_own_task_ids_do_not_take_the_relay() -> None:
         senders=ModernSenders({"a": up}, {}),
         eras=EraBook({"a": up}, {}),
         codec=codec,
-        principal_source="authorization",
+        bindings=BindingTable(Config(upstreams=(up,))),
         call_timeout=1,
         state_ttl=1,
     )
@@ -107,7 +82,7 @@ async def test_a_retry_of_a_parked_call_is_never_probed_for() -> None:
             senders=ModernSenders({"a": up}, {"a": http}),
             eras=eras,
             codec=codec,
-            principal_source="authorization",
+            bindings=BindingTable(Config(upstreams=(up,))),
             call_timeout=1,
             state_ttl=1,
         )

@@ -100,7 +100,8 @@ def table(report: dict[str, Any]) -> list[str]:
         lines += ["", f"upstream {name}: era {era}{how}", f"  verdict: {up['verdict']['text']}"]
         rows = [head]
         for tool, fig in sorted(up["tools"].items()):
-            rows.append(_row(tool, fig["window"], fig.get("inline"), now))
+            if fig["window"]["total"] or fig.get("inline"):  # listed tools nobody called: JSON only
+                rows.append(_row(tool, fig["window"], fig.get("inline"), now))
         rows.append(_row("(all tools)", up["window"], None, now))
         widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
         lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]

@@ -68,7 +68,8 @@ def judge(evidence: Evidence, thresholds: Thresholds) -> Verdict:
     if evidence.calls < thresholds.min_calls:
         return Verdict(
             "too_little_traffic",
-            f"too little traffic to say: {evidence.calls} calls in {span(evidence.seen_s)} "
+            f"too little traffic to say: {evidence.calls} call{'' if evidence.calls == 1 else 's'} in "
+            f"{span(evidence.seen_s)} "
             f"(at least {thresholds.min_calls} needed)",
         )
     legacy = (

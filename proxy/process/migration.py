@@ -18,6 +18,8 @@ from proxy.front.modern.front import ModernFront
 from proxy.migration.report import snapshot
 from proxy.migration.tally import MigrationBook
 from proxy.migration.verdict import Thresholds
+from proxy.observe.metrics import METRICS
+from proxy.observe.migration import MigrationCollector
 from proxy.process.appstate import CALLS, CONFIG, ERAS, MIGRATION
 
 
@@ -37,6 +39,7 @@ def migration_book(app: web.Application, modern: ModernFront, mirror: LegacyMirr
         modern.relay.migration = book
     mirror.migration = book
     app[MIGRATION] = book
+    app[METRICS].registry.register(MigrationCollector(book, config.metrics.tools))  # read at scrape time
     return book
 
 

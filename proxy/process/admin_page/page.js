@@ -44,6 +44,8 @@ function upstreamSection(name, up, now, parked) {
   const sec = el("section", { class: "upstream", "data-upstream": name });
   sec.append(el("h2", {}, name + " ", el("small", {}, "era " + (up.era || "unknown"))));
   sec.append(el("p", { class: "verdict " + up.verdict.state, "data-field": "verdict" }, up.verdict.text));
+  sec.append(el("div", { class: "label" }, "Calls in the last 7 days by path, then by client era (" +
+    w.total + " calls)"));
   sec.append(bar(PATHS.map((p) => [p, w.calls[p]]), w.total || 1, "path"));
   sec.append(bar([["era-modern", w.by_client_era["2026-07-28"]], ["era-legacy", w.by_client_era.legacy]],
     w.total || 1, "era"));

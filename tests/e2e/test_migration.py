@@ -1,0 +1,208 @@
+"""The migration report (issue 44) over a mixed fleet and a mixed client population (migration_fleet.py):
+every figure and every verdict of `GET /admin/migration` against what was sent, on one replica; the same
+summed over three replicas by `mrtr-proxy migration` (JSON and table); and the admin page in headless
+Chromium showing the same numbers as the JSON."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import peers
+import pytest
+import pytest_asyncio
+
+from e2e.migration_fleet import (
+    EXPECTED,
+    LEGACY_CLIENTS,
+    PARKED,
+    STATES,
+    TOKEN,
+    Replica,
+    drive,
+    replica,
+    report,
+    verdict_texts,
+)
+from e2e.test_browser import browser_python, require_browser
+from proxy.migration.tally import PATHS
+from proxy.migration.verdict import ago, span
+
+pytestmark = [pytest.mark.peers, pytest.mark.asyncio(loop_scope="session")]
+
+SERIES = r"^mrtr_proxy_migration_(calls|asked)_total\{([^}]*)\} (\S+)$"
+PAGE_DRIVER = Path(__file__).resolve().parent / "clients" / "admin_page_driver.py"
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def fleet(fastmcp_url: str) -> AsyncIterator[tuple[str, str, str]]:
+    async with peers.start_fastmcp4() as fastmcp4, peers.start_mcp2_server() as mcp2:
+        yield fastmcp_url, fastmcp4, mcp2
+
+
+def timeless(text: str) -> str:
+    """A verdict without its stretches of time ("last 3 minutes ago", "for 2 hours", "in 5 seconds")."""
+    return re.sub(r"(last|for|in) (just now|\d+ \w+( ago)?)", r"\1 …", text)
+
+
+def check(got: dict[str, Any], times: int) -> None:
+    """Every figure of `got` (a report) is `times` the plan's, and every verdict the plan's."""
+    now = got["now"]
+    seen = span(max(0.0, now - got["started_at"]))
+    last: dict[str, str] = {}
+    for name, tools in EXPECTED.items():
+        up = got["upstreams"][name]
+        for tool, fig in up["tools"].items():
+            calls, asked = tools.get(tool, ((0, 0, 0, 0), (0, 0, 0, 0)))
+            for scope in ("life", "last_24h", "last_7d", "window"):
+                assert [fig[scope]["calls"][p] for p in PATHS] == [times * n for n in calls], (name, tool)
+                assert [fig[scope]["asked"][p] for p in PATHS] == [times * n for n in asked], (name, tool)
+                assert fig[scope]["by_client_era"] == {
+                    "2026-07-28": times * (calls[0] + calls[1]),
+                    "legacy": times * (calls[2] + calls[3]),
+                }
+            assert (fig["inline"] is not None) == (asked[0] > 0), (name, tool)
+        assert set(tools) <= set(up["tools"]), name
+        total = sum(sum(c) for c, _ in tools.values())
+        assert up["life"]["total"] == times * total
+        assert up["legacy_clients"] == {k: times * n for k, n in LEGACY_CLIENTS.get(name, {}).items()}
+        assert up["parked_calls"] == times * PARKED.get(name, 0)
+        assert up["verdict"]["state"] == STATES[name]
+        inline = [t["inline"]["last_seen"] for t in up["tools"].values() if t["inline"]]
+        if inline:
+            last[name] = ago(now - max(inline))
+    assert got["upstreams"]["legacy"]["era"] == "legacy"
+    assert {got["upstreams"][n]["era"] for n in ("twoera", "modern", "memory", "quiet")} == {"modern"}
+    assert got["upstreams"]["twoera"]["legacy_tools"] == {"listed": ["ask_name"], "learned": []}
+    expected = verdict_texts(seen, last, times)
+    assert {n: got["upstreams"][n]["verdict"]["text"] for n in EXPECTED} == expected
+
+
+async def test_one_replica_counts_every_call_by_path_and_judges_each_upstream(
+    fleet: tuple[str, str, str],
+) -> None:
+    async with replica(*fleet) as r, aiohttp.ClientSession() as http:
+        await drive(r)
+        got = await report(http, r.admin)
+        check(got, 1)
+        async with http.get(f"{r.admin}/admin/migration") as refused:  # the report is behind the token
+            assert refused.status == 401
+        headers = {"Authorization": f"Bearer {TOKEN}"}
+        async with http.get(f"{r.admin}/metrics", headers=headers) as scraped:
+            exposition = await scraped.text()
+    # Prometheus: the same life counts, every tool "other" (none is in metrics.tools: bounded labels)
+    series = {
+        (m["upstream"], m["tool"], m["client_era"], m["path"], kind): float(value)
+        for kind, m, value in (
+            (found[1], dict(re.findall(r'(\w+)="([^"]*)"', found[2])), found[3])
+            for found in re.finditer(
+                r"^mrtr_proxy_migration_(calls|asked)_total\{([^}]*)\} (\S+)$", exposition, re.M
+            )
+        )
+    }
+    assert {key[1] for key in series} == {"other"}
+    for name in EXPECTED:
+        life = got["upstreams"][name]["life"]
+        for path in PATHS:
+            era = "legacy" if path in ("mirrored", "passthrough") else "2026-07-28"
+            assert series[(name, "other", era, path, "calls")] == life["calls"][path]
+            assert series[(name, "other", era, path, "asked")] == life["asked"][path]
+
+
+@contextlib.asynccontextmanager
+async def three(fleet: tuple[str, str, str]) -> AsyncIterator[list[Replica]]:
+    async with contextlib.AsyncExitStack() as stack:
+        yield [await stack.enter_async_context(replica(*fleet)) for _ in range(3)]
+
+
+async def test_three_replicas_summed_by_the_cli(fleet: tuple[str, str, str], tmp_path: Path) -> None:
+    token_file = tmp_path / "admin-token"
+    token_file.write_text(TOKEN)
+    async with three(fleet) as replicas:
+        for r in replicas:
+            await drive(r)
+        admins = ",".join(r.admin for r in replicas)
+        argv = [
+            sys.executable,
+            "-m",
+            "proxy",
+            "migration",
+            "--admin",
+            admins,
+            "--token-file",
+            str(token_file),
+        ]
+        as_json = await peers.run_once([*argv, "--json"], limit_s=60)
+        assert as_json.returncode == 0, as_json.stderr
+        summed = json.loads(as_json.stdout)
+        assert len(summed["replicas"]) == 3
+        check(summed, 3)
+        as_table = await peers.run_once(argv, limit_s=60)
+        assert as_table.returncode == 0, as_table.stderr
+    (tmp_path / "migration-table.txt").write_text(as_table.stdout)
+    lines = as_table.stdout.splitlines()
+    assert lines[0].startswith("3 replica(s); window: last 168 h")
+    for name in EXPECTED:
+        at = lines.index(next(line for line in lines if line.startswith(f"upstream {name}:")))
+        # the table is a second run, a moment later: its times may have moved on
+        assert timeless(lines[at + 1]) == timeless(
+            f"  verdict: {summed['upstreams'][name]['verdict']['text']}"
+        )
+    at = lines.index(next(line for line in lines if line.startswith("upstream modern:")))
+    row = next(line.split() for line in lines[at:] if line.startswith("  echo "))
+    assert row[1:6] == [
+        "0",
+        "12",
+        "6",
+        "0",
+        "0",
+    ]  # modern's echo: adapted, relayed, mirrored, passthrough, asked
+
+
+async def test_a_replica_that_cannot_be_reached_is_named_and_left_out(
+    fleet: tuple[str, str, str], tmp_path: Path
+) -> None:
+    token_file = tmp_path / "admin-token"
+    token_file.write_text(TOKEN)
+    async with replica(*fleet) as r:
+        gone = f"http://127.0.0.1:{peers.closed_port()}"
+        argv = [sys.executable, "-m", "proxy", "migration", "--admin", f"{r.admin},{gone}"]
+        run = await peers.run_once([*argv, "--token-file", str(token_file), "--json"], limit_s=60)
+    assert run.returncode == 1
+    assert f"{gone}: unreachable" in run.stderr and "left out of the sum" in run.stderr
+    assert len(json.loads(run.stdout)["replicas"]) == 1
+
+
+async def test_the_admin_page_shows_the_json_s_numbers_in_chromium(
+    fleet: tuple[str, str, str], tmp_path: Path
+) -> None:
+    require_browser()
+    async with replica(*fleet) as r, aiohttp.ClientSession() as http:
+        await drive(r)
+        shot = tmp_path / "admin-page.png"
+        run = await peers.run_once(
+            [str(browser_python()), str(PAGE_DRIVER), f"{r.admin}/admin/#token={TOKEN}", str(shot)],
+            limit_s=120,
+        )
+        assert run.returncode == 0 and not run.timed_out, run.stderr[-4000:]
+        page = json.loads(run.stdout)
+        got = await report(http, r.admin)
+    assert shot.stat().st_size > 10_000  # the screenshot, kept in the test's tmp_path
+    assert sorted(page["upstreams"]) == sorted(got["upstreams"])
+    for name, shown in page["upstreams"].items():
+        up = got["upstreams"][name]
+        assert timeless(shown["verdict"]) == timeless(up["verdict"]["text"])  # read a moment apart
+        assert shown["parked"] == str(up["parked_calls"])
+        assert sorted(shown["inline"]) == sorted(t for t, f in up["tools"].items() if f["inline"])
+        for scope in ("last_24h", "last_7d", "life"):
+            fig = up[scope]
+            want = {p: str(fig["calls"][p]) for p in PATHS}
+            want.update({"2026-07-28": str(fig["by_client_era"]["2026-07-28"])})
+            want.update({"legacy": str(fig["by_client_era"]["legacy"]), "total": str(fig["total"])})
+            assert shown["cells"][scope] == want, (name, scope)

@@ -18,6 +18,7 @@ import peers
 import pytest
 import pytest_asyncio
 
+from e2e.harness import RawClient
 from e2e.migration_fleet import (
     EXPECTED,
     LEGACY_CLIENTS,
@@ -206,3 +207,25 @@ async def test_the_admin_page_shows_the_json_s_numbers_in_chromium(
             want.update({"2026-07-28": str(fig["by_client_era"]["2026-07-28"])})
             want.update({"legacy": str(fig["by_client_era"]["legacy"]), "total": str(fig["total"])})
             assert shown["cells"][scope] == want, (name, scope)
+
+
+async def test_made_up_tool_names_fold_into_one_bucket_and_no_label(fleet: tuple[str, str, str]) -> None:
+    """A client inventing tool names cannot grow the report or the metrics: every name the upstream never
+    listed is counted under (other), and the Prometheus label stays "other"."""
+    async with replica(*fleet) as r, aiohttp.ClientSession() as http:
+        client = RawClient(r.mcp("memory"), http)
+        assert (await client.request("tools/list")).status == 200
+        for i in range(40):
+            reply = await client.call(f"made-up-{i}", {"text": "x"})
+            assert reply.status == 200
+        got = await report(http, r.admin)
+        async with http.get(f"{r.admin}/metrics", headers={"Authorization": f"Bearer {TOKEN}"}) as scraped:
+            exposition = await scraped.text()
+        async with http.get(f"{r.admin}/admin/") as page:  # the page's files: served without the token …
+            assert page.status == 200 and page.content_type == "text/html"
+            shell = await page.text()
+    memory = got["upstreams"]["memory"]["tools"]
+    assert not [t for t in memory if t.startswith("made-up")]
+    assert memory["(other)"]["life"]["calls"]["relayed"] == 40
+    assert "made-up" not in exposition
+    assert "memory" not in shell and "relayed" in shell  # … and hold no figure, only the legend

@@ -15,7 +15,10 @@ its token not even compared, until it has room again; other addresses are not af
 - `GET /metrics`: the whole exposition, with the reason label of `mrtr_proxy_handle_rejections_total`
   that the main port's /metrics leaves out.
 - `GET /admin/migration`: this replica's migration report (proxy/migration, docs/migration.md): calls per
-  upstream and tool by path and client era, tools asking inline, the verdicts.
+  upstream and tool by path and client era, tools asking inline, the verdicts. It and `/admin/calls` may be
+  read from a page of another origin (another replica's admin page): CORS, the token still required.
+- `POST /admin/migration/sum`: the sum of the reports posted (a JSON list), judged again: the admin page's
+  view of several replicas.
 - `GET /admin/` (and its `page.js`, `page.css`): the operator's page over the two JSON routes above. These
   three files hold no data and are served without the token (a browser cannot put a bearer token on a
   page load); the page's script sends the token (from the address's `#token=` fragment, never sent to a
@@ -44,7 +47,7 @@ from proxy.config import Config
 from proxy.front.ratelimit import RateLimiter
 from proxy.observe.metrics import CONTENT_TYPE, METRICS
 from proxy.process.appstate import CALLS, CONFIG
-from proxy.process.migration import report
+from proxy.process.migration import cross_origin, migration_route, sum_route
 
 log = structlog.get_logger("proxy.admin")
 
@@ -158,7 +161,7 @@ async def _cancel(request: web.Request) -> web.Response:
 
 
 async def _migration(request: web.Request) -> web.Response:
-    return web.json_response(report(request.app[MAIN]))
+    return await migration_route(request, request.app[MAIN])
 
 
 async def _page(request: web.Request) -> web.Response:
@@ -174,13 +177,14 @@ async def _metrics(request: web.Request) -> web.Response:
 
 def admin_app(main: web.Application, token: str) -> web.Application:
     """The admin routes over `main` (the proxy's app, started: its call service exists)."""
-    app = web.Application(middlewares=[_authenticated], client_max_size=4096)
+    app = web.Application(middlewares=[cross_origin, _authenticated], client_max_size=4096)
     app[MAIN], app[TOKEN] = main, token.encode()
     app[FAILURES] = RateLimiter(FAILED_PER_S, FAILED_BURST, max_principals=10_000)
     app.router.add_get("/admin/calls", _calls)
     app.router.add_post("/admin/calls/{call}/cancel", _cancel)
     app.router.add_get("/metrics", _metrics)
     app.router.add_get("/admin/migration", _migration)
+    app.router.add_post("/admin/migration/sum", sum_route)  # reads its body itself, up to its own bound
     for path in PAGE_FILES:
         app.router.add_get(path, _page)
     return app

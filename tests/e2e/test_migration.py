@@ -32,6 +32,7 @@ from e2e.migration_fleet import (
     verdict_texts,
 )
 from e2e.test_browser import browser_python, require_browser
+from proxy.migration.report import combine
 from proxy.migration.tally import PATHS
 from proxy.migration.verdict import ago, span
 
@@ -180,21 +181,19 @@ async def test_a_replica_that_cannot_be_reached_is_named_and_left_out(
     assert len(json.loads(run.stdout)["replicas"]) == 1
 
 
-async def test_the_admin_page_shows_the_json_s_numbers_in_chromium(
-    fleet: tuple[str, str, str], tmp_path: Path
-) -> None:
-    require_browser()
-    async with replica(*fleet) as r, aiohttp.ClientSession() as http:
-        await drive(r)
-        shot = tmp_path / "admin-page.png"
-        run = await peers.run_once(
-            [str(browser_python()), str(PAGE_DRIVER), f"{r.admin}/admin/#token={TOKEN}", str(shot)],
-            limit_s=120,
-        )
-        assert run.returncode == 0 and not run.timed_out, run.stderr[-4000:]
-        page = json.loads(run.stdout)
-        got = await report(http, r.admin)
-    assert shot.stat().st_size > 10_000  # the screenshot, kept in the test's tmp_path
+async def page_of(admin: str, shot: Path, others: str = "") -> dict[str, Any]:
+    """What the admin page shows in Chromium (its screenshot saved at `shot`)."""
+    fragment = f"#token={TOKEN}" + (f"&replicas={others}" if others else "")
+    run = await peers.run_once(
+        [str(browser_python()), str(PAGE_DRIVER), f"{admin}/admin/{fragment}", str(shot)], limit_s=120
+    )
+    assert run.returncode == 0 and not run.timed_out, run.stderr[-4000:]
+    page: dict[str, Any] = json.loads(run.stdout)
+    assert shot.stat().st_size > 10_000  # noqa: ASYNC240 - one stat: the screenshot, in the tmp_path
+    return page
+
+
+def same_numbers(page: dict[str, Any], got: dict[str, Any]) -> None:
     assert sorted(page["upstreams"]) == sorted(got["upstreams"])
     for name, shown in page["upstreams"].items():
         up = got["upstreams"][name]
@@ -207,6 +206,42 @@ async def test_the_admin_page_shows_the_json_s_numbers_in_chromium(
             want.update({"2026-07-28": str(fig["by_client_era"]["2026-07-28"])})
             want.update({"legacy": str(fig["by_client_era"]["legacy"]), "total": str(fig["total"])})
             assert shown["cells"][scope] == want, (name, scope)
+
+
+async def test_the_admin_page_shows_the_json_s_numbers_in_chromium(
+    fleet: tuple[str, str, str], tmp_path: Path
+) -> None:
+    require_browser()
+    async with replica(*fleet) as r, aiohttp.ClientSession() as http:
+        await drive(r)
+        page = await page_of(r.admin, tmp_path / "admin-page.png")
+        got = await report(http, r.admin)
+    assert page["replicas"] == "1"
+    same_numbers(page, got)
+
+
+async def test_the_admin_page_sums_the_replicas_it_is_given(
+    fleet: tuple[str, str, str], tmp_path: Path
+) -> None:
+    """The page of one replica, given two more (and one that is gone), reads theirs across origins with the
+    token, has its own replica sum them, and shows the same numbers as the sum of the three reports."""
+    require_browser()
+    gone = f"http://127.0.0.1:{peers.closed_port()}"
+    async with three(fleet) as replicas, aiohttp.ClientSession() as http:
+        for r in replicas:
+            await drive(r)
+        others = ",".join([*(r.admin for r in replicas[1:]), gone])
+        page = await page_of(replicas[0].admin, tmp_path / "admin-page-3.png", others)
+        summed = combine([await report(http, r.admin) for r in replicas])
+        async with http.post(f"{replicas[0].admin}/admin/migration/sum", data=b"[1]") as bad:
+            assert bad.status == 401  # behind the token too
+        headers = {"Authorization": f"Bearer {TOKEN}"}
+        async with http.post(f"{replicas[0].admin}/admin/migration/sum", data=b"[1]", headers=headers) as bad:
+            assert bad.status == 400 and "Not a list of migration reports" in (await bad.json())["error"]
+    assert page["replicas"] == "3"
+    assert f"left out: {gone}/admin/" in page["status"]
+    same_numbers(page, summed)
+    assert page["upstreams"]["modern"]["cells"]["life"]["total"] == str(3 * 8)
 
 
 async def test_made_up_tool_names_fold_into_one_bucket_and_no_label(fleet: tuple[str, str, str]) -> None:

@@ -1,5 +1,7 @@
-// The admin page: this replica's GET /admin/migration and GET /admin/calls, drawn. The admin token comes
-// from the address's fragment (#token=…, never sent to any server) or the form, and is kept for the tab only.
+// The admin page: GET /admin/migration and GET /admin/calls of this replica, and of the other replicas named
+// in the address's fragment (#token=…&replicas=http://10.0.0.6:9100,…), drawn; several reports are summed
+// and judged by this replica (POST /admin/migration/sum). The token comes from the fragment (never sent to
+// any server) or the form, and is kept for the tab only; every replica is asked with it.
 "use strict";
 const PATHS = ["adapted", "relayed", "mirrored", "passthrough"];
 
@@ -9,10 +11,15 @@ function token() {
   return sessionStorage.getItem("mrtr-admin-token");
 }
 
-async function get(path, secret) {
-  const res = await fetch(path, { headers: { Authorization: "Bearer " + secret } });
+async function get(path, secret, init) {
+  const res = await fetch(path, { ...init, headers: { Authorization: "Bearer " + secret } });
   if (!res.ok) throw new Error(path + ": HTTP " + res.status);
   return res.json();
+}
+
+function others() {
+  const list = new URLSearchParams(location.hash.slice(1)).get("replicas") || "";
+  return list.split(",").map((u) => u.trim().replace(/\/+$/, "")).filter(Boolean);
 }
 
 function el(tag, attrs, ...children) {
@@ -62,7 +69,7 @@ function upstreamSection(name, up, now, parked) {
   }
   sec.append(table);
   const inline = Object.entries(up.tools).filter(([, t]) => t.inline).map(([tool, t]) =>
-    el("li", { "data-tool": tool }, tool + " (last " + ago(t.inline.last_seen, now) + ")"));
+    el("li", { "data-tool": tool }, tool + " (last asked " + ago(t.inline.last_seen, now) + ")"));
   sec.append(el("p", {}, "Tools asking inline: ", inline.length ? "" : "none"));
   if (inline.length) sec.append(el("ul", { "data-field": "inline" }, ...inline));
   sec.append(el("p", {}, "Parked calls: ", el("span", { "data-field": "parked" }, String(parked))));
@@ -72,15 +79,28 @@ function upstreamSection(name, up, now, parked) {
 async function draw(secret) {
   const status = document.getElementById("status");
   try {
-    const [report, calls] = await Promise.all([get("migration", secret), get("calls", secret)]);
+    const bases = ["", ...others().map((u) => u + "/admin/")];  // "": this replica's own, relative
+    const asked = await Promise.allSettled(bases.map((b) =>
+      Promise.all([get(b + "migration", secret), get(b + "calls", secret)])));
+    const failed = asked.map((a, i) => a.status === "rejected" ? (bases[i] || "this replica") + ": " +
+      a.reason : null).filter(Boolean);
+    const got = asked.filter((a) => a.status === "fulfilled").map((a) => a.value);
+    if (!got.length) throw new Error(failed.join("; "));
+    const reports = got.map(([r]) => r);
+    const report = reports.length === 1 ? reports[0] : await get("migration/sum", secret,
+      { method: "POST", body: JSON.stringify(reports) });
     const parked = {};
-    for (const c of calls.calls) if (c.state === "parked") parked[c.upstream] = (parked[c.upstream] || 0) + 1;
+    for (const [, calls] of got) {
+      for (const c of calls.calls) if (c.state === "parked") parked[c.upstream] = (parked[c.upstream] || 0) + 1;
+    }
     const main = document.getElementById("upstreams");
     main.replaceChildren(...Object.entries(report.upstreams).map(([name, up]) =>
       upstreamSection(name, up, report.now, parked[name] || 0)));
     const since = new Date(report.started_at * 1000).toISOString();
-    status.textContent = "Counting since " + since + " (a restart starts again at zero) · replica " +
-      report.replicas.map((r) => r.replica).join(", ");
+    status.textContent = "Counting since " + since + " (a restart starts again at zero) · " +
+      report.replicas.length + " replica(s): " + report.replicas.map((r) => r.replica).join(", ") +
+      (failed.length ? " · left out: " + failed.join("; ") : "");
+    document.body.dataset.replicas = String(report.replicas.length);
     document.body.dataset.ready = "1";
   } catch (err) {
     status.textContent = String(err);

@@ -30,7 +30,11 @@ READ = """() => {
       cells,
     };
   }
-  return out;
+  return {
+    upstreams: out,
+    replicas: document.body.dataset.replicas,
+    status: document.getElementById("status").textContent,
+  };
 }"""
 
 
@@ -47,7 +51,7 @@ async def main(url: str, shot: str) -> dict[str, Any]:
                 await page.goto(url, timeout=TIMEOUT_MS)
                 await page.wait_for_function("document.body.dataset.ready === '1'", timeout=TIMEOUT_MS)
                 await page.screenshot(path=shot, full_page=True)
-                return {"upstreams": await page.evaluate(READ), "console": console}
+                return {**(await page.evaluate(READ)), "console": console}
             finally:
                 await context.close()
 

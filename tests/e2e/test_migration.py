@@ -31,6 +31,7 @@ from e2e.migration_fleet import (
     report,
     verdict_texts,
 )
+from e2e.replicas import cluster, until, url_of
 from e2e.test_browser import browser_python, require_browser
 from proxy.migration.report import combine
 from proxy.migration.tally import PATHS
@@ -264,3 +265,38 @@ async def test_made_up_tool_names_fold_into_one_bucket_and_no_label(fleet: tuple
     assert memory["(other)"]["life"]["calls"]["relayed"] == 40
     assert "made-up" not in exposition
     assert "memory" not in shell and "relayed" in shell  # … and hold no figure, only the legend
+
+
+async def test_three_mrtr_proxy_serve_processes_summed_by_the_cli(fastmcp_url: str, tmp_path: Path) -> None:
+    """Real `mrtr-proxy serve` replicas, each with its admin listener and the YAML `migration:` block: each
+    counts its own calls, the command sums them, and the verdict on the sum is the configured one's."""
+    token_file = tmp_path / "admin-token"
+    token_file.write_text(TOKEN)
+    more = {"migration": {"min_calls": 5}}
+    async with cluster(fastmcp_url, 3, admin_token_file=token_file, more=more) as group:
+        admins = [f"http://127.0.0.1:{port}" for port in group.admin_ports]
+        async with aiohttp.ClientSession() as http:
+            for replica_, admin in zip(group.replicas, admins, strict=True):
+                client = RawClient(url_of(replica_), http)
+                assert (await client.request("tools/list")).status == 200
+                for _ in range(2):
+                    assert (await client.call("echo", {"text": "hi"})).result["resultType"] == "complete"
+
+                async def answers(admin: str = admin) -> bool:
+                    with contextlib.suppress(aiohttp.ClientError):
+                        return (await report(http, admin))["upstreams"]["default"]["life"]["total"] == 2
+                    return False
+
+                await until(answers, f"the admin listener at {admin}")
+        argv = [sys.executable, "-m", "proxy", "migration", "--admin", ",".join(admins)]
+        run = await peers.run_once([*argv, "--token-file", str(token_file), "--json"], limit_s=60)
+    assert run.returncode == 0, run.stderr
+    summed = json.loads(run.stdout)
+    default = summed["upstreams"]["default"]
+    assert len(summed["replicas"]) == 3 and summed["thresholds"]["min_calls"] == 5
+    assert default["life"]["calls"] == {"adapted": 6, "relayed": 0, "mirrored": 0, "passthrough": 0}
+    assert default["tools"]["echo"]["life"]["total"] == 6
+    assert default["era"] == "legacy" and default["verdict"]["state"] == "ready"
+    assert timeless(default["verdict"]["text"]) == timeless(
+        "ready to be served directly: for 1 second no tool asked inline and no legacy client called it"
+    )

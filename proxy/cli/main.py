@@ -1,4 +1,4 @@
-"""`mrtr-proxy serve | keygen | check-config | probe`."""
+"""`mrtr-proxy serve | keygen | check-config | probe | migration`."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any
 
 from proxy.auth.setup import AuthSetupError, prepare
 from proxy.cli import keys as cli_keys
+from proxy.cli import migration as cli_migration
 from proxy.cli import routes as cli_routes
 from proxy.config import AuthConfig, Config, ConfigError, load_config
 from proxy.handle import KeyLoadError
@@ -53,6 +54,7 @@ def _parser() -> argparse.ArgumentParser:
     keygen.add_argument("--out", type=Path, help="write it to this file (mode 0600) instead")
     keygen.add_argument("--force", action="store_true", help="with --out: replace an existing file")
     probe_cli.add_parser(sub)
+    cli_migration.add_parser(sub)
     return parser
 
 
@@ -98,6 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "probe":
         return probe_cli.run(args)
+    if args.command == "migration":
+        return cli_migration.run(args)
     if args.command == "keygen":
         return cli_keys.keygen(args.out, args.force)
     try:

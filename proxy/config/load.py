@@ -24,6 +24,7 @@ from .model import (
     ListenConfig,
     LoggingConfig,
     MetricsConfig,
+    MigrationConfig,
     PoolConfig,
     PrincipalConfig,
     ReplicaConfig,
@@ -316,6 +317,7 @@ def load_config(
         tracing=_section(TracingConfig, raw.get("tracing")),
         admin=_admin(raw.get("admin")),
         metrics=_section(MetricsConfig, raw.get("metrics")),
+        migration=_section(MigrationConfig, raw.get("migration")),
     )
 
 

@@ -63,6 +63,16 @@ class MetricsConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class MigrationConfig:
+    """The migration report's verdict thresholds (proxy/migration/verdict.py; docs/migration.md)."""
+
+    window_hours: int = 168  # the verdict's window, in hourly buckets (1 … 168)
+    min_calls: int = 20  # fewer calls in the window: "too little traffic to say"
+    max_legacy_percent: float = 0.0  # legacy clients' share of calls still judged "ready"
+    top_clients: int = 3  # legacy client names the evidence names
+
+
+@dataclass(frozen=True, slots=True)
 class KeysConfig:
     """Key ring sources, in order: files, then each directory's files, then env variables."""
 
@@ -316,6 +326,7 @@ class Config:
     tracing: TracingConfig = field(default_factory=TracingConfig)
     admin: AdminConfig = field(default_factory=AdminConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    migration: MigrationConfig = field(default_factory=MigrationConfig)
 
     @property
     def replica_address(self) -> str:

@@ -33,6 +33,15 @@ from proxy.front.peers import FORWARD_PREFIX
 from proxy.front.principal import PrincipalRefused, Resolver
 from proxy.front.reply import json_response
 from proxy.front.request_ids import REQUEST_ID_HEADER, request_id
+from proxy.migration.tally import (
+    ADAPTED,
+    ASKED_KEY,
+    MIRRORED,
+    MIRRORED_KEY,
+    PASSTHROUGH,
+    RELAYED,
+    MigrationBook,
+)
 from proxy.observe.logs import info_line
 from proxy.observe.metrics import record_request
 from proxy.observe.spans import RequestSpan
@@ -69,7 +78,9 @@ class Endpoint:
         legacy: LegacyRelay,
         tracing: Tracing | None = None,  # None: no tracing (proxy/observe/tracing.py)
         oauth: OAuthFront | None = None,  # OAuth (front/oauth.py); None: no validation, no challenges
+        migration: MigrationBook | None = None,  # calls by path (proxy/migration); None: not counted
     ) -> None:
+        self._migration = migration
         self._oauth = oauth
         self._front = front
         self._upstreams = upstreams
@@ -191,7 +202,7 @@ class Endpoint:
         if _meta_version(msg) is None and request.headers.get("MCP-Protocol-Version") not in MODERN:
             line["era"] = "legacy"  # no session, nothing modern: a legacy client that lost its way
             raise Refusal(400, ErrorObject(jsonrpc.INVALID_REQUEST, NO_SESSION))
-        return await self._modern.handle(
+        response = await self._modern.handle(
             request,
             upstream,
             msg,
@@ -203,6 +214,12 @@ class Endpoint:
             route=route,
             grant=who[2],
         )
+        book = self._migration
+        if book is not None and "tool" in line and "requestState" not in msg.params:  # a call, not a retry
+            path = RELAYED if line.get("upstream_era") == "modern" else ADAPTED
+            asked = line.get("outcome") == mcp.RESULT_INPUT_REQUIRED
+            book.count(line["upstream"], line["tool"], path, asked, asked and path == ADAPTED)
+        return response
 
     async def _identify(self, request: web.Request, upstream: str, line: dict[str, Any]) -> Identity:
         """The principal and, in validate mode, the headers that go upstream for it. In validate mode a
@@ -252,6 +269,9 @@ class Endpoint:
         )
         gone_get = request.method == "GET" and client_gone(request)  # a GET stream its client ended
         line["outcome"] = "client_closed" if gone_get else f"relayed:{response.status}"
+        book = self._migration
+        if book is not None and isinstance(msg, jsonrpc.Request):
+            _count_legacy(book, request, line, msg)
         return response
 
 
@@ -293,6 +313,21 @@ def _name_tool(line: dict[str, Any], msg: jsonrpc.Message) -> None:
         name = msg.params.get("name")
         if isinstance(name, str):
             line["tool"] = name[:MAX_TOOL_NAME]
+
+
+def _count_legacy(
+    book: MigrationBook, request: web.Request, line: dict[str, Any], msg: jsonrpc.Request
+) -> None:
+    """A legacy client's call (mirrored if the mirror marked the request, else passed through), or its
+    `initialize` (the client's name, for the verdict's evidence)."""
+    if "tool" in line:
+        mirrored = request.get(MIRRORED_KEY)
+        asked = request.get(ASKED_KEY) is True
+        path = PASSTHROUGH if mirrored is None else MIRRORED
+        book.count(line["upstream"], line["tool"], path, asked, asked and mirrored == "inline")
+    elif msg.method == "initialize":
+        info = msg.params.get("clientInfo")
+        book.client(line["upstream"], info.get("name") if isinstance(info, dict) else None)
 
 
 def _meta_version(msg: jsonrpc.Message) -> object:

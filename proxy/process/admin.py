@@ -14,6 +14,15 @@ its token not even compared, until it has room again; other addresses are not af
   a round, or belongs to a task (cancel that with `tasks/cancel`).
 - `GET /metrics`: the whole exposition, with the reason label of `mrtr_proxy_handle_rejections_total`
   that the main port's /metrics leaves out.
+- `GET /admin/migration`: this replica's migration report (proxy/migration, docs/migration.md): calls per
+  upstream and tool by path and client era, tools asking inline, the verdicts. It and `/admin/calls` may be
+  read from a page of another origin (another replica's admin page): CORS, the token still required.
+- `POST /admin/migration/sum`: the sum of the reports posted (a JSON list), judged again: the admin page's
+  view of several replicas.
+- `GET /admin/` (and its `page.js`, `page.css`): the operator's page over the two JSON routes above. These
+  three files hold no data and are served without the token (a browser cannot put a bearer token on a
+  page load); the page's script sends the token (from the address's `#token=` fragment, never sent to a
+  server, or a form) with its requests for the JSON, which stay behind it.
 
 Answers are JSON objects (`{"error": "…"}` for refusals), never HTML or text.
 """
@@ -25,6 +34,7 @@ import math
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Any, Final
 
@@ -37,6 +47,7 @@ from proxy.config import Config
 from proxy.front.ratelimit import RateLimiter
 from proxy.observe.metrics import CONTENT_TYPE, METRICS
 from proxy.process.appstate import CALLS, CONFIG
+from proxy.process.migration import cross_origin, migration_route, sum_route
 
 log = structlog.get_logger("proxy.admin")
 
@@ -46,6 +57,11 @@ TOKEN = web.AppKey("token", bytes)
 FAILURES = web.AppKey("failures", RateLimiter)  # failed authentications per client address
 FAILED_BURST: Final = 30  # failed tokens an address may send at once …
 FAILED_PER_S: Final = 0.5  # … and then one every 2 s: 30 guesses a minute at a 16+ character secret
+PAGE_FILES: Final = {  # the admin page (proxy/process/admin_page/, package data): path -> (file, type)
+    "/admin/": ("index.html", "text/html"),
+    "/admin/page.js": ("page.js", "text/javascript"),
+    "/admin/page.css": ("page.css", "text/css"),
+}
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -79,6 +95,8 @@ def _too_many(failures: RateLimiter, address: str) -> web.Response:
 
 @web.middleware
 async def _authenticated(request: web.Request, handler: Handler) -> web.StreamResponse:
+    if request.method == "GET" and request.path in PAGE_FILES:  # no data in them: see the docstring
+        return await handler(request)
     failures, address = request.app[FAILURES], request.remote or "unknown"
     if failures.exhausted(address):  # no token is compared for it (one log line when it began)
         return _too_many(failures, address)
@@ -142,6 +160,16 @@ async def _cancel(request: web.Request) -> web.Response:
     return web.json_response({"cancelled": call.id, "upstream": call.upstream})
 
 
+async def _migration(request: web.Request) -> web.Response:
+    return await migration_route(request, request.app[MAIN])
+
+
+async def _page(request: web.Request) -> web.Response:
+    name, kind = PAGE_FILES[request.path]
+    body = resources.files("proxy.process").joinpath("admin_page", name).read_bytes()
+    return web.Response(body=body, content_type=kind, headers={"Cache-Control": "no-store"})
+
+
 async def _metrics(request: web.Request) -> web.Response:
     body = request.app[MAIN][METRICS].render()
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
@@ -149,12 +177,16 @@ async def _metrics(request: web.Request) -> web.Response:
 
 def admin_app(main: web.Application, token: str) -> web.Application:
     """The admin routes over `main` (the proxy's app, started: its call service exists)."""
-    app = web.Application(middlewares=[_authenticated], client_max_size=4096)
+    app = web.Application(middlewares=[cross_origin, _authenticated], client_max_size=4096)
     app[MAIN], app[TOKEN] = main, token.encode()
     app[FAILURES] = RateLimiter(FAILED_PER_S, FAILED_BURST, max_principals=10_000)
     app.router.add_get("/admin/calls", _calls)
     app.router.add_post("/admin/calls/{call}/cancel", _cancel)
     app.router.add_get("/metrics", _metrics)
+    app.router.add_get("/admin/migration", _migration)
+    app.router.add_post("/admin/migration/sum", sum_route)  # reads its body itself, up to its own bound
+    for path in PAGE_FILES:
+        app.router.add_get(path, _page)
     return app
 
 

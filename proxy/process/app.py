@@ -64,6 +64,7 @@ from proxy.process.appstate import (
     RuntimeState,
 )
 from proxy.process.keys import install_sighup, key_ring, key_sources_fingerprint, reload_keys
+from proxy.process.migration import migration_book
 from proxy.process.periodic import every
 from proxy.process.routing import aggregated
 from proxy.tasks.front import TaskFront
@@ -290,6 +291,7 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
         modern=modern,
         tracing=app[TRACING],
         oauth=app[OAUTH],
+        migration=migration_book(app, modern, mirror),  # the migration report's counts
     )
     try:
         yield

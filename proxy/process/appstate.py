@@ -19,6 +19,7 @@ from proxy.front.legacy.mirror import MIRROR
 from proxy.front.peers import Peers
 from proxy.handle import HandleCodec
 from proxy.handle.rotation import Rotation
+from proxy.migration.tally import MigrationBook
 from proxy.observe.tracing import Tracing
 from proxy.routes.health import RouteHealth
 from proxy.tasks.manager import TaskManager
@@ -34,6 +35,7 @@ __all__ = [
     "FRONT",
     "HTTP",
     "KEY_CHECK",
+    "MIGRATION",
     "MIRROR",
     "PEERS",
     "POOLS",
@@ -57,6 +59,7 @@ FRONT_DOOR = web.AppKey("front_door", JsonAnswers)  # the one middleware (front/
 HTTP = web.AppKey("http", aiohttp.ClientSession)
 UPSTREAM_HTTP = web.AppKey("upstream_http", Mapping[str, aiohttp.ClientSession])  # per upstream (its TLS)
 PREPARED = web.AppKey("prepared", Prepared)
+MIGRATION = web.AppKey("migration", MigrationBook)  # the migration report's counts (proxy/migration)
 ROUTES = web.AppKey("routes", RouteHealth)  # what /readyz shows of the aggregated routes
 ERAS = web.AppKey("eras", EraBook)  # each upstream's protocol era (proxy/upstream/era.py)
 

@@ -19,6 +19,7 @@ from proxy.config import (
     FrontConfig,
     KeysConfig,
     ListenConfig,
+    MigrationConfig,
     PrincipalConfig,
     RouteConfig,
     StaticRoot,
@@ -71,6 +72,7 @@ async def running_proxy(
     port: int | None = None,
     routes: tuple[RouteConfig, ...] = (),
     handler_cancellation: bool = True,
+    migration: MigrationConfig | None = None,
     **calls: Any,
 ) -> AsyncIterator[RunningProxy]:
     """The proxy on 127.0.0.1 (free port) in front of `upstream_url` (under each of `names`: the first is
@@ -102,6 +104,7 @@ async def running_proxy(
         keys=keys or KeysConfig(),
         principal=principal or PrincipalConfig(),
         calls=CallsConfig(**calls),
+        migration=migration or MigrationConfig(),
     )
     app = create_app(config, ring=ring if ring is not None or keys else KeyRing.ephemeral(), tracing=tracing)
     if not handler_cancellation:  # TestServer always cancels: the app on a runner of its own

@@ -13,7 +13,7 @@ import sys
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ class Cluster:
     replicas: list[peers.PeerProcess]
     key_dirs: list[Path]
     peer_ports: list[int | None]
+    admin_ports: list[int | None] = field(default_factory=list)  # each one's admin listener, if asked for
 
     def write_keys(self, i: int, keys: Mapping[str, str]) -> None:
         """Replace replica `i`'s key files with `keys` (name -> base64) the way the kubelet updates a
@@ -76,15 +77,18 @@ async def cluster(
     calls_per_replica: Sequence[dict[str, Any]] | None = None,
     front: dict[str, Any] | None = None,
     more: dict[str, Any] | None = None,
+    admin_token_file: Path | None = None,
 ) -> AsyncIterator[Cluster]:
     """`count` replicas of `mrtr-proxy serve` on 127.0.0.1, each naming its own address as owner. `keys`:
     the key files of every replica's key directory (or one mapping per replica; default one shared key).
     `peer_ports`: each replica gets a peer port (its address, the peer route) and knows the others'
     (`replica.peers`: key-ring comparison). `calls_per_replica`: `calls` settings of each replica, over
-    `calls`. `more`: other top-level settings, over these (e.g. `upstreams` and `routes`)."""
+    `calls`. `more`: other top-level settings, over these (e.g. `upstreams` and `routes`).
+    `admin_token_file`: each replica gets an admin listener on a port of its own, with this token."""
     with tempfile.TemporaryDirectory(prefix="mrtr-replicas-") as tmp:
         per_replica = _keys_per_replica(keys, count)
         ports: list[int | None] = [peers.free_port() if peer_ports else None for _ in range(count)]
+        admins = [peers.free_port() if admin_token_file else None for _ in range(count)]
         key_dirs = []
         configs = []
         for i in range(count):
@@ -104,6 +108,16 @@ async def cluster(
                         "front": front or {},
                         "replica": rep,
                         "upstreams": [{"name": "default", "url": str(upstream_url)}],
+                        **(
+                            {
+                                "admin": {
+                                    "listen": f"127.0.0.1:{admins[i]}",
+                                    "token_file": str(admin_token_file),
+                                }
+                            }
+                            if admin_token_file
+                            else {}
+                        ),
                         **(more or {}),
                     }
                 )
@@ -116,7 +130,7 @@ async def cluster(
                 )
                 for i in range(count)
             ]
-            yield Cluster(replicas, key_dirs, ports)
+            yield Cluster(replicas, key_dirs, ports, admins)
 
 
 def _keys_per_replica(

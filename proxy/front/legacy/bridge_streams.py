@@ -22,6 +22,11 @@ class BridgeReply:
         self._stream: web.StreamResponse | None = None
 
     @property
+    def request(self) -> web.Request:
+        """The client's request this answers."""
+        return self._request
+
+    @property
     def gone(self) -> bool:
         """The client's connection is closed (it went away)."""
         transport = self._request.transport

@@ -59,6 +59,7 @@ from proxy.front.legacy.mirror_stream import SUBSCRIBE, UNSUBSCRIBE, Listener, M
 from proxy.front.peers import NOT_PROCESSED, Peers
 from proxy.handle import HandleCodec, HandleError
 from proxy.handle.mirror_ids import MirrorSession, open_mirror_session, seal_mirror_session
+from proxy.migration.tally import MIRRORED_KEY, MigrationBook
 from proxy.routes.policy import Grant
 from proxy.routes.table import Route
 from proxy.translate import mirror as tr
@@ -122,6 +123,7 @@ class LegacyMirror:
         addresses: AddressSource = TCP_PEER,  # the client's address, for its share
     ) -> None:
         self._replicas, self._state, self.inner = replicas, state, inner
+        self.migration: MigrationBook | None = None  # told the tools an upstream lists (proxy/migration)
         self._upstreams, self._senders, self._eras = upstreams, senders, eras
         self._codec, self._peers, self._settings = codec, peers, settings
         self._call_timeout, self._log_level = call_timeout, log_level
@@ -308,6 +310,8 @@ class LegacyMirror:
         )
         upstream = session.upstream
         send, end = self._sender(caller, upstream, msg.method, msg.params.get("name"))
+        if msg.method == "tools/call":  # the migration report's path (front/endpoint.py counts it)
+            caller.request[MIRRORED_KEY] = "inline" if end is not None and caller.route is None else True
         answer: jsonrpc.Response | None
         if msg.method in mcp.MRTR_METHODS and self._state is not None and self._state.draining:
             response = error_response(503, "This proxy replica is shutting down; send the request again")
@@ -319,6 +323,8 @@ class LegacyMirror:
                 answer = await self.calls.run(reply, session, msg, params, send, end=end, address=address)
             else:
                 answer = await send(jsonrpc.Request(msg.id, msg.method, params), _notes_to(reply))
+                if isinstance(answer, jsonrpc.Result) and self.migration is not None:
+                    self.migration.listed_result(upstream, msg.method, answer.result)
                 if isinstance(answer, jsonrpc.Result):
                     answer = jsonrpc.Result(msg.id, tr.legacy_result(answer.result))
         except UpstreamAuthChallenge as exc:

@@ -33,6 +33,7 @@ from proxy.calls.registry import LimitExceeded
 from proxy.front.legacy.bridge_streams import BridgeReply
 from proxy.handle import HandleCodec
 from proxy.handle.mirror_ids import MirrorAsk, MirrorSession, seal_ask
+from proxy.migration.tally import ASKED_KEY
 from proxy.translate.mirror import Ask, input_response, legacy_result, plan_round
 from proxy.upstream.modern import Notify
 from proxy.wire import jsonrpc, mcp
@@ -190,6 +191,8 @@ class MirrorCalls:
             if result.get("resultType") != mcp.RESULT_INPUT_REQUIRED:
                 call.state = None
                 return jsonrpc.Result(msg.id, legacy_result(result))
+            if round_no == 1:  # the migration report: the upstream asked (front/endpoint.py counts it)
+                reply.request[ASKED_KEY] = True
             state = result.get("requestState")
             call.state = state if isinstance(state, str) else None
             plan = plan_round(result.get("inputRequests"), session.capabilities, f"mrtr-{call.token}-")

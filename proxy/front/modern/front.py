@@ -96,7 +96,7 @@ class ModernFront:
         self._pools = pools
         self._calls = calls
         self.limits = InputLimits(front.max_input_responses, front.max_input_response_bytes)
-        self._plain = PlainRequests(pools=pools, calls=calls, tasks=tasks, oauth=oauth)
+        self.plain = PlainRequests(pools=pools, calls=calls, tasks=tasks, oauth=oauth)
 
     def check_peer(self, request: web.Request, body: bytes, line: dict[str, Any]) -> None:
         check_peer_request(self._peers, self._state.stopped, request, body, line)  # signed, still serving
@@ -323,9 +323,9 @@ class ModernFront:
             line["outcome"] = "complete"
             return jsonrpc.Result(msg.id, {"resultType": mcp.RESULT_COMPLETE})
         if msg.method == "server/discover":
-            return await self._plain.discover(upstream, msg, key, line)
+            return await self.plain.discover(upstream, msg, key, line)
         if msg.method in mcp.FORWARDED_METHODS:
-            return await self._plain.forward(upstream, req, key, line)
+            return await self.plain.forward(upstream, req, key, line)
         if msg.method in mcp.TASK_METHODS and self._tasks is not None:
             return await self._tasks.handle(upstream, req, principal, line, local_only=local_only)
         if msg.method not in mcp.MRTR_METHODS:

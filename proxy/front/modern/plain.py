@@ -14,6 +14,7 @@ from proxy.calls.service import CallService
 from proxy.calls.wording import unavailable_answer
 from proxy.front.modern.limits import pool_full
 from proxy.front.oauth import OAuthFront
+from proxy.migration.tally import MigrationBook
 from proxy.tasks.front import TaskFront
 from proxy.translate.request import ModernRequest
 from proxy.upstream.base import UpstreamAuthChallenge, UpstreamError
@@ -33,6 +34,7 @@ class PlainRequests:
         oauth: OAuthFront | None,
     ) -> None:
         self._pools = pools
+        self.migration: MigrationBook | None = None  # told the tools an upstream lists (proxy/migration)
         self._calls = calls
         self._tasks = tasks
         self._oauth = oauth
@@ -80,6 +82,8 @@ class PlainRequests:
             line["outcome"] = f"upstream_error:{reply.error.code}"
             return jsonrpc.Error(msg.id, reply.error)
         line["outcome"] = "complete"
+        if self.migration is not None:
+            self.migration.listed_result(upstream, msg.method, reply.result)
         return jsonrpc.Result(msg.id, complete(msg.method, reply.result))
 
 

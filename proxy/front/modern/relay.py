@@ -40,6 +40,7 @@ from proxy.handle.relay_state import (
     seal_relay_state,
 )
 from proxy.handle.relay_task import open_relay_task
+from proxy.migration.tally import MigrationBook
 from proxy.routes.binding import BindingTable
 from proxy.translate.request import ModernRequest
 from proxy.upstream.base import UpstreamAuthChallenge, UpstreamError
@@ -75,6 +76,7 @@ class NativeRelay:
         self._state_ttl = state_ttl
         self._task_ttl = task_ttl
         self._clock = clock
+        self.migration: MigrationBook | None = None  # told the tools an upstream lists (proxy/migration)
 
     @classmethod
     def from_config(
@@ -246,6 +248,8 @@ class NativeRelay:
             kind = mcp.RESULT_COMPLETE
         known = (mcp.RESULT_COMPLETE, mcp.RESULT_INPUT_REQUIRED, mcp.RESULT_TASK)
         line["outcome"] = kind if kind in known else mcp.RESULT_COMPLETE
+        if self.migration is not None:
+            self.migration.listed_result(upstream, msg.method, result)
         state = result.get("requestState")
         if bound and kind == mcp.RESULT_INPUT_REQUIRED and isinstance(state, str):
             expires = int(self._clock() + self._state_ttl)

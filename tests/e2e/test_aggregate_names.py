@@ -1,0 +1,171 @@
+"""Issue 41.2: on a route with tool rules, a called tool is resolved through what its member listed to this
+client, and a spelling nobody listed is refused (`Unknown tool`) before anything goes upstream, so globs
+are judged on the listed name, never on whatever the client typed.
+
+The route `policy` puts the FastMCP 1.30 fixture (`mod`, seen through a recording relay, so the test sees
+every request that reached it) before server-memory (`mem`, stdio); the route denies `mod__ask_*` and
+`mod__side_effects`, and `mem` allows only `read_graph`. Each hostile spelling is sent by a 2026-07-28
+client, by a legacy client through the mirror, and on the route reached by its `hosts:` name.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+import peers
+import pytest
+import pytest_asyncio
+
+from e2e.harness import NO_ROOTS_CAPS, RawClient, running_proxy
+from e2e.recording import Recording, recording_relay
+from e2e.test_aggregate import stdio, text_of
+from e2e.test_aggregate_principals import team
+from e2e.test_mirror import RawLegacy
+from proxy.config import RouteConfig, RouteMember, ToolPolicy
+
+pytestmark = [pytest.mark.peers, pytest.mark.asyncio(loop_scope="session")]
+
+HOST = "policy.mcp.example"
+# Spellings a loosely matching upstream could take for a denied tool, none of them listed: case, an extra
+# separator, a Unicode hyphen (U+2010) and fullwidth letter (NFKC folds both), trailing whitespace, a
+# zero-width space, the prefix in another case, a name only the other member lists, a doubled prefix.
+HOSTILE = (
+    "mod__ASK_NAME",
+    "mod__Ask_name",
+    "mod___ask_name",
+    "mod__ask\u2010name",
+    "mod__\uff41sk_name",
+    "mod__ask_name ",
+    "mod__ask_name\t",
+    "mod__ask_name\u200b",
+    "MOD__ask_name",
+    "mod__Side_Effects",
+    "mod__side-effects",
+    "mod__read_graph",
+    "mod__mod__ask_name",
+    " mod__ask_name",
+)
+
+
+@dataclass
+class Gate:
+    url: str
+    http: aiohttp.ClientSession
+    mod: Recording
+
+    def client(self, **kw: Any) -> RawClient:
+        return RawClient(self.url, self.http, capabilities=dict(NO_ROOTS_CAPS), **kw)
+
+    def reached(self) -> list[Any]:
+        """The tool names of every `tools/call` that reached the FastMCP member."""
+        return [sent.message["params"]["name"] for sent in self.mod.posts("tools/call")]
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def gate(fastmcp_url: str) -> AsyncIterator[Gate]:
+    peers.require_peers({"server-memory": peers.server_memory_entry()})
+    route = RouteConfig(
+        "policy",
+        (RouteMember("mod"), RouteMember("mem", tools=ToolPolicy(allow=("read_graph",)))),
+        tools=ToolPolicy(deny=("mod__ask_*", "mod__side_effects")),
+        hosts=(HOST,),
+    )
+    async with contextlib.AsyncExitStack() as stack:
+        mod = await stack.enter_async_context(recording_relay(fastmcp_url))
+        memory = stdio("mem", peers.server_memory_entry())
+        proxy = await stack.enter_async_context(
+            running_proxy(mod.url, names=("mod",), extra=(memory,), routes=(route,))
+        )
+        http = await stack.enter_async_context(aiohttp.ClientSession())
+        yield Gate(proxy.url.replace("/mcp", "/servers/policy/mcp"), http, mod)
+
+
+async def call(client: RawClient, name: str, host: str | None = None) -> Any:
+    """`tools/call name` with its Mcp-Name header as the spec asks: base64-sentinel encoded when the name is
+    not plain printable ASCII without edge whitespace (an HTTP header could not carry it as it is)."""
+    body = client.body("tools/call", {"name": name, "arguments": {}})
+    headers = client.headers(body)
+    if not (name.isascii() and name.isprintable() and name == name.strip()):
+        headers["Mcp-Name"] = f"=?base64?{base64.b64encode(name.encode()).decode()}?="
+    if host is not None:
+        headers["Host"] = host
+    return await client.send(body, headers)
+
+
+def unknown(name: str) -> dict[str, Any]:
+    return {"code": -32602, "message": f"Unknown tool: {name!r}"}
+
+
+async def test_a_listed_name_is_judged_and_an_unlisted_spelling_never_goes_upstream(gate: Gate) -> None:
+    client = gate.client()
+    names = [tool["name"] for tool in (await client.request("tools/list")).result["tools"]]
+    assert "mod__echo" in names and "mem__read_graph" in names
+    assert not [n for n in names if n.startswith("mod__ask_") or n == "mod__side_effects"]
+    before = len(gate.reached())
+    for name in HOSTILE:
+        reply = await call(client, name)
+        assert reply.status == 200 and reply.error == unknown(name), (name, reply.error, reply.result)
+    denied = await client.call("mod__ask_name")  # the listed spelling: judged, refused by the deny glob
+    assert denied.error == {"code": -32602, "message": "Tool 'mod__ask_name' is not available on this route"}
+    assert gate.reached()[before:] == []  # nothing of the above reached the upstream
+    assert text_of(await client.call("mod__echo", {"text": "listed"})) == "listed"
+    assert gate.reached()[before:] == ["echo"]  # the control: a listed, allowed name does go
+
+
+async def test_a_legacy_client_through_the_mirror_is_held_to_the_listed_names(gate: Gate) -> None:
+    legacy = RawLegacy(gate.url, gate.http)
+    await legacy.initialize({})
+    before = len(gate.reached())
+    for name in ("mod__ASK_NAME", "mod__ask\u2010name", "mod__ask_name ", "mod___ask_name"):
+        status, messages = await legacy.call(name)
+        errors = [m["error"] for m in messages if "error" in m]
+        assert status == 200 and errors == [unknown(name)], (name, messages)
+    assert gate.reached()[before:] == []
+
+
+async def test_the_routes_host_name_takes_the_same_rules(gate: Gate) -> None:
+    """`hosts:` routes /mcp to the route: its rules and its listed names hold there too (issue 41.6)."""
+    client = RawClient(
+        gate.url.replace("/servers/policy/mcp", "/mcp"), gate.http, capabilities=dict(NO_ROOTS_CAPS)
+    )
+    before = len(gate.reached())
+
+    for name in ("mod__ask_name", "mod__ASK_NAME", "ask_name", "mod__ask_name "):
+        reply = await call(client, name, f"{HOST}:443")
+        assert reply.error is not None and reply.error["code"] == -32602, (name, reply.result)
+    assert gate.reached()[before:] == []  # neither the route's names nor the member's own went around it
+
+
+async def test_stale_names_after_list_changed_are_refused(gate: Gate) -> None:
+    """A name is resolved through the member's list as it is now: after a `list_changed` the index is built
+    again, so a name no longer (or never) listed does not go upstream on the strength of an old list."""
+    client = gate.client()
+    await client.request("tools/list")
+    changed = await client.call("mod__change_tools")  # FastMCP says its tools changed (the same tools)
+    assert "error" not in changed.body, changed.body
+    before = len(gate.reached())
+    for name in ("mod__Echo", "mod__echo "):
+        assert (await call(client, name)).error == unknown(name)
+    assert text_of(await client.call("mod__echo", {"text": "again"})) == "again"
+    assert gate.reached()[before:] == ["echo"]
+
+
+async def test_a_scope_rule_is_judged_on_the_listed_name_for_each_principal(fastmcp_url: str) -> None:
+    """Validate mode, `require_scopes: {ask_name: [admin]}` on a `prefix_mode: never` route: the plain
+    principal's other spellings of `ask_name` are unknown to it, not sent to FastMCP to be judged there."""
+    async with team(fastmcp_url) as t:
+        plain = t.client("plain")
+        await plain.request("tools/list")
+        for name in ("ASK_NAME", "ask_name ", "Ask_name", "ask\u2010name", "\uff41sk_name"):
+            reply = await call(plain, name)
+            assert reply.error == unknown(name), (name, reply.error, reply.result)
+        refused = await plain.call("ask_name")
+        assert refused.error == {
+            "code": -32602,
+            "message": "Tool 'ask_name' needs the scope admin, which the access token lacks",
+        }

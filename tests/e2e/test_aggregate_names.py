@@ -26,7 +26,7 @@ from e2e.recording import Recording, recording_relay
 from e2e.test_aggregate import stdio, text_of
 from e2e.test_aggregate_principals import team
 from e2e.test_mirror import RawLegacy
-from proxy.config import RouteConfig, RouteMember, ToolPolicy
+from proxy.config import RouteConfig, RouteMember, ToolPolicy, UpstreamConfig
 
 pytestmark = [pytest.mark.peers, pytest.mark.asyncio(loop_scope="session")]
 
@@ -169,3 +169,46 @@ async def test_a_scope_rule_is_judged_on_the_listed_name_for_each_principal(fast
             "code": -32602,
             "message": "Tool 'ask_name' needs the scope admin, which the access token lacks",
         }
+
+
+async def test_host_names_never_reach_a_route_only_member_around_the_policy(fastmcp_url: str) -> None:
+    """Issue 41.6: `mod` serves only through the route (`standalone: false`), yet carries a host name of its
+    own (check-config refuses that; a Config built in code does not): no Host header, with or without the
+    route's path or the route's host, reaches `mod` but through the route's rules."""
+    peers.require_peers({"server-memory": peers.server_memory_entry()})
+    route = RouteConfig(
+        "policy",
+        (RouteMember("mod"), RouteMember("mem")),
+        tools=ToolPolicy(deny=("mod__ask_*",)),
+        hosts=(HOST,),
+    )
+    async with contextlib.AsyncExitStack() as stack:
+        mod = await stack.enter_async_context(recording_relay(fastmcp_url))
+        hidden = UpstreamConfig(name="mod", url=mod.url, standalone=False, hosts=("mod.example",))
+        memory = stdio("mem", peers.server_memory_entry())
+        proxy = await stack.enter_async_context(
+            running_proxy(hidden, names=("mod",), extra=(memory,), routes=(route,))
+        )
+        http = await stack.enter_async_context(aiohttp.ClientSession())
+        base = proxy.url.removesuffix("/mcp")
+        tried: list[tuple[str, str, Any]] = []
+        for path, host in (
+            ("/mcp", "mod.example"),
+            ("/mcp", "MOD.example:8443"),
+            ("/servers/mod/mcp", HOST),
+            ("/servers/mod/mcp", "mod.example"),
+            ("/mcp", f"{HOST}."),  # not the route's name (a trailing dot): the default, `mem`
+            ("/mcp", "[::1]"),
+        ):
+            client = RawClient(base + path, http, capabilities=dict(NO_ROOTS_CAPS))
+            reply = await call(client, "ask_name", host)
+            tried.append((path, host, reply.status))
+        # The member's own host and path are nobody's (404); a host the table does not know is the default
+        # route, here the standalone `mem`, which has no `ask_name`.
+        assert [status for _, _, status in tried] == [404, 404, 404, 404, 200, 200], tried
+        for host in (HOST, HOST.upper() + ":443"):
+            client = RawClient(base + "/mcp", http, capabilities=dict(NO_ROOTS_CAPS))
+            for name in ("mod__ask_name", "mod__ASK_NAME", "ask_name"):
+                reply = await call(client, name, host)
+                assert reply.error["code"] == -32602, (host, name, reply.body)
+        assert [s.message["params"]["name"] for s in mod.posts("tools/call")] == [], tried

@@ -212,3 +212,20 @@ async def test_host_names_never_reach_a_route_only_member_around_the_policy(fast
                 reply = await call(client, name, host)
                 assert reply.error["code"] == -32602, (host, name, reply.body)
         assert [s.message["params"]["name"] for s in mod.posts("tools/call")] == [], tried
+
+
+async def test_a_name_listed_to_another_principal_only_is_unknown_to_this_one(fastmcp_url: str) -> None:
+    """Prefixed names: the protected member lists its tools to the admin only (it refuses the other
+    principal's token), so for the other principal `guarded__echo` is no tool at all: refused as unknown
+    by the proxy, not sent to the protected member with that principal's token."""
+    async with team(fastmcp_url, prefix_mode="always") as t:
+        admin, plain = t.client("admin"), t.client("plain")
+        admin_names = [tool["name"] for tool in (await admin.request("tools/list")).result["tools"]]
+        plain_names = [tool["name"] for tool in (await plain.request("tools/list")).result["tools"]]
+        assert "guarded__echo" in admin_names and "fast__echo" in plain_names
+        assert not [n for n in plain_names if n.startswith("guarded__")]
+        for name in ("guarded__echo", "guarded__ask_name", "GUARDED__echo"):
+            reply = await call(plain, name)
+            assert reply.status == 200 and reply.error == unknown(name), (name, reply.status, reply.body)
+        echoed = await admin.call("guarded__echo", {"text": "mine"})
+        assert text_of(echoed) == "mine"

@@ -22,11 +22,13 @@ import pytest
 import pytest_asyncio
 
 from e2e.harness import NO_ROOTS_CAPS, RawClient, running_proxy
+from e2e.modern_scripted import ScriptedModern, scripted_modern
 from e2e.recording import Recording, recording_relay
 from e2e.test_aggregate import stdio, text_of
 from e2e.test_aggregate_principals import team
 from e2e.test_mirror import RawLegacy
 from proxy.config import RouteConfig, RouteMember, ToolPolicy, UpstreamConfig
+from proxy.front.modern import aggregate_lists
 
 pytestmark = [pytest.mark.peers, pytest.mark.asyncio(loop_scope="session")]
 
@@ -95,6 +97,13 @@ async def call(client: RawClient, name: str, host: str | None = None) -> Any:
     if host is not None:
         headers["Host"] = host
     return await client.send(body, headers)
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def upstream_lists() -> AsyncIterator[ScriptedModern]:
+    async with scripted_modern() as server:
+        server.lists = True
+        yield server
 
 
 def unknown(name: str) -> dict[str, Any]:
@@ -229,3 +238,27 @@ async def test_a_name_listed_to_another_principal_only_is_unknown_to_this_one(fa
             assert reply.status == 200 and reply.error == unknown(name), (name, reply.status, reply.body)
         echoed = await admin.call("guarded__echo", {"text": "mine"})
         assert text_of(echoed) == "mine"
+
+
+async def test_a_name_the_member_dropped_without_saying_so_is_refused_once_the_index_is_old(
+    upstream_lists: ScriptedModern, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The scripted 2026-07-28 member lists one tool, `page-<n>`, a new name at each list request, and never
+    says its list changed. Once the route's index of who listed what is older than INDEX_TTL (0 here, and
+    the refresh limit 0), a lookup builds it again: `page-1`, listed once, is then unknown, not sent on the
+    strength of an old list."""
+    monkeypatch.setattr(aggregate_lists, "INDEX_TTL", 0.0)
+    monkeypatch.setattr(aggregate_lists, "REFRESH_EVERY", 0.0)
+    modern = UpstreamConfig(name="mod", url=upstream_lists.url, forward_headers=(), era="modern")
+    route = RouteConfig("r", (RouteMember("mod"),), tools=ToolPolicy(deny=("secret*",)), list_cache_ms=0)
+    async with (
+        running_proxy(modern, names=("mod",), routes=(route,)) as proxy,
+        aiohttp.ClientSession() as http,
+    ):
+        client = RawClient(proxy.url.replace("/mcp", "/servers/r/mcp"), http, authorization="Bearer a")
+        first = await call(client, "page-1")  # the index is built for it: page-1 listed, the call goes on
+        assert first.error == {"code": -32602, "message": "Unknown tool"}  # the member's own answer
+        calls = len([m for m in upstream_lists.seen if m["method"] == "tools/call"])
+        again = await call(client, "page-1")  # the index is old: built again, page-2 is listed now
+        assert again.error == unknown("page-1")
+        assert len([m for m in upstream_lists.seen if m["method"] == "tools/call"]) == calls

@@ -15,11 +15,16 @@ It keeps every request it received (`seen`), checks `Mcp-Name` against the body 
 - `tasks/get` / `tasks/update` / `tasks/cancel`: by task id (`-32602 Failed to retrieve task: Task not
   found` for one it never gave), `tasks/list`: every task it holds (it cannot tell users apart);
 - `subscriptions/listen`: the acknowledgement naming the task ids asked for, then `notifications/tasks` for
-  each of those *and for every other task it holds* (a careless server), then the stream ends.
+  each of those *and for every other task it holds* (a careless server), then the stream ends;
+- with `lists` set: `tools/list`, one tool named `page-<n>` for its n-th list request (so a test tells
+  each fetched page apart), `cacheScope: "private"` and `ttlMs` 60000; and a listen asking for
+  `toolsListChanged` is acknowledged with it and held open (until the proxy hangs up, bounded); `tools/call
+  change_tools` sends `notifications/tools/list_changed` on every such listen, its text how many.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import gzip
@@ -44,6 +49,9 @@ class ScriptedModern:
     url: str = ""
     tasks: dict[str, dict[str, Any]] = field(default_factory=dict)
     seen: list[dict[str, Any]] = field(default_factory=list)
+    lists: bool = False  # serve tools/list (private pages) and list_changed on listen
+    listed: int = 0  # tools/list requests answered
+    _listeners: list[asyncio.Queue[dict[str, Any]]] = field(default_factory=list)  # open listens (lists)
 
     def task_ids_seen(self) -> list[str]:
         return [m["params"]["taskId"] for m in self.seen if m["method"].startswith("tasks/")]
@@ -65,8 +73,16 @@ class ScriptedModern:
             assert request.transport is not None
             request.transport.close()  # died mid-call: the request ran, no answer comes
             return resp
+        if method == "tools/call" and self.lists and params.get("name") == "change_tools":
+            for heard in self._listeners:
+                heard.put_nowait({"method": "notifications/tools/list_changed", "params": {}})
+            return _result(rid, {"content": [{"type": "text", "text": str(len(self._listeners))}]})
         if method == "tools/call":
             return self._call(rid, params)
+        if method == "tools/list" and self.lists:
+            self.listed += 1
+            tool = {"name": f"page-{self.listed}", "inputSchema": {"type": "object"}}
+            return _result(rid, {"tools": [tool], "ttlMs": 60000, "cacheScope": "private"})
         if method == "tasks/list":
             return _result(rid, {"tasks": [self._detail(t) for t in self.tasks]})
         if method == "subscriptions/listen":
@@ -123,11 +139,27 @@ class ScriptedModern:
         asked = params.get("notifications", {}).get("taskIds", [])
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
-        ack = {"notifications": {"taskIds": asked}}
+        ack: dict[str, Any] = {"notifications": {"taskIds": asked}}
+        changed = self.lists and params.get("notifications", {}).get("toolsListChanged") is True
+        if changed:
+            ack["notifications"]["toolsListChanged"] = True
         notes = [{"method": "notifications/subscriptions/acknowledged", "params": ack}]
         notes += [{"method": "notifications/tasks", "params": self._detail(t)} for t in self.tasks]
         for note in notes:
             await resp.write(encode_event(json.dumps({"jsonrpc": "2.0", **note})))
+        if changed:  # a live listen, as a real server keeps it: open until the proxy hangs up (bounded)
+            heard: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+            self._listeners.append(heard)
+            try:
+                with contextlib.suppress(TimeoutError, ConnectionError):
+                    async with asyncio.timeout(30):
+                        while True:
+                            await resp.write(
+                                encode_event(json.dumps({"jsonrpc": "2.0", **await heard.get()}))
+                            )
+            finally:
+                self._listeners.remove(heard)
+            return resp
         await resp.write_eof()
         return resp
 

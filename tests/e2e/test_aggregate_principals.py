@@ -26,7 +26,7 @@ from structlog.testing import capture_logs
 from e2e.harness import NO_ROOTS_CAPS, RawClient, accept_name, running_proxy
 from e2e.oauth_peers import jwks_server
 from e2e.test_aggregate import text_of
-from proxy.config import AuthConfig, RouteConfig, RouteMember, ToolPolicy, UpstreamConfig
+from proxy.config import AuthConfig, PrefixMode, RouteConfig, RouteMember, ToolPolicy, UpstreamConfig
 
 pytestmark = [pytest.mark.peers, pytest.mark.asyncio(loop_scope="session")]
 
@@ -49,7 +49,7 @@ class Team:
 
 
 @contextlib.asynccontextmanager
-async def team(fastmcp_url: str) -> AsyncIterator[Team]:
+async def team(fastmcp_url: str, prefix_mode: PrefixMode = "never") -> AsyncIterator[Team]:
     """A fresh proxy (nothing indexed yet) in front of the two upstreams, and each principal's token."""
     key = SigningKey("k1")
     tokens = {
@@ -69,7 +69,7 @@ async def team(fastmcp_url: str) -> AsyncIterator[Team]:
         route = RouteConfig(
             "team",
             (RouteMember("guarded"), RouteMember("fast")),
-            prefix_mode="never",
+            prefix_mode=prefix_mode,
             tools=ToolPolicy(require_scopes={"ask_name": ("admin",)}),
             auth=auth,
         )

@@ -6,7 +6,9 @@ rewritten to the name the owning upstream knows and then runs exactly as on that
 rounds, the sealed handle naming the upstream, Tasks, progress, cancellation, failover), since the modern
 front takes it from there. A retry sends the same name, so it reaches the same upstream, and its handle's
 target digest is of that upstream's name. A tool the route's policy filters is refused by name (-32602,
-logged with the principal), as an unknown one is.
+logged with the principal), as an unknown one is. On a route with any tool rule a called tool must be
+one its member listed to this client's view, spelled exactly as listed (else `Unknown tool`, before
+anything goes upstream), so the rules are judged on the name the member listed.
 """
 
 from __future__ import annotations
@@ -110,6 +112,8 @@ class AggregateFront:
         name = msg.params.get("name")
         if not isinstance(name, str):
             found = None
+        elif kind == "tools" and route.policed:  # the rules are judged on a name this client was listed
+            found = await self._listed(route, name, key_for)
         elif route.prefixed and kind in RENAMED:  # by the prefix alone: no index, nothing to await
             found = route.split(name)
         else:
@@ -133,6 +137,14 @@ class AggregateFront:
             )
             return _refused(msg, line, f"tool_{refused.reason}", refused.message)
         return Routed(member.upstream, _renamed(req, {"name": local}))
+
+    async def _listed(self, route: Route, name: str, key_for: KeyFor) -> tuple[Member, str] | None:
+        """On a route with tool rules: the member that listed `name` to this client's view, exactly as
+        spelled there, and the name it listed (None: none did). Globs match text, so a spelling the
+        upstream may still take (another case, a confusable, an added separator or space) must never reach
+        it unjudged: only a listed name goes on, and the rules are judged on that name."""
+        entry = await self.lists.owner(route, "tools/list", name, key_for)
+        return None if entry is None else (entry.member, entry.local)
 
     async def _owner(self, route: Route, kind: str, name: str, key_for: KeyFor) -> tuple[Member, str] | None:
         if len(route.members) == 1 and not route.prefixed:

@@ -178,13 +178,15 @@ class RouteLists:
     async def owner(self, route: Route, method: str, key: str, key_for: KeyFor) -> Entry | None:
         """Which upstream listed `key` in `method`'s list (resources/list: a URI, also matched against the
         templates), as the client sees the route's upstreams (its view's index). An unknown key refreshes
-        that index first (at most every REFRESH_EVERY seconds)."""
+        that index first (at most every REFRESH_EVERY seconds), and so does an index older than INDEX_TTL
+        (an upstream that never says its list changed may have dropped the key since)."""
         view = _view(route, key_for)
-        found = self._look(route, method, key, view)
-        if found is None:
-            await self._index(route, method, key_for, REFRESH_EVERY)
-            found = self._look(route, method, key, view)
-        return found
+        held = self._indexes.get(route.name, method, view)
+        if held is not None and time.monotonic() - held[1] < INDEX_TTL:
+            found = _looked(held[0], method, key)
+            if found is not None:
+                return found
+        return _looked(await self._index(route, method, key_for, REFRESH_EVERY), method, key)
 
     async def _index(self, route: Route, method: str, key_for: KeyFor, max_age: float) -> NameIndex:
         """The index of `method` on `route` for the client's view, refreshed first when older than `max_age`
@@ -223,15 +225,6 @@ class RouteLists:
         if len(route.members) < 2 or (route.prefixed and list_kind(method) in RENAMED):
             return None
         return await self._index(route, method, key_for, INDEX_TTL)
-
-    def _look(self, route: Route, method: str, key: str, view: str) -> Entry | None:
-        held = self._indexes.get(route.name, method, view)
-        if held is None:
-            return None
-        index = held[0]
-        return (
-            index.resource_owner(key) if method == "resources/list" else index.owner(list_kind(method), key)
-        )
 
     async def _cached(
         self,
@@ -383,6 +376,10 @@ class RouteLists:
 def _view(route: Route, key_for: KeyFor) -> str:
     """The client's view of `route`: what its requests carry to each upstream (routes/index.py)."""
     return view_of(key_for(m.upstream).forwarded for m in route.members)
+
+
+def _looked(index: NameIndex, method: str, key: str) -> Entry | None:
+    return index.resource_owner(key) if method == "resources/list" else index.owner(list_kind(method), key)
 
 
 def _discovered(reply: jsonrpc.Response) -> ServerInfo:

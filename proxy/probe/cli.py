@@ -6,10 +6,11 @@ import argparse
 import asyncio
 import json
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 from proxy.probe import report
-from proxy.probe.run import Options, parse_env, parse_headers, probe
+from proxy.probe.run import Options, probe
 from proxy.probe.verdicts import cannot_front
 
 
@@ -73,3 +74,25 @@ def _options(args: argparse.Namespace) -> Options:
     if len(target) == 1 and target[0].startswith(("http://", "https://")):
         return Options(url=target[0], **common)
     return Options(command=tuple(target), **common)
+
+
+def parse_env(values: Sequence[str]) -> dict[str, str]:
+    """`--env NAME=value` → {NAME: value}; raises ValueError naming a bad one."""
+    out: dict[str, str] = {}
+    for raw in values:
+        name, sep, value = raw.partition("=")
+        if not sep or not name:
+            raise ValueError(f"--env {raw!r}: expected NAME=value")
+        out[name] = value
+    return out
+
+
+def parse_headers(values: Sequence[str]) -> dict[str, str]:
+    """`--header 'Name: value'` → {Name: value}; raises ValueError naming a bad one."""
+    out: dict[str, str] = {}
+    for raw in values:
+        name, sep, value = raw.partition(":")
+        if not sep or not name.strip():
+            raise ValueError(f"--header {raw!r}: expected 'Name: value'")
+        out[name.strip()] = value.strip()
+    return out

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit
@@ -382,25 +382,3 @@ async def _versions(make: Callable[[], StreamableConversation], timeout: float) 
 
 def _mapping(value: object) -> dict[str, Any]:
     return dict(value) if isinstance(value, dict) else {}
-
-
-def parse_env(values: Sequence[str]) -> dict[str, str]:
-    """`--env NAME=value` → {NAME: value}; raises ValueError naming a bad one."""
-    out: dict[str, str] = {}
-    for raw in values:
-        name, sep, value = raw.partition("=")
-        if not sep or not name:
-            raise ValueError(f"--env {raw!r}: expected NAME=value")
-        out[name] = value
-    return out
-
-
-def parse_headers(values: Sequence[str]) -> dict[str, str]:
-    """`--header 'Name: value'` → {Name: value}; raises ValueError naming a bad one."""
-    out: dict[str, str] = {}
-    for raw in values:
-        name, sep, value = raw.partition(":")
-        if not sep or not name.strip():
-            raise ValueError(f"--header {raw!r}: expected 'Name: value'")
-        out[name.strip()] = value.strip()
-    return out

@@ -23,6 +23,7 @@ from proxy.observe.tracing import Tracing
 from proxy.routes.health import RouteHealth
 from proxy.tasks.manager import TaskManager
 from proxy.upstream.era import EraBook
+from proxy.upstream.era_setting import EraSettings
 from proxy.upstream.pool import SessionPool
 from proxy.upstream.reachability import InitializeChecks
 
@@ -31,6 +32,7 @@ __all__ = [
     "CODEC",
     "CONFIG",
     "ERAS",
+    "ERA_SETTINGS",
     "FRONT",
     "HTTP",
     "KEY_CHECK",
@@ -59,6 +61,9 @@ UPSTREAM_HTTP = web.AppKey("upstream_http", Mapping[str, aiohttp.ClientSession])
 PREPARED = web.AppKey("prepared", Prepared)
 ROUTES = web.AppKey("routes", RouteHealth)  # what /readyz shows of the aggregated routes
 ERAS = web.AppKey("eras", EraBook)  # each upstream's protocol era (proxy/upstream/era.py)
+ERA_SETTINGS = web.AppKey(
+    "era_settings", EraSettings
+)  # a wrong `era` setting (proxy/upstream/era_setting.py)
 
 
 @dataclass(slots=True)

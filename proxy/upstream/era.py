@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -121,6 +121,8 @@ class EraBook:
         self._locks = {name: asyncio.Lock() for name in upstreams}
         self._stdio_probes: dict[str, asyncio.Task[EraName]] = {}
         self.probes = 0  # how many probes were sent (tests, and the log)
+        # Told when a configured verdict failed to hold for a request (process/app.py: era_setting.py).
+        self.on_setting_doubted: Callable[[str, str], None] | None = None
 
     def verdict(self, name: str) -> Verdict | None:
         return self._verdicts.get(name)
@@ -174,6 +176,8 @@ class EraBook:
         """The cached verdict failed to hold (see the module's docstring): probe again at the next request.
         A configured or transport-given era is never probed."""
         known = self._verdicts.get(name)
+        if known is not None and known.how == "configured" and self.on_setting_doubted is not None:
+            self.on_setting_doubted(name, reason)  # era_setting.py: is the `era` setting wrong?
         if known is None or known.how != "probe" or name in self._suspect:
             return
         self._suspect.add(name)

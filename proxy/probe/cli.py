@@ -17,8 +17,10 @@ from proxy.probe.verdicts import cannot_front
 def add_parser(sub: Any) -> None:
     parser = sub.add_parser(
         "probe",
-        help="report how a legacy MCP server would behave behind the proxy, with a ready upstream block",
-        description="Connects as a legacy client (never calls a tool unless --call is given). TARGET is an "
+        help="report how an MCP server (legacy, 2026-07-28, or both) would behave behind the proxy, with a "
+        "ready upstream block",
+        description="Asks server/discover, then connects as a legacy client (never calls a tool unless "
+        "--call is given). TARGET is an "
         "http(s) URL (…/mcp or …/sse) or, after --, a stdio server's command line.",
     )
     parser.add_argument("target", nargs="*", help="URL, or -- COMMAND ARGS… for a stdio server")

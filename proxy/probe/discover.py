@@ -113,8 +113,8 @@ async def _tools(send: Send, timeout: float) -> tuple[tuple[str, ...], Check]:
 
 async def _listen(send: Send, timeout: float) -> Check:
     """`subscriptions/listen` asking for tool list changes: `yes` when the server acknowledges it (or holds
-    the stream open for `timeout`, over stdio where notifications are not told apart), `no` when it answers
-    an error (FastMCP 4.2.3: -32601) or ends the subscription at once. The stream is then dropped."""
+    the stream open for `timeout` without a word), `no` when it answers an error (FastMCP 4.2.3: -32601) or
+    ends the subscription at once. The stream is then dropped."""
     acknowledged = asyncio.Event()
 
     async def note(msg: jsonrpc.Notification) -> None:
@@ -129,7 +129,7 @@ async def _listen(send: Send, timeout: float) -> Check:
         if acknowledged.is_set():
             return Check("yes", "acknowledged (notifications/subscriptions/acknowledged)")
         if not call.done():
-            return Check("yes", f"the stream stayed open {timeout:g}s (no acknowledgment told apart)")
+            return Check("yes", f"the stream stayed open {timeout:g}s (no acknowledgment seen)")
         try:
             answer = call.result()
         except (UpstreamError, TimeoutError) as exc:

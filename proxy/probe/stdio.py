@@ -133,7 +133,8 @@ async def stdio_era(
     try:
         await conv.open()
 
-        async def send(msg: jsonrpc.Request, timeout: float, _: Notify | None) -> jsonrpc.Response:
+        async def send(msg: jsonrpc.Request, timeout: float, on_note: Notify | None) -> jsonrpc.Response:
+            conv.channel.on_note = on_note  # one request at a time: the notifications meanwhile are its
             try:
                 return await conv.request(msg.method, msg.params, timeout)
             except ProbeError as exc:

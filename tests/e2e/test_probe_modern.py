@@ -96,3 +96,15 @@ async def test_a_legacy_server_says_legacy(fastmcp_url: str) -> None:
     assert out["modern"]["era"] == "legacy" and "HTTP 400" in out["modern"]["detail"]
     assert out["era"] == "legacy" and out["tool_class"] is None
     assert verdict(out, "fronting")[0] == "works"
+
+
+async def test_a_modern_only_stdio_server_acknowledges_listen() -> None:
+    """Over stdio too, subscriptions/listen is probed: the mcp 2.3.0 server's acknowledgment is seen."""
+    command = (str(peers.client_python()), str(peers.mcp2_server_script()), "--stdio")
+    out = await report("--", *command)
+    assert out["era"] == "modern" and out["transport"] == "stdio"
+    assert out["modern"]["listen"] == {
+        "answer": "yes",
+        "detail": "acknowledged (notifications/subscriptions/acknowledged)",
+    }
+    assert out["modern"]["tools_listed"]["answer"] == "yes"

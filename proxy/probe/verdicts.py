@@ -205,6 +205,8 @@ def modern_verdicts(f: Findings) -> tuple[Verdict, ...]:
         _listen(modern.listen),
         _tasks(modern.tasks),
     ]
+    if both:  # legacy clients, and legacy_tools, run on its legacy sessions: what the legacy steps saw
+        out += [_mid_call_input(f), _failover(f), _outside_calls(f)]
     if (found := classify(f)) is not None:
         out.append(_classified(f, found))
     return tuple(out)
@@ -230,6 +232,15 @@ def _modern_legacy_clients(f: Findings, both: bool) -> Verdict:
     assert modern is not None
     if both:
         tools = len(f.of_kind("tool"))
+        inline = _mid_call_input(f)
+        if inline.status == NO:
+            return Verdict(
+                name,
+                LIMITS,
+                f"the server answers their initialize itself (negotiated {f.negotiated}, {tools} tools), but "
+                f"its legacy side cannot ask mid-call ({inline.reason}): its inline-asking tools fail for "
+                "them as going direct; its native tools are served through the mirror",
+            )
         return Verdict(
             name,
             WORKS,

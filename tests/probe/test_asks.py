@@ -11,7 +11,7 @@ import yaml
 from probe.test_verdicts import by_feature, streamable
 from proxy.config import load_config
 from proxy.probe.asks import classify, needs_legacy_tools, refuses_inline
-from proxy.probe.findings import CallProbe, Check, Findings, ModernCall, ModernSide, ToolClass
+from proxy.probe.findings import CallProbe, Check, Findings, ModernCall, ModernSide, Session, ToolClass
 from proxy.probe.verdicts import config_yaml, upstream_block
 
 FASTMCP4_ELICIT = "elicitation via server-initiated requests is unavailable on 2026-07-28 connections."
@@ -31,8 +31,13 @@ def modern_side(call: ModernCall | None = None, **kw: object) -> ModernSide:
     return ModernSide(**{**base, **kw})  # type: ignore[arg-type]
 
 
-def two_era(call: ModernCall | None = None, legacy_call: CallProbe | None = None, **kw: object) -> Findings:
-    return streamable(modern=modern_side(call, **kw), call=legacy_call)
+def two_era(
+    call: ModernCall | None = None,
+    legacy_call: CallProbe | None = None,
+    legacy: dict[str, object] | None = None,
+    **kw: object,
+) -> Findings:
+    return streamable(modern=modern_side(call, **kw), call=legacy_call, **(legacy or {}))
 
 
 def modern_only(call: ModernCall | None = None, **kw: object) -> Findings:
@@ -121,3 +126,20 @@ def test_legacy_clients_are_judged_on_what_was_listed() -> None:
     assert unlisted["2026-07-28 clients"][0] == "works with limits"
     both = by_feature(two_era())["legacy clients through the proxy"]
     assert both[0] == "works" and "as it would going direct" in both[1]
+
+
+def test_a_two_era_servers_legacy_side_is_judged_as_a_legacy_servers() -> None:
+    """Legacy clients and legacy_tools of a `both` server run on its legacy sessions: the legacy steps'
+    findings (POSTs answered JSON, no GET stream) limit what they can be asked."""
+    json_only = two_era(
+        legacy={
+            "transports": {"streamable_http": Check("yes", "application/json")},
+            "session": Session(session_id_issued=False, get_stream=Check("no", "HTTP 405")),
+        }
+    )
+    got = by_feature(json_only)
+    assert got["mid-call input (MRTR)"][0] == "will not work"
+    status, reason = got["legacy clients through the proxy"]
+    assert status == "works with limits" and "cannot ask mid-call" in reason
+    assert "owner failover of a parked call" in by_feature(two_era())
+    assert "mid-call input (MRTR)" not in by_feature(modern_only())  # no legacy side to judge

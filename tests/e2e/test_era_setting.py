@@ -72,12 +72,25 @@ async def test_a_failed_request_under_a_wrong_era_modern_names_it_in_the_log(fas
 
 
 async def test_a_2026_only_server_under_era_legacy_is_named_once() -> None:
+    """On /readyz, and in the log once: after the first request it fails (the pool could not open a session)
+    and again after /readyz and more requests, the same sentence, one log line."""
     async with peers.start_mcp2_server() as url:
         upstream = UpstreamConfig(name="default", url=url, era="legacy")
-        async with running_proxy(upstream) as proxy, aiohttp.ClientSession() as http:
-            body = await readyz(http, proxy.url)
+        with capture_logs() as logs:
+            async with running_proxy(upstream) as proxy, aiohttp.ClientSession() as http:
+                client = RawClient(proxy.url, http)
+                assert "error" in (await client.request("tools/list")).body
+                settings = proxy.app[ERA_SETTINGS]
+                for _ in range(100):  # bounded: the check is one local request
+                    if "default" in settings.wrong:
+                        break
+                    await asyncio.sleep(0.05)
+                body = await readyz(http, proxy.url)
+                assert "error" in (await client.request("tools/list")).body
     assert body["upstreams"]["default"] == "wrong era"
     assert body["upstream_problems"]["default"] == LEGACY_ON_MODERN
+    wrong = [e["problem"] for e in logs if e["event"] == "upstream.era_setting_wrong"]
+    assert wrong == [LEGACY_ON_MODERN]
 
 
 @pytest.mark.parametrize("era", ["legacy", "modern"])

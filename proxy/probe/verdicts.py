@@ -200,7 +200,7 @@ def modern_verdicts(f: Findings) -> tuple[Verdict, ...]:
             f"a modern MCP server over {f.transport or 'streamable-http'}: speaks {speaks}; "
             f"era: {'both (two eras)' if both else 'modern'}",
         ),
-        _modern_clients(modern),
+        _modern_clients(modern, both),
         _modern_legacy_clients(f, both),
         _listen(modern.listen),
         _tasks(modern.tasks),
@@ -212,7 +212,7 @@ def modern_verdicts(f: Findings) -> tuple[Verdict, ...]:
     return tuple(out)
 
 
-def _modern_clients(modern: ModernSide) -> Verdict:
+def _modern_clients(modern: ModernSide, both: bool) -> Verdict:
     name = "2026-07-28 clients"
     if modern.tools_listed.answer != "yes":
         return Verdict(name, LIMITS, f"server/discover answered but tools/list at 2026-07-28 failed: "
@@ -222,7 +222,13 @@ def _modern_clients(modern: ModernSide) -> Verdict:
         WORKS,
         f"native relay (tools/list answered at 2026-07-28: {modern.tools_listed.detail}): each request goes "
         "upstream as it came, the server's own input_required rounds come back and retries go upstream "
-        "from any replica (nothing parks in the proxy)",
+        "from any replica (nothing parks in the proxy)"
+        + (
+            "; a tool that asks inline is refused at 2026-07-28 unless it is in upstreams[].legacy_tools "
+            "(probe --call NAME classifies one)"
+            if both
+            else ""
+        ),
     )
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import peers
@@ -11,6 +13,24 @@ import pytest
 from e2e.test_probe import report, verdict
 
 pytestmark = [pytest.mark.peers, pytest.mark.asyncio(loop_scope="session")]
+
+TMCP = peers.FIXTURES_DIR / "tmcp_server.mjs"  # copied from branch eras-paths, which adds the tmcp peer
+
+
+@contextlib.asynccontextmanager
+async def start_tmcp() -> AsyncIterator[str]:
+    """tmcp 1.20.0 (two eras, its own implementation) on 127.0.0.1: ``http://127.0.0.1:PORT/mcp``."""
+    if not (peers.node_modules() / "tmcp").exists():
+        raise peers.PeersMissingError(f"tmcp is not installed: {peers.SETUP_HINT}")
+
+    def argv(_port: int) -> list[str]:
+        return [str(peers.node_bin()), str(TMCP)]
+
+    def env(port: int) -> dict[str, str]:
+        return {"PORT": str(port), "MRTR_PEERS_DIR": str(peers.peers_dir())}
+
+    async with peers.run_peer("tmcp", argv, env=env) as peer:
+        yield f"http://127.0.0.1:{peer.port}/mcp"
 
 
 async def test_a_modern_only_server(tmp_path: Path) -> None:
@@ -108,3 +128,26 @@ async def test_a_modern_only_stdio_server_acknowledges_listen() -> None:
         "detail": "acknowledged (notifications/subscriptions/acknowledged)",
     }
     assert out["modern"]["tools_listed"]["answer"] == "yes"
+
+
+async def test_tmcp_is_both_and_its_unreplayable_tool_asks_inline() -> None:
+    """tmcp 1.20.0: two eras; ask_name (server.elicitation, not replayable) is refused at 2026-07-28 with
+    -32603 "… not marked as replayable", asks inline on the legacy session, and goes in legacy_tools; its
+    subscriptions/listen is acknowledged (FastMCP 4.2.3's is not: each is probed)."""
+    async with start_tmcp() as url:
+        out = await report(url, extra=("--call", "ask_name"))
+    assert out["era"] == "both"
+    assert out["modern"]["call"]["outcome"] == "error"
+    assert "not marked as replayable" in out["modern"]["call"]["detail"]
+    assert out["call"]["server_requests"] == ["elicitation/create"]
+    assert out["tool_class"]["asks"] == "asks inline"
+    assert out["upstream"]["legacy_tools"] == ["ask_name"]
+    assert out["modern"]["listen"]["answer"] == "yes"
+    assert verdict(out, "subscriptions/listen")[0] == "works"
+
+
+async def test_tmcps_replayable_tool_asks_natively() -> None:
+    async with start_tmcp() as url:
+        out = await report(url, extra=("--call", "guard_name"))
+    assert out["tool_class"]["asks"] == "asks natively" and out["call"] is None
+    assert "legacy_tools" not in out["upstream"]

@@ -40,7 +40,8 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument(
         "--probe",
         action="store_true",
-        help="list the tools of each aggregated route's upstreams live: merged names, clashes",
+        help="ask each upstream live, in its own era, as a client that declares elicitation, sampling and "
+        "roots: its era (a wrong `era` setting named), its tools; each route's merged names and clashes",
     )
     for command in (serve, check):  # check-config takes serve's overrides: --effective shows their result
         command.add_argument("--listen", help="HOST:PORT to listen on (default 127.0.0.1:8080)")
@@ -117,7 +118,8 @@ def main(argv: list[str] | None = None) -> int:
             if (code := cli_keys.check_keys(checked, "check-config", yaml_out=args.effective)) is not None:
                 return code
             print(cli_keys.effective_yaml(checked) if args.effective else _describe(checked))
-            if args.probe and checked.routes:
+            if args.probe:
+                logs.configure("warning", "console")  # stdout is the report; the probes' info lines are noise
                 lines, ok = asyncio.run(cli_routes.probe(checked))
                 print("\n".join(lines))
                 return 0 if ok else 1

@@ -3,25 +3,13 @@ names a client would see, read live from the upstreams (and any name clash, name
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Mapping
-from typing import Any
-
-import aiohttp
-
-from proxy.config import Config, ToolPolicy, UpstreamConfig
+from proxy.cli.listing import DECLARED, list_upstreams
+from proxy.config import Config, ToolPolicy
 from proxy.routes.binding import bindings
 from proxy.routes.index import NameIndex
 from proxy.routes.names import LISTS, entries
 from proxy.routes.policy import judge
 from proxy.routes.table import RouteTable
-from proxy.upstream.base import UpstreamError, UpstreamSession
-from proxy.upstream.connect import open_upstream_session
-from proxy.upstream.pool_sessions import no_call_answer
-from proxy.wire import jsonrpc
-
-PROBE_TIMEOUT = 30.0
-MAX_PAGES = 100
 
 
 def describe(config: Config) -> list[str]:
@@ -63,28 +51,37 @@ def _policy(policy: ToolPolicy) -> str:
 
 
 async def probe(config: Config) -> tuple[list[str], bool]:
-    """Each route's merged tool names from a live `tools/list` of its upstreams (every page), with the tool
-    policy applied (token rules shown, not applied), and every clash of tools, prompts, resources and
-    templates named. False when an upstream of a route could not be listed."""
-    names = sorted({m.upstream for r in config.routes for m in r.upstreams})
-    async with aiohttp.ClientSession(cookie_jar=aiohttp.DummyCookieJar()) as http:  # as the proxy's
-        listed = await asyncio.gather(*(_lists(http, config.upstream(name)) for name in names))
-    lists = dict(zip(names, listed, strict=True))
-    lines, ok = [], True
+    """Each upstream's era and lists, read live in its era (cli/listing.py), then each route's merged tool
+    names with the tool policy applied (token rules shown, not applied), and every clash of tools, prompts,
+    resources and templates named. False when an upstream could not be listed or its `era` is wrong."""
+    listed = await list_upstreams(list(config.upstreams))
+    lines = [f"listed as a client that declares {DECLARED}, as real clients do"]
+    ok = True
+    for up in config.upstreams:
+        found = listed[up.name]
+        if found.wrong_era is not None:
+            lines.append(found.wrong_era)
+        elif found.problem is not None:
+            lines.append(f"upstream {up.name}: could not be listed: {found.problem}")
+        else:
+            how = "with 2026-07-28 requests" if found.modern else "over a legacy session"
+            tools = len(found.lists["tools/list"]["tools"]) if found.lists else 0
+            lines.append(f"upstream {up.name}: era {found.era}, listed {how}: {tools} tools")
+        ok = ok and found.problem is None
     for route in RouteTable.of(config):
         index = NameIndex()
         merged: list[str] = []
         for method in LISTS:
             for member in route.members:
-                found = lists[member.upstream]
-                if isinstance(found, str):
+                lists = listed[member.upstream].lists
+                if lists is None:
                     if method == "tools/list":
                         lines.append(
-                            f"route {route.name}: upstream {member.upstream} could not be listed: {found}"
+                            f"route {route.name}: upstream {member.upstream} could not be listed: "
+                            f"{listed[member.upstream].problem}"
                         )
-                        ok = False
                     continue
-                for entry in index.add(entries(route, member, method, found[method])):
+                for entry in index.add(entries(route, member, method, lists[method])):
                     refused = judge(route, member, entry.key, entry.local, None)
                     if method != "tools/list":
                         continue
@@ -95,51 +92,3 @@ async def probe(config: Config) -> tuple[list[str], bool]:
         lines.append(f"route {route.name}: {len(merged)} tools: {', '.join(merged)}")
         lines += [f"route {route.name}: clash: {clash.describe()}" for clash in index.clashes]
     return lines, ok
-
-
-async def _lists(
-    http: aiohttp.ClientSession, upstream: UpstreamConfig
-) -> Mapping[str, Mapping[str, Any]] | str:
-    """Every page of each list `upstream` has (a session of its own, closed after), as one result per list;
-    or why it could not be listed. A list the server does not have is empty."""
-    try:
-        async with asyncio.timeout(PROBE_TIMEOUT):
-            session = await open_upstream_session(
-                http,
-                upstream,
-                versions=upstream.protocol_versions,
-                capabilities={},
-                headers={},
-                no_call=no_call_answer(upstream),
-            )
-            try:
-                return {method: await _every_page(session, method) for method in LISTS}
-            finally:
-                await session.close()
-    except TimeoutError:
-        return f"no answer within {PROBE_TIMEOUT:g} s"
-    except (UpstreamError, _Refused) as exc:
-        return str(exc)
-
-
-class _Refused(Exception):
-    pass
-
-
-async def _every_page(session: UpstreamSession, method: str) -> Mapping[str, Any]:
-    kind = LISTS[method][0]
-    out: list[Any] = []
-    params: dict[str, Any] = {}
-    for _ in range(MAX_PAGES):
-        reply = await session.request(method, params, PROBE_TIMEOUT)
-        if isinstance(reply, jsonrpc.Error):
-            if reply.error.code == jsonrpc.METHOD_NOT_FOUND or method != "tools/list":
-                return {kind: out}  # it has no such list (or will not give it): nothing to clash
-            raise _Refused(f"{method} answered {reply.error.code}: {reply.error.message}")
-        items = reply.result.get(kind)
-        out += items if isinstance(items, list) else []
-        cursor = reply.result.get("nextCursor")
-        if not isinstance(cursor, str) or not cursor:
-            break
-        params = {"cursor": cursor}
-    return {kind: out}

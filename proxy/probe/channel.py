@@ -74,6 +74,8 @@ class StreamChannel:
         self._ids = itertools.count(1)
         self.recorder = recorder
         self.closed: str | None = None
+        # The server's notifications (the era step's `subscriptions/listen` watches for its acknowledgment)
+        self.on_note: Callable[[jsonrpc.Notification], Awaitable[None]] | None = None
 
     async def request(self, method: str, params: jsonrpc.JSONObject, timeout: float) -> jsonrpc.Response:
         if self.closed is not None:
@@ -102,6 +104,8 @@ class StreamChannel:
             future = self._pending.get(message.id) if message.id is not None else None
             if future is not None and not future.done():
                 future.set_result(message)
+        elif isinstance(message, jsonrpc.Notification) and self.on_note is not None:
+            await self.on_note(message)
 
     def fail(self, why: str) -> None:
         """The stream ended: every waiting request fails with `why`."""

@@ -6,18 +6,21 @@ import argparse
 import asyncio
 import json
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 from proxy.probe import report
-from proxy.probe.run import Options, parse_env, parse_headers, probe
+from proxy.probe.run import Options, probe
 from proxy.probe.verdicts import cannot_front
 
 
 def add_parser(sub: Any) -> None:
     parser = sub.add_parser(
         "probe",
-        help="report how a legacy MCP server would behave behind the proxy, with a ready upstream block",
-        description="Connects as a legacy client (never calls a tool unless --call is given). TARGET is an "
+        help="report how an MCP server (legacy, 2026-07-28, or both) would behave behind the proxy, with a "
+        "ready upstream block",
+        description="Asks server/discover, then connects as a legacy client (never calls a tool unless "
+        "--call is given). TARGET is an "
         "http(s) URL (…/mcp or …/sse) or, after --, a stdio server's command line.",
     )
     parser.add_argument("target", nargs="*", help="URL, or -- COMMAND ARGS… for a stdio server")
@@ -73,3 +76,25 @@ def _options(args: argparse.Namespace) -> Options:
     if len(target) == 1 and target[0].startswith(("http://", "https://")):
         return Options(url=target[0], **common)
     return Options(command=tuple(target), **common)
+
+
+def parse_env(values: Sequence[str]) -> dict[str, str]:
+    """`--env NAME=value` → {NAME: value}; raises ValueError naming a bad one."""
+    out: dict[str, str] = {}
+    for raw in values:
+        name, sep, value = raw.partition("=")
+        if not sep or not name:
+            raise ValueError(f"--env {raw!r}: expected NAME=value")
+        out[name] = value
+    return out
+
+
+def parse_headers(values: Sequence[str]) -> dict[str, str]:
+    """`--header 'Name: value'` → {Name: value}; raises ValueError naming a bad one."""
+    out: dict[str, str] = {}
+    for raw in values:
+        name, sep, value = raw.partition(":")
+        if not sep or not name.strip():
+            raise ValueError(f"--header {raw!r}: expected 'Name: value'")
+        out[name.strip()] = value.strip()
+    return out

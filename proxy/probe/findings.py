@@ -13,6 +13,12 @@ from typing import Any, Literal
 from proxy.wire import jsonrpc, mcp
 
 Transport = Literal["streamable-http", "sse", "stdio"]
+# The probe's own classification of a server's era: `both` answers `server/discover` and `initialize` (a
+# two-era server: FastMCP 4.2.3, tmcp 1.20.0). The same three words the proxy's upstream verdict uses.
+ProbeEra = Literal["legacy", "modern", "both"]
+# How a called tool asks for input: inline (server-initiated requests on a legacy session: refused at
+# 2026-07-28, so it belongs in `legacy_tools`), natively (an `input_required` result), or not at all.
+Asks = Literal["asks inline", "asks natively", "asks nothing", "unknown"]
 Answer = Literal["yes", "no", "not tried"]
 Resumable = Literal["yes", "no", "unknown", "not applicable"]
 
@@ -89,6 +95,15 @@ class ModernCall:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolClass:
+    """The `--call` tool classified from what both eras' calls showed (`evidence`, one line)."""
+
+    name: str
+    asks: Asks
+    evidence: str
+
+
+@dataclass(frozen=True, slots=True)
 class ModernSide:
     """What the probe's first request, a 2026-07-28 `server/discover`, found (as upstream/era.py judges)."""
 
@@ -98,7 +113,10 @@ class ModernSide:
     server_info: Mapping[str, Any] = field(default_factory=dict)
     capabilities: Mapping[str, Any] = field(default_factory=dict)
     tools: tuple[str, ...] = ()
+    tools_listed: Check = Check("not tried")  # `tools/list` at 2026-07-28 (what the mirror lists from)
     call: ModernCall | None = None
+    listen: Check = Check("not tried")  # `subscriptions/listen`: acknowledged or held open, or refused
+    tasks: Check = Check("not tried")  # the Tasks extension: declared, and `tasks/get` answered
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +146,14 @@ class Findings:
     @property
     def modern_era(self) -> bool:
         return self.modern is not None and self.modern.era == "modern"
+
+    @property
+    def era(self) -> ProbeEra | None:
+        """`both` when `server/discover` and the legacy `initialize` were both answered; None: nothing
+        answered either (or only a 401/403)."""
+        if self.modern_era:
+            return "both" if self.negotiated is not None else "modern"
+        return "legacy" if self.negotiated is not None else None
 
     @property
     def accepted_versions(self) -> tuple[str, ...]:

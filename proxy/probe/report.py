@@ -6,6 +6,7 @@ import dataclasses
 import json
 from typing import Any
 
+from proxy.probe.asks import classify
 from proxy.probe.findings import Findings
 from proxy.probe.verdicts import cannot_front, config_yaml, upstream_block, verdicts
 from proxy.wire import mcp
@@ -37,6 +38,9 @@ def to_json(f: Findings) -> dict[str, Any]:
             )
     out["command"] = list(f.command)
     out["accepted_versions"] = list(f.accepted_versions)
+    out["era"] = f.era
+    found = classify(f)
+    out["tool_class"] = dataclasses.asdict(found) if found is not None else None
     out["verdicts"] = [dataclasses.asdict(v) for v in verdicts(f)]
     out["frontable"] = not cannot_front(f)
     out["upstream"] = upstream_block(f)
@@ -69,15 +73,23 @@ def _era(f: Findings) -> list[str]:
         return []
     if m.era == "legacy":
         return ["era", f"  legacy: server/discover is not answered the 2026-07-28 way ({m.detail})"]
-    lines = ["era", f"  modern: server/discover answered, supportedVersions {', '.join(m.versions) or '?'}"]
-    lines.append("  legacy initialize        " + ("answered too (two eras)" if f.negotiated else "refused"))
+    lines = [
+        "era",
+        f"  {f.era}: server/discover answered, supportedVersions {', '.join(m.versions) or '?'}",
+        "  legacy initialize        " + ("answered too (two eras)" if f.negotiated else "refused"),
+        f"  tools/list at 2026-07-28 {m.tools_listed.answer} ({m.tools_listed.detail})",
+    ]
     if m.tools:
         lines.append(f"  tools ({len(m.tools)})                {', '.join(m.tools)}")
+    lines.append(f"  subscriptions/listen     {m.listen.answer} ({m.listen.detail})")
+    lines.append(f"  tasks                    {m.tasks.answer} ({m.tasks.detail})")
     if m.call is not None:
         asked = f"; asks {', '.join(m.call.asks)}" if m.call.asks else ""
         lines.append(
             f"  --call {m.call.name} at 2026-07-28: {m.call.outcome}{asked} {m.call.detail}".rstrip()
         )
+    if (found := classify(f)) is not None:
+        lines.append(f"  {found.name}: {found.asks} ({found.evidence})")
     return lines
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit
@@ -16,7 +16,7 @@ import aiohttp
 from proxy.probe import oauth, steps
 from proxy.probe.channel import ProbeError, Recorder
 from proxy.probe.discover import probe_modern
-from proxy.probe.findings import Check, Findings, Resumability, Session, Transport
+from proxy.probe.findings import Check, Findings, ModernSide, Resumability, Session, Transport
 from proxy.probe.http import Unauthorized
 from proxy.probe.sse import SseConversation
 from proxy.probe.stdio import StdioConversation, stdio_era
@@ -56,6 +56,16 @@ async def probe(options: Options) -> Findings:
         return replace(base, error=f"the probe failed: {exc}")
 
 
+def _legacy_call(options: Options, modern: ModernSide) -> Options:
+    """The legacy steps' options after the 2026-07-28 steps: `--call` again only when the 2026-07-28 call
+    failed (a two-era server's tool that asks inline is refused there, having asked nothing: its legacy
+    call shows what it asks). A call that answered `input_required` or a result is not made twice."""
+    call = modern.call
+    if call is not None and call.outcome in ("tool_error", "error"):
+        return options
+    return replace(options, call=None)
+
+
 # -- HTTP ---------------------------------------------------------------------------------------------------
 
 
@@ -70,7 +80,8 @@ async def _http(options: Options) -> AsyncIterator[aiohttp.ClientSession]:
 
 async def _probe_url(options: Options, base: Findings) -> Findings:
     """`server/discover` first (the era, as the proxy would judge it), then the legacy steps: a two-era
-    server is probed as both. `--call` is made once: at 2026-07-28 if the server is modern."""
+    server is probed as both. `--call` is made at 2026-07-28 if the server is modern, and again on the
+    legacy session only when that call failed (`_legacy_call`)."""
     assert options.url is not None
     url = options.url
     if urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).hostname:
@@ -87,7 +98,7 @@ async def _probe_url(options: Options, base: Findings) -> Findings:
         )
         if modern is None or modern.era == "legacy":
             return replace(await _probe_legacy_url(options, base, http), modern=modern)
-        found = await _probe_legacy_url(replace(options, call=None), base, http)
+        found = await _probe_legacy_url(_legacy_call(options, modern), base, http)
     if found.negotiated is None and found.authorization is None:  # modern only: no legacy side
         detail = f"answers 2026-07-28 requests only (supportedVersions: {', '.join(modern.versions)})"
         return replace(
@@ -242,7 +253,7 @@ async def _probe_stdio(options: Options, base: Findings) -> Findings:
     )
     if modern is None or modern.era == "legacy":
         return replace(await _probe_legacy_stdio(options, base), modern=modern)
-    found = await _probe_legacy_stdio(replace(options, call=None), base)
+    found = await _probe_legacy_stdio(_legacy_call(options, modern), base)
     if found.negotiated is None:  # modern only: no legacy side
         return replace(
             base,
@@ -371,25 +382,3 @@ async def _versions(make: Callable[[], StreamableConversation], timeout: float) 
 
 def _mapping(value: object) -> dict[str, Any]:
     return dict(value) if isinstance(value, dict) else {}
-
-
-def parse_env(values: Sequence[str]) -> dict[str, str]:
-    """`--env NAME=value` → {NAME: value}; raises ValueError naming a bad one."""
-    out: dict[str, str] = {}
-    for raw in values:
-        name, sep, value = raw.partition("=")
-        if not sep or not name:
-            raise ValueError(f"--env {raw!r}: expected NAME=value")
-        out[name] = value
-    return out
-
-
-def parse_headers(values: Sequence[str]) -> dict[str, str]:
-    """`--header 'Name: value'` → {Name: value}; raises ValueError naming a bad one."""
-    out: dict[str, str] = {}
-    for raw in values:
-        name, sep, value = raw.partition(":")
-        if not sep or not name.strip():
-            raise ValueError(f"--header {raw!r}: expected 'Name: value'")
-        out[name.strip()] = value.strip()
-    return out

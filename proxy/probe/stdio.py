@@ -15,6 +15,7 @@ from proxy.probe.channel import ProbeError, Recorder, StreamChannel, decode
 from proxy.probe.discover import probe_era
 from proxy.probe.findings import ModernSide
 from proxy.upstream.base import UpstreamError
+from proxy.upstream.modern import Notify
 from proxy.upstream.stdio import child_env
 from proxy.wire import jsonrpc
 
@@ -132,7 +133,8 @@ async def stdio_era(
     try:
         await conv.open()
 
-        async def send(msg: jsonrpc.Request, timeout: float) -> jsonrpc.Response:
+        async def send(msg: jsonrpc.Request, timeout: float, on_note: Notify | None) -> jsonrpc.Response:
+            conv.channel.on_note = on_note  # one request at a time: the notifications meanwhile are its
             try:
                 return await conv.request(msg.method, msg.params, timeout)
             except ProbeError as exc:

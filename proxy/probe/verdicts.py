@@ -9,7 +9,8 @@ from typing import Any, Final, Literal
 
 import yaml
 
-from proxy.probe.findings import Findings, ModernCall
+from proxy.probe.asks import classify, needs_legacy_tools
+from proxy.probe.findings import Check, Findings, ModernSide, ToolClass
 from proxy.wire import mcp
 
 Status = Literal["works", "works with limits", "will not work"]
@@ -184,63 +185,141 @@ def _call(f: Findings) -> Verdict:
 
 
 def modern_verdicts(f: Findings) -> tuple[Verdict, ...]:
-    """What the proxy does with a server that answers `server/discover` (upstream era: modern)."""
+    """What the proxy does with a server that answers `server/discover` (era `modern`, or `both` when it
+    answers the legacy `initialize` too). Each verdict is from a request the probe made, not assumed."""
     modern = f.modern
     assert modern is not None
-    two_eras = f.negotiated is not None
+    both = f.era == "both"
     speaks = f"2026-07-28 ({', '.join(modern.versions)})" + (
-        f" and legacy ({f.negotiated}: two eras)" if two_eras else " only"
+        f" and legacy ({f.negotiated})" if both else " only"
     )
     out = [
         Verdict(
             "fronting",
             WORKS,
-            f"a modern MCP server over {f.transport or 'streamable-http'}: speaks {speaks}; era: modern",
+            f"a modern MCP server over {f.transport or 'streamable-http'}: speaks {speaks}; "
+            f"era: {'both (two eras)' if both else 'modern'}",
         ),
-        Verdict(
-            "2026-07-28 clients",
-            WORKS,
-            "native relay: each request goes upstream as it came, the server's own input_required rounds "
-            "come back and retries go upstream from any replica (nothing parks in the proxy)",
-        ),
-        _modern_legacy_clients(f, two_eras),
-        Verdict("subscriptions/listen", WORKS, "relayed to the server's own subscriptions/listen"),
+        _modern_clients(modern, both),
+        _modern_legacy_clients(f, both),
+        _listen(modern.listen),
+        _tasks(modern.tasks),
     ]
-    if modern.call is not None:
-        out.append(_modern_call(modern.call))
+    if both:  # legacy clients, and legacy_tools, run on its legacy sessions: what the legacy steps saw
+        out += [_mid_call_input(f), _failover(f), _outside_calls(f)]
+    if (found := classify(f)) is not None:
+        out.append(_classified(f, found))
     return tuple(out)
 
 
-def _modern_legacy_clients(f: Findings, two_eras: bool) -> Verdict:
-    name = "legacy clients through the proxy"
-    mirror = (
-        "the mirror: the proxy is their legacy server (initialize answered from server/discover, a sealed "
-        "session id, no state in any replica) and a 2026-07-28 client upstream; the server's input_required "
-        "rounds are asked of them inline on the call's stream, round after round"
+def _modern_clients(modern: ModernSide, both: bool) -> Verdict:
+    name = "2026-07-28 clients"
+    if modern.tools_listed.answer != "yes":
+        return Verdict(name, LIMITS, f"server/discover answered but tools/list at 2026-07-28 failed: "
+                       f"{modern.tools_listed.detail}")  # fmt: skip
+    return Verdict(
+        name,
+        WORKS,
+        f"native relay (tools/list answered at 2026-07-28: {modern.tools_listed.detail}): each request goes "
+        "upstream as it came, the server's own input_required rounds come back and retries go upstream "
+        "from any replica (nothing parks in the proxy)"
+        + (
+            "; a tool that asks inline is refused at 2026-07-28 unless it is in upstreams[].legacy_tools "
+            "(probe --call NAME classifies one)"
+            if both
+            else ""
+        ),
     )
-    if two_eras:
+
+
+def _modern_legacy_clients(f: Findings, both: bool) -> Verdict:
+    name = "legacy clients through the proxy"
+    modern = f.modern
+    assert modern is not None
+    if both:
+        tools = len(f.of_kind("tool"))
+        inline = _mid_call_input(f)
+        if inline.status == NO:
+            return Verdict(
+                name,
+                LIMITS,
+                f"the server answers their initialize itself (negotiated {f.negotiated}, {tools} tools), but "
+                f"its legacy side cannot ask mid-call ({inline.reason}): its inline-asking tools fail for "
+                "them as going direct; its native tools are served through the mirror",
+            )
         return Verdict(
             name,
             WORKS,
-            f"{mirror}. A tool that asks with server-initiated requests (FastMCP's ctx.elicit, refused at "
-            "2026-07-28) goes in upstreams[].legacy_tools: the proxy then runs it on a legacy session, for "
-            "clients of both eras",
+            f"the server answers their initialize itself (negotiated {f.negotiated}, {tools} tools listed at "
+            "that version): a legacy client speaks legacy to it as it would going direct, so its "
+            "inline-asking tools ask it inline; a tool that only asks the 2026-07-28 way is served through "
+            "the mirror",
         )
-    return Verdict(name, WORKS, f"{mirror} (this server refuses their initialize itself)")
-
-
-def _modern_call(call: ModernCall) -> Verdict:
-    name = f"tools/call {call.name}"
-    if call.outcome == "input_required":
+    if modern.tools_listed.answer != "yes":
         return Verdict(
             name,
-            WORKS,
-            f"answers input_required natively (asks {', '.join(call.asks) or 'nothing'}): its rounds pass "
-            "through the native relay",
+            NO,
+            "the mirror (the proxy as their legacy server, a 2026-07-28 client upstream) lists from the "
+            f"server's 2026-07-28 tools/list, which failed: {modern.tools_listed.detail}",
         )
-    if call.outcome == "result":
-        return Verdict(name, WORKS, "answered at 2026-07-28 in one round (asked for no input)")
-    return Verdict(name, LIMITS, f"{call.outcome} at 2026-07-28: {call.detail}")
+    return Verdict(
+        name,
+        WORKS,
+        "the mirror: the proxy is their legacy server (initialize answered from server/discover, tools/list "
+        f"at 2026-07-28 answered: {modern.tools_listed.detail}) and a 2026-07-28 client upstream; the "
+        "server's input_required rounds are asked of them inline on the call's stream (this server refuses "
+        "their initialize itself)",
+    )
+
+
+def _listen(check: Check) -> Verdict:
+    name = "subscriptions/listen"
+    if check.answer == "yes":
+        return Verdict(name, WORKS, f"relayed to the server's own subscriptions/listen: {check.detail}")
+    return Verdict(
+        name,
+        LIMITS,
+        f"the server's subscriptions/listen did not open ({check.detail}): a client's listen gets the same "
+        "answer through the proxy, and list changes are seen only by listing again",
+    )
+
+
+def _tasks(check: Check) -> Verdict:
+    name = "tasks"
+    if check.answer == "yes":
+        return Verdict(name, WORKS, f"relayed (tasks/get, tasks/update, tasks/cancel): {check.detail}")
+    return Verdict(
+        name,
+        LIMITS,
+        f"the server has no tasks ({check.detail}): a 2026-07-28 call through the proxy is answered by the "
+        "server directly, never as a task",
+    )
+
+
+def _classified(f: Findings, found: ToolClass) -> Verdict:
+    name = f"tools/call {found.name}"
+    if found.asks == "asks natively":
+        return Verdict(
+            name, WORKS, f"asks natively ({found.evidence}): its rounds pass through the native relay"
+        )
+    if found.asks == "asks nothing":
+        return Verdict(name, WORKS, f"asks nothing ({found.evidence})")
+    if found.asks == "asks inline" and f.era == "both":
+        return Verdict(
+            name,
+            LIMITS,
+            f"asks inline ({found.evidence}): at 2026-07-28 the server refuses it, so it goes in "
+            f"upstreams[].legacy_tools (in the block below): the proxy then runs it on a legacy session, "
+            "where its questions become input_required rounds, for clients of both eras",
+        )
+    if found.asks == "asks inline":
+        return Verdict(
+            name,
+            NO,
+            f"asks inline ({found.evidence}) and the server has no legacy side to run it on: it fails "
+            "through the proxy as it does for any 2026-07-28 client",
+        )
+    return Verdict(name, LIMITS, f"not classified: {found.evidence}")
 
 
 # -- the YAML block ---------------------------------------------------------------------------------------
@@ -269,8 +348,10 @@ def upstream_block(f: Findings) -> dict[str, Any] | None:
     else:
         entry["url"] = f.url
         entry["transport"] = f.transport
-    if f.modern_era and f.negotiated is None:
+    if f.era == "modern":
         entry["era"] = "modern"  # modern only: nothing to probe for (auto would find it too)
+    if legacy_tools := needs_legacy_tools(f):
+        entry["legacy_tools"] = list(legacy_tools)
     accepted = f.accepted_versions
     if accepted and accepted != mcp.LEGACY_VERSIONS:
         entry["protocol_versions"] = list(accepted)

@@ -47,6 +47,7 @@ from proxy.process.appstate import (
     CALLS,
     CODEC,
     CONFIG,
+    ERA_SETTINGS,
     ERAS,
     FRONT,
     FRONT_DOOR,
@@ -71,6 +72,7 @@ from proxy.tasks.front import TaskFront
 from proxy.tasks.manager import TaskManager, TaskSettings
 from proxy.tasks.policy import TaskPolicy
 from proxy.upstream.era import EraBook
+from proxy.upstream.era_setting import EraSettings
 from proxy.upstream.lean_http import IDLE_TTL, LeanClient
 from proxy.upstream.pool import SessionPool
 from proxy.upstream.pool_sessions import no_call_answer, session_adopter, session_factory
@@ -125,6 +127,7 @@ def create_app(
     app.on_response_prepare.append(on_prepare)
     app.on_cleanup.append(_stop_tracing)
     app.cleanup_ctx.append(_upstreams)
+    app.cleanup_ctx.append(_era_settings)
     app.cleanup_ctx.append(_housekeeping)
     app.cleanup_ctx.append(readiness.peer_key_checks)
     if handle_signals:
@@ -306,6 +309,19 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
         await senders.close()  # stdio upstreams' 2026-07-28 children
         await asyncio.gather(lean.close(), *(c.close() for c in tls_clients.values()), return_exceptions=True)
         await http.close()
+
+
+async def _era_settings(app: web.Application) -> AsyncIterator[None]:
+    """The check of each configured `era` (upstream/era_setting.py): told by the era book when a configured
+    verdict failed a request, asked by /readyz."""
+    config = app[CONFIG]
+    app[ERA_SETTINGS] = checks = EraSettings({u.name: u for u in config.upstreams}, app[UPSTREAM_HTTP])
+    app[ERAS].on_setting_doubted = checks.doubted
+    try:
+        yield
+    finally:
+        app[ERAS].on_setting_doubted = None
+        await checks.close()  # a check still running
 
 
 async def _mcp(request: web.Request) -> web.StreamResponse:

@@ -24,6 +24,7 @@ from proxy.observe.tracing import Tracing
 from proxy.routes.health import RouteHealth
 from proxy.tasks.manager import TaskManager
 from proxy.upstream.era import EraBook
+from proxy.upstream.era_setting import EraSettings
 from proxy.upstream.pool import SessionPool
 from proxy.upstream.reachability import InitializeChecks
 
@@ -32,6 +33,7 @@ __all__ = [
     "CODEC",
     "CONFIG",
     "ERAS",
+    "ERA_SETTINGS",
     "FRONT",
     "HTTP",
     "KEY_CHECK",
@@ -62,6 +64,9 @@ PREPARED = web.AppKey("prepared", Prepared)
 MIGRATION = web.AppKey("migration", MigrationBook)  # the migration report's counts (proxy/migration)
 ROUTES = web.AppKey("routes", RouteHealth)  # what /readyz shows of the aggregated routes
 ERAS = web.AppKey("eras", EraBook)  # each upstream's protocol era (proxy/upstream/era.py)
+ERA_SETTINGS = web.AppKey(
+    "era_settings", EraSettings
+)  # a wrong `era` setting (proxy/upstream/era_setting.py)
 
 
 @dataclass(slots=True)

@@ -18,6 +18,7 @@ from proxy.process.appstate import (
     CALLS,
     CODEC,
     CONFIG,
+    ERA_SETTINGS,
     ERAS,
     KEY_CHECK,
     PEERS,
@@ -31,6 +32,7 @@ from proxy.process.periodic import every
 from proxy.upstream.pool_sessions import no_call_answer
 from proxy.upstream.reachability import InitializeChecks, command_answers, url_answers
 
+WRONG_ERA = "wrong era"  # /readyz's state of an upstream whose `era` setting does not fit the server
 URL_WAIT_S = 1.5  # within the chart's 2 s probe timeout; a slower check answers the next probe
 _ADMIN = frozenset({"/healthz", "/readyz", "/metrics"})
 
@@ -111,6 +113,8 @@ async def upstream_state(app: web.Application, upstream: UpstreamConfig) -> tupl
         return ("reachable", None) if problem is None else ("unreachable", problem)
     if not await port_open(upstream):
         return "unreachable", "its port does not accept connections"
+    if upstream.era == "modern" and (wrong := await _era_setting(app, upstream)) is not None:
+        return WRONG_ERA, wrong  # a legacy server under era: modern (pool sessions do not say so)
     if app[POOLS][upstream.name].initialised or upstream.name in checks.answered:
         return "reachable", None
     if await _era(app, upstream.name) == "modern":  # it answered server/discover: no initialize to expect
@@ -118,9 +122,26 @@ async def upstream_state(app: web.Application, upstream: UpstreamConfig) -> tupl
     http = app[UPSTREAM_HTTP][upstream.name]
     problem = await checks.problem(upstream.name, lambda: url_answers(http, upstream, answer), URL_WAIT_S)
     if problem is not None:
+        if upstream.era == "legacy" and (wrong := await _era_setting(app, upstream, refused=True)):
+            return WRONG_ERA, wrong  # a 2026-07-28-only server under era: legacy, in one line
         return "not initialising", problem
     checks.answered.add(upstream.name)  # once since start is enough: from now on the TCP check only
     return "reachable", None
+
+
+async def _era_setting(
+    app: web.Application, upstream: UpstreamConfig, *, refused: bool = False
+) -> str | None:
+    """The line naming a wrong `era` setting (upstream/era_setting.py), checked once since start and again
+    while a line is held (a server swapped in place may fit the setting now), for at most URL_WAIT_S."""
+    settings = app[ERA_SETTINGS]
+    name = upstream.name
+    if name in settings.checked and name not in settings.wrong and not refused:
+        return None
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(URL_WAIT_S):
+            await settings.check(name, initialize_refused=refused)
+    return settings.wrong.get(name)
 
 
 async def _era(app: web.Application, name: str, timeout: float = URL_WAIT_S) -> str:

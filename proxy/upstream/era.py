@@ -19,13 +19,18 @@ pool reports it), a legacy session could not be opened, or a modern request was 
 (`modern.NotModern`). A probe that reaches nothing, or whose answer is a 401/403 (the credentials of the
 request that triggered it were refused), decides nothing: the request goes on under the previous verdict
 (legacy if none), whose own path reports the failure, and the next request probes again.
+
+The probe is the proxy's own request: it never carries the client's `Via` (only the proxy's own entry, for
+the loop check), and a refusal of the request itself (an upstream proxy's 400/431 with no JSON-RPC body)
+while it carried the client's forwarded headers is asked again without them, so one client's headers never
+decide the verdict every user shares.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -36,6 +41,7 @@ from proxy.config import UpstreamConfig
 from proxy.upstream.base import UpstreamAuthChallenge, UpstreamError
 from proxy.upstream.modern import MODERN_ERRORS, ModernTarget, NotModern, post
 from proxy.upstream.modern_stdio import ModernChildren
+from proxy.upstream.propagation import own_only, propagating
 from proxy.wire import jsonrpc, mcp
 
 log = structlog.get_logger(__name__)
@@ -115,6 +121,8 @@ class EraBook:
         self._locks = {name: asyncio.Lock() for name in upstreams}
         self._stdio_probes: dict[str, asyncio.Task[EraName]] = {}
         self.probes = 0  # how many probes were sent (tests, and the log)
+        # Told when a configured verdict failed to hold for a request (process/app.py: era_setting.py).
+        self.on_setting_doubted: Callable[[str, str], None] | None = None
 
     def verdict(self, name: str) -> Verdict | None:
         return self._verdicts.get(name)
@@ -168,6 +176,8 @@ class EraBook:
         """The cached verdict failed to hold (see the module's docstring): probe again at the next request.
         A configured or transport-given era is never probed."""
         known = self._verdicts.get(name)
+        if known is not None and known.how == "configured" and self.on_setting_doubted is not None:
+            self.on_setting_doubted(name, reason)  # era_setting.py: is the `era` setting wrong?
         if known is None or known.how != "probe" or name in self._suspect:
             return
         self._suspect.add(name)
@@ -178,6 +188,25 @@ class EraBook:
         self.probes += 1
         if up.url is None:  # stdio (fixed_verdict covers sse)
             return await self._probe_stdio(name, up)
+        try:
+            return await self._discover(name, up, headers)
+        except NotModern as exc:
+            if not (exc.refused_request and headers):
+                return Verdict("legacy", "probe", detail=str(exc), at=time.time())
+        # Refused before any MCP answer while it carried the client's forwarded headers: perhaps their doing
+        # (a token or header an upstream proxy will not pass on), which says nothing of the era every user
+        # shares. Asked again with the upstream's own headers alone; that answer decides.
+        log.info("upstream.era_probe_refused", upstream=name, forwarded=sorted(headers))
+        try:
+            return await self._discover(name, up, {})
+        except NotModern as exc:
+            return Verdict("legacy", "probe", detail=str(exc), at=time.time())
+
+    async def _discover(self, name: str, up: UpstreamConfig, headers: Mapping[str, str]) -> Verdict | None:
+        """One `server/discover`, the proxy's own request: the upstream's headers and `headers` (the
+        request's forwarded credentials), and of what the front propagates only the proxy's own (never the
+        client's `Via`: propagation.own_only). Raises NotModern."""
+        assert up.url is not None
         target = ModernTarget(
             up.url,
             {**up.headers, **headers},
@@ -185,9 +214,10 @@ class EraBook:
             max_message_bytes=up.max_message_bytes,
         )
         try:
-            answer = await post(self._clients[name], target, discover_request())
-        except NotModern as exc:
-            return Verdict("legacy", "probe", detail=str(exc), at=time.time())
+            with propagating(own_only()):
+                answer = await post(self._clients[name], target, discover_request())
+        except NotModern:
+            raise
         except (UpstreamAuthChallenge, UpstreamError, TimeoutError) as exc:
             log.info("upstream.era_probe_failed", upstream=name, error=str(exc) or type(exc).__name__)
             return None

@@ -61,9 +61,21 @@ MODERN_ERRORS = frozenset(
 )
 
 
+# The statuses a front proxy refuses a request with before any server sees it: bad request (nginx's "Request
+# Header Or Cookie Too Large" is a 400), payload / URI / headers too large, nginx's own 494.
+_REFUSED_REQUEST = frozenset({400, 413, 414, 431, 494})
+
+
 class NotModern(UpstreamError):
     """The upstream answered a 2026-07-28 request the way a legacy server does (its status and the start of
-    its body are the message): it did not process it."""
+    its body are the message): it did not process it. `refused_request`: the answer was no MCP answer at all
+    but a refusal of the HTTP request itself (400, 413, 414, 431, 494 with no JSON-RPC body: what a front
+    proxy such as nginx answers a header it will not pass on), which may be the request's headers' doing
+    rather than the server's era (era.py then asks again without the client's)."""
+
+    def __init__(self, message: str, *, refused_request: bool = False) -> None:
+        super().__init__(message)
+        self.refused_request = refused_request
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,7 +220,9 @@ async def _answer(
         answer = None
     if not modern_answer(resp.status, answer, msg.id):
         said = "an HTML page" if resp.content_type == "text/html" else body[:200].decode(errors="replace")
-        raise NotModern(f"HTTP {resp.status}: {said}")  # an HTML page is named, not logged (http_errors)
+        refused = answer is None and resp.status in _REFUSED_REQUEST
+        # an HTML page is named, not logged (http_errors)
+        raise NotModern(f"HTTP {resp.status}: {said}", refused_request=refused)
     assert isinstance(answer, jsonrpc.Result | jsonrpc.Error)
     if answer.id != msg.id:  # a modern error without the request's id (e.g. a header check): it is ours
         return jsonrpc.Error(msg.id, answer.error) if isinstance(answer, jsonrpc.Error) else answer

@@ -65,6 +65,19 @@ def header_name(name: str) -> istr:
     return istr(name)
 
 
+def own_only() -> Mapping[str, str]:
+    """The propagated headers as a request the proxy makes on its own account carries them (the era probe:
+    a verdict every user then shares): `Via` reduced to its last entry, the one this proxy added
+    (front/loops.py appends it after whatever the client's request said), so the loop check still works and
+    nothing the client wrote in it goes along. The request id and trace context are the proxy's own
+    (bounded, or drawn by it)."""
+    out = dict(_PROPAGATED.get())
+    for name, value in out.items():
+        if name.lower() == "via":
+            out[name] = value.rsplit(",", 1)[-1].strip()
+    return out
+
+
 def forget_propagated() -> None:
     """In a task that has sent all it will send for its request: let its context drop the headers (a parked
     call's delivery task waits for minutes)."""

@@ -104,3 +104,93 @@ def test_check_config_says_which_route_and_member_pairs_bind(
         " upstream)",
         f"binding /servers/open/mcp -> raw: {bound} (the client's Authorization is not forwarded)",
     ]
+
+
+def _upstream_line(stdout: str, name: str) -> str:
+    """The --probe line of upstream `name` (not the description's, which names its /servers/ path)."""
+    (line,) = [
+        line
+        for line in stdout.splitlines()
+        if line.startswith(f"upstream {name}: ") and "/servers/" not in line
+    ]
+    return line
+
+
+@pytest.mark.peers
+@pytest.mark.asyncio(loop_scope="session")
+async def test_probe_lists_a_mixed_fleet_each_in_its_era(tmp_path: Path, fastmcp_url: str) -> None:
+    """A 2026-07-28-only upstream (the mcp 2.3.0 server) is listed with 2026-07-28 requests, so a mixed
+    route's merged names and clashes are right (before: "initialize failed … speaks MCP 2026-07-28 only",
+    exit 1, even under era: modern)."""
+    async with peers.start_mcp2_server() as modern:
+        path = tmp_path / "proxy.yaml"
+        path.write_text(
+            f"upstreams: [{{name: fast, url: '{fastmcp_url}'}}, "
+            f"{{name: new, url: '{modern}', era: modern}}]\n"
+            "routes:\n  - {name: fleet, prefix_mode: never, upstreams: [new, fast]}\n"
+        )
+        run = await peers.run_once(
+            [sys.executable, "-m", "proxy", "check-config", str(path), "--probe"], limit_s=90
+        )
+    assert run.returncode == 0, run.stdout + run.stderr[-2000:]
+    assert (
+        _upstream_line(run.stdout, "new")
+        == "upstream new: era modern, listed with 2026-07-28 requests: 6 tools"
+    )
+    assert _upstream_line(run.stdout, "fast").startswith(
+        "upstream fast: era legacy, listed over a legacy session"
+    )
+    assert "route fleet: clash: tool 'echo' is listed by 'new' and 'fast'; 'new' keeps it" in run.stdout
+    merged = next(
+        line for line in run.stdout.splitlines() if line.startswith("route fleet: ") and " tools: " in line
+    )
+    assert "guard_name" in merged and "ask_name" in merged  # each side's own tools
+
+
+@pytest.mark.peers
+@pytest.mark.asyncio(loop_scope="session")
+async def test_probe_names_each_wrong_era_setting_in_one_line(tmp_path: Path, fastmcp_url: str) -> None:
+    """A legacy server under era: modern (before: it passed, and every call then failed with "Missing session
+    ID") and a 2026-07-28-only server under era: legacy (before: four refusals of initialize, the setting
+    never named): one line each, naming the setting; exit 1."""
+    async with peers.start_mcp2_server() as modern:
+        path = tmp_path / "proxy.yaml"
+        path.write_text(
+            f"upstreams: [{{name: old, url: '{fastmcp_url}', era: modern}}, "
+            f"{{name: new, url: '{modern}', era: legacy}}]\n"
+        )
+        run = await peers.run_once(
+            [sys.executable, "-m", "proxy", "check-config", str(path), "--probe"], limit_s=90
+        )
+    assert run.returncode == 1
+    old = _upstream_line(run.stdout, "old")
+    assert old.startswith(
+        "upstream old: era: modern is set, but it is a legacy MCP server (server/discover answered HTTP 400"
+    )
+    assert old.endswith("so every request sent to it the 2026-07-28 way fails: set era: auto (or legacy)")
+    assert _upstream_line(run.stdout, "new") == (
+        "upstream new: era: legacy is set, but it speaks MCP 2026-07-28 only (server/discover answered, "
+        "supportedVersions 2026-07-28; initialize refused), so no legacy session opens: "
+        "set era: auto (or modern)"
+    )
+    assert "initialize failed" not in run.stdout
+
+
+@pytest.mark.peers
+@pytest.mark.asyncio(loop_scope="session")
+async def test_probe_lists_as_a_real_client_declares(tmp_path: Path, server_everything_url: str) -> None:
+    """server-everything registers five of its tools only for a client that declares roots, elicitation
+    (form; url for one more) and sampling: listed as a client that declares them all (and said so), it shows
+    17 tools (before: 12, as a client declaring nothing)."""
+    path = tmp_path / "proxy.yaml"
+    path.write_text(f"upstreams: [{{name: everything, url: '{server_everything_url}'}}]\n")
+    run = await peers.run_once(
+        [sys.executable, "-m", "proxy", "check-config", str(path), "--probe"], limit_s=90
+    )
+    assert run.returncode == 0, run.stdout + run.stderr[-2000:]
+    assert (
+        "listed as a client that declares elicitation, sampling and roots, as real clients do" in run.stdout
+    )
+    assert _upstream_line(run.stdout, "everything") == (
+        "upstream everything: era legacy, listed over a legacy session: 17 tools"
+    )

@@ -269,6 +269,7 @@ async def test_fastmcp_stdio_with_call(tmp_path: Path) -> None:
 async def test_server_everything_streamable_http(server_everything_url: str) -> None:
     out = await report(server_everything_url)
     assert out["transport"] == "streamable-http" and out["versions"] == ALL_VERSIONS
+    assert out["era"] == "legacy" and out["modern"]["era"] == "legacy"  # server/discover: a legacy answer
     assert out["server_info"]["name"] == "mcp-servers/everything"
     assert {"completions", "logging", "prompts", "resources", "tools"} <= set(out["capabilities"])
     (echo,) = [t for t in out["items"]["tools"] if t["name"] == "echo"]

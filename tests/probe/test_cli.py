@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from proxy.cli.main import main
-from proxy.probe.run import parse_env, parse_headers
+from proxy.probe.cli import parse_env, parse_headers
 
 
 def test_parse_headers_and_env() -> None:

@@ -1,0 +1,88 @@
+"""Issue 41 #3: an upstream restarted between requests is noticed however it says the session is gone.
+server-everything (the TypeScript SDK v1's example transport) answers a request on a session it does not
+know with HTTP 400 "Bad Request: No valid session ID provided", not the spec's 404; FastMCP 1.30 (the mcp
+Python SDK) answers 404 "Session not found". Either way the pooled session that sat idle through the restart
+is dropped and the request is sent once more on a new session: the next list or call works, and a call's
+first round never asks the client a roots/list the dead process sent."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Any
+
+import aiohttp
+import peers
+import pytest
+
+from e2e.harness import NO_ROOTS_CAPS, RawClient, running_proxy
+
+pytestmark = [pytest.mark.peers, pytest.mark.asyncio(loop_scope="session")]
+
+Start = Callable[[int], AbstractAsyncContextManager[Any]]
+SERVERS: dict[str, tuple[Start, str, str, dict[str, Any], str]] = {
+    # name: (start on a port, path, tool, its arguments, the text it answers)
+    "server-everything": (
+        lambda port: peers.start_server_everything(port=port),
+        "/mcp",
+        "echo",
+        {"message": "back"},
+        "Echo: back",
+    ),
+    "fastmcp-1.30": (lambda port: peers.start_fastmcp(port=port), "/mcp", "echo", {"text": "back"}, "back"),
+}
+
+
+def _text(reply: Any) -> str:
+    assert reply.status == 200 and "result" in reply.body, reply.body
+    return str(reply.result["content"][0]["text"])
+
+
+async def _answer_roots(client: RawClient, reply: Any, tool: str, arguments: dict[str, Any]) -> Any:
+    """A round that asks for roots (the server's start-up roots/list, held for the first call) answered."""
+    while reply.status == 200 and reply.body.get("result", {}).get("resultType") == "input_required":
+        asked = reply.result["inputRequests"]
+        assert all(r["method"] == "roots/list" for r in asked.values()), asked
+        responses = {key: {"roots": [{"uri": "file:///tmp/here", "name": "here"}]} for key in asked}
+        reply = await client.call(
+            tool, arguments, inputResponses=responses, requestState=reply.result["requestState"]
+        )
+    return reply
+
+
+@pytest.mark.parametrize("server", sorted(SERVERS))
+async def test_an_idle_pooled_session_is_replaced_after_a_restart_on_the_next_list_and_call(
+    server: str,
+) -> None:
+    start, path, tool, arguments, said = SERVERS[server]
+    port = peers.free_port()
+    url = f"http://127.0.0.1:{port}{path}"
+    async with aiohttp.ClientSession() as http:
+        async with start(port):
+            proxy_cm = running_proxy(url)
+            proxy = await proxy_cm.__aenter__()
+            try:
+                plain = RawClient(proxy.url, http, capabilities=dict(NO_ROOTS_CAPS))
+                rooted = RawClient(proxy.url, http)  # declares roots: its own pooled session
+                # Both list (each opens its pooled session; server-everything then asks the rooted one's
+                # client for roots at start-up: held for its next call); only the plain one calls.
+                for client in (plain, rooted):
+                    assert (await client.request("tools/list")).result["resultType"] == "complete"
+                assert _text(await plain.call(tool, arguments)) == said
+            except BaseException:
+                await proxy_cm.__aexit__(None, None, None)
+                raise
+        try:
+            async with start(port):  # the same address, a new process: it knows none of the old sessions
+                # The rooted client calls first: its session holds a roots/list from the dead process,
+                # which must never reach it; then it lists. The plain one lists first, then calls.
+                first = await rooted.call(tool, arguments)
+                assert _text(await _answer_roots(rooted, first, tool, arguments)) == said
+                for client in (rooted, plain):
+                    listed = await client.request("tools/list")
+                    assert listed.status == 200 and "result" in listed.body, listed.body
+                    assert tool in [t["name"] for t in listed.result["tools"]]
+                    reply = await client.call(tool, arguments)
+                    assert _text(await _answer_roots(client, reply, tool, arguments)) == said
+        finally:
+            await proxy_cm.__aexit__(None, None, None)

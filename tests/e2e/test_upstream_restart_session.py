@@ -15,7 +15,8 @@ import aiohttp
 import peers
 import pytest
 
-from e2e.harness import NO_ROOTS_CAPS, RawClient, running_proxy
+from e2e.harness import NO_ROOTS_CAPS, RawClient, accept_name, running_proxy
+from proxy.config import RouteConfig, RouteMember, UpstreamConfig
 
 pytestmark = [pytest.mark.peers, pytest.mark.asyncio(loop_scope="session")]
 
@@ -84,5 +85,49 @@ async def test_an_idle_pooled_session_is_replaced_after_a_restart_on_the_next_li
                     assert tool in [t["name"] for t in listed.result["tools"]]
                     reply = await client.call(tool, arguments)
                     assert _text(await _answer_roots(client, reply, tool, arguments)) == said
+        finally:
+            await proxy_cm.__aexit__(None, None, None)
+
+
+async def test_a_route_lists_and_calls_both_restarted_members_and_readyz_agrees() -> None:
+    """The same on an aggregated route over server-everything and FastMCP 1.30, both restarted on their
+    ports between requests: the route's next list has both members (before the change server-everything
+    was "left out" of every list for as long as the client kept listing, while /readyz called it reachable),
+    /readyz says both are listed, and each member's tool runs. A call parked on FastMCP through the restart
+    (a busy session) gets a clear error on its retry, and the route goes on."""
+    fast_port, every_port = peers.free_port(), peers.free_port()
+    fast_url, every_url = f"http://127.0.0.1:{fast_port}/mcp", f"http://127.0.0.1:{every_port}/mcp"
+    route = RouteConfig("both", (RouteMember("fast"), RouteMember("everything")))
+    extra = (UpstreamConfig(name="everything", url=every_url),)
+    async with aiohttp.ClientSession() as http:
+        async with peers.start_fastmcp(port=fast_port), peers.start_server_everything(port=every_port):
+            proxy_cm = running_proxy(fast_url, names=("fast",), extra=extra, routes=(route,))
+            proxy = await proxy_cm.__aenter__()
+            try:
+                client = RawClient(proxy.url.replace("/mcp", "/servers/both/mcp"), http, dict(NO_ROOTS_CAPS))
+                names = [t["name"] for t in (await client.request("tools/list")).result["tools"]]
+                assert {"fast__echo", "everything__echo"} <= set(names)
+                parked = await client.call("fast__ask_name")
+                assert parked.result["resultType"] == "input_required", parked.body
+            except BaseException:
+                await proxy_cm.__aexit__(None, None, None)
+                raise
+        try:
+            async with peers.start_fastmcp(port=fast_port), peers.start_server_everything(port=every_port):
+                listed = await client.request("tools/list")
+                names = [t["name"] for t in listed.result["tools"]]
+                assert {"fast__echo", "everything__echo"} <= set(names), listed.body
+                async with http.get(proxy.url.replace("/mcp", "/readyz")) as resp:
+                    ready = await resp.json()
+                assert ready["routes"]["both"]["upstreams"] == {"fast": "listed", "everything": "listed"}, (
+                    ready
+                )
+                assert _text(await client.call("everything__echo", {"message": "back"})) == "Echo: back"
+                assert _text(await client.call("fast__echo", {"text": "back"})) == "back"
+                lost = await client.retry(parked, {"elicit-1": accept_name("late")}, "fast__ask_name")
+                assert lost.error["code"] == -31001 and "not re-run" in lost.error["message"], lost.body
+                again = await client.call("fast__ask_name")
+                done = await client.retry(again, {"elicit-1": accept_name("Again")}, "fast__ask_name")
+                assert _text(done) == "accept:Again"
         finally:
             await proxy_cm.__aexit__(None, None, None)

@@ -7,6 +7,7 @@ first round never asks the client a roots/list the dead process sent."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 import aiohttp
 import peers
 import pytest
+from structlog.testing import capture_logs
 
 from e2e.harness import NO_ROOTS_CAPS, RawClient, accept_name, running_proxy
 from proxy.config import RouteConfig, RouteMember, UpstreamConfig
@@ -32,6 +34,14 @@ SERVERS: dict[str, tuple[Start, str, str, dict[str, Any], str]] = {
     ),
     "fastmcp-1.30": (lambda port: peers.start_fastmcp(port=port), "/mcp", "echo", {"text": "back"}, "back"),
 }
+
+
+async def _until(condition: Callable[[], bool], limit_s: float = 10.0) -> None:
+    for _ in range(int(limit_s / 0.05)):
+        if condition():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("condition never held")
 
 
 def _text(reply: Any) -> str:
@@ -67,9 +77,12 @@ async def test_an_idle_pooled_session_is_replaced_after_a_restart_on_the_next_li
                 rooted = RawClient(proxy.url, http)  # declares roots: its own pooled session
                 # Both list (each opens its pooled session; server-everything then asks the rooted one's
                 # client for roots at start-up: held for its next call); only the plain one calls.
-                for client in (plain, rooted):
-                    assert (await client.request("tools/list")).result["resultType"] == "complete"
-                assert _text(await plain.call(tool, arguments)) == said
+                with capture_logs() as seen:
+                    for client in (plain, rooted):
+                        assert (await client.request("tools/list")).result["resultType"] == "complete"
+                    assert _text(await plain.call(tool, arguments)) == said
+                    if server == "server-everything":  # it asks 350 ms after initialize: wait till held
+                        await _until(lambda: any(e["event"] == "upstream.roots_held" for e in seen))
             except BaseException:
                 await proxy_cm.__aexit__(None, None, None)
                 raise

@@ -411,8 +411,9 @@ async def start_fastmcp2(
     *,
     ready_timeout: float = DEFAULT_READY_TIMEOUT,
     stop_timeout: float = DEFAULT_STOP_TIMEOUT,
+    port: int | None = None,
 ) -> AsyncIterator[PeerUrl]:
-    """Run ``tests/fixtures/fastmcp2_server.py`` (FastMCP 2.14.7) on 127.0.0.1.
+    """Run ``tests/fixtures/fastmcp2_server.py`` (FastMCP 2.14.7) on 127.0.0.1 (on ``port`` if given).
 
     Yields ``http://127.0.0.1:PORT/mcp`` (http: streamable HTTP) or ``http://127.0.0.1:PORT/sse`` (sse)."""
     require_peers({"fastmcp 2.x": fastmcp2_python()})
@@ -427,6 +428,7 @@ async def start_fastmcp2(
         env={"PYTHONUNBUFFERED": "1"},
         ready_timeout=ready_timeout,
         stop_timeout=stop_timeout,
+        port=port,
     ) as peer:
         yield PeerUrl(f"http://{LOOPBACK}:{peer.port}{path}", peer)
 

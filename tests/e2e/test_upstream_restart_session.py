@@ -1,9 +1,9 @@
 """Issue 41 #3: an upstream restarted between requests is noticed however it says the session is gone.
 server-everything (the TypeScript SDK v1's example transport) answers a request on a session it does not
-know with HTTP 400 "Bad Request: No valid session ID provided", not the spec's 404; FastMCP 1.30 (the mcp
-Python SDK) answers 404 "Session not found". Either way the pooled session that sat idle through the restart
-is dropped and the request is sent once more on a new session: the next list or call works, and a call's
-first round never asks the client a roots/list the dead process sent."""
+know with HTTP 400 "Bad Request: No valid session ID provided", not the spec's 404; FastMCP 1.30 and 2.14
+(the mcp Python SDK underneath) answer 404 "Session not found". Either way the pooled session that sat idle
+through the restart is dropped and the request is sent once more on a new session: the next list or call
+works, and a call's first round never asks the client a roots/list the dead process sent."""
 
 from __future__ import annotations
 
@@ -33,6 +33,7 @@ SERVERS: dict[str, tuple[Start, str, str, dict[str, Any], str]] = {
         "Echo: back",
     ),
     "fastmcp-1.30": (lambda port: peers.start_fastmcp(port=port), "/mcp", "echo", {"text": "back"}, "back"),
+    "fastmcp-2.14": (lambda port: peers.start_fastmcp2(port=port), "/mcp", "echo", {"text": "back"}, "back"),
 }
 
 

@@ -15,9 +15,11 @@ from typing import Any
 import aiohttp
 import peers
 import pytest
+from aiohttp import web
 from structlog.testing import capture_logs
 
 from e2e.harness import NO_ROOTS_CAPS, RawClient, accept_name, running_proxy
+from e2e.hostile import Call, HostileServer, hostile_server, result
 from proxy.config import RouteConfig, RouteMember, UpstreamConfig
 
 pytestmark = [pytest.mark.peers, pytest.mark.asyncio(loop_scope="session")]
@@ -145,3 +147,37 @@ async def test_a_route_lists_and_calls_both_restarted_members_and_readyz_agrees(
                 assert _text(done) == "accept:Again"
         finally:
             await proxy_cm.__aexit__(None, None, None)
+
+
+async def test_a_call_refused_before_it_ran_says_so_and_is_sent_again_only_for_a_forgotten_session() -> None:
+    """Hostile scripted upstream: a 400 that names no session (a refusal of the request itself) fails the
+    call once, worded as not run and safe to send again (before: "Upstream failed during the call …; it was
+    not re-run", which reads as a tool that may have run); a 400 in server-everything's words for a session
+    it does not know makes the proxy open a new session and send the call there, where it runs once."""
+    calls: list[str] = []
+
+    async def on_call(call: Call, server: HostileServer) -> web.StreamResponse:
+        calls.append(call.request.headers.get("Mcp-Session-Id", ""))
+        words = (
+            "Bad Request: No valid session ID provided" if len(calls) == 2 else "Bad Request: bad arguments"
+        )
+        if len(calls) <= 2:
+            error = {"jsonrpc": "2.0", "error": {"code": -32000, "message": words}, "id": None}
+            return web.json_response(error, status=400)
+        return web.json_response(result(call.id, f"ran on call {len(calls)}"))
+
+    async with (
+        hostile_server(on_call) as server,
+        running_proxy(server.url) as proxy,
+        aiohttp.ClientSession() as http,
+    ):
+        client = RawClient(proxy.url, http, capabilities=dict(NO_ROOTS_CAPS))
+        refused = await client.call("attack")
+        assert refused.error == {
+            "code": -31001,
+            "message": "Upstream did not run the call (upstream answered HTTP 400); "
+            "it is safe to send it again",
+        }, refused.body
+        assert len(calls) == 1  # a refusal is not sent again by the proxy
+        assert _text(await client.call("attack")) == "ran on call 3"  # the forgotten session: sent again once
+        assert len(calls) == 3

@@ -411,8 +411,9 @@ async def start_fastmcp2(
     *,
     ready_timeout: float = DEFAULT_READY_TIMEOUT,
     stop_timeout: float = DEFAULT_STOP_TIMEOUT,
+    port: int | None = None,
 ) -> AsyncIterator[PeerUrl]:
-    """Run ``tests/fixtures/fastmcp2_server.py`` (FastMCP 2.14.7) on 127.0.0.1.
+    """Run ``tests/fixtures/fastmcp2_server.py`` (FastMCP 2.14.7) on 127.0.0.1 (on ``port`` if given).
 
     Yields ``http://127.0.0.1:PORT/mcp`` (http: streamable HTTP) or ``http://127.0.0.1:PORT/sse`` (sse)."""
     require_peers({"fastmcp 2.x": fastmcp2_python()})
@@ -427,6 +428,7 @@ async def start_fastmcp2(
         env={"PYTHONUNBUFFERED": "1"},
         ready_timeout=ready_timeout,
         stop_timeout=stop_timeout,
+        port=port,
     ) as peer:
         yield PeerUrl(f"http://{LOOPBACK}:{peer.port}{path}", peer)
 
@@ -481,8 +483,10 @@ async def start_server_everything(
     *,
     ready_timeout: float = DEFAULT_READY_TIMEOUT,
     stop_timeout: float = DEFAULT_STOP_TIMEOUT,
+    port: int | None = None,
 ) -> AsyncIterator[PeerUrl]:
-    """Run ``@modelcontextprotocol/server-everything`` under Node 22, bound to 127.0.0.1.
+    """Run ``@modelcontextprotocol/server-everything`` under Node 22, bound to 127.0.0.1 (on ``port`` if
+    given: a restarted one on the same address).
 
     Yields ``http://127.0.0.1:PORT/mcp`` (streamableHttp) or ``http://127.0.0.1:PORT/sse`` (sse).
     It honours no HOST variable, so ``fixtures/bind_loopback.cjs`` is preloaded to pin the bind.
@@ -511,6 +515,7 @@ async def start_server_everything(
         cwd=server_everything_entry().parent,
         ready_timeout=ready_timeout,
         stop_timeout=stop_timeout,
+        port=port,
     ) as peer:
         yield PeerUrl(f"http://{LOOPBACK}:{peer.port}{path}", peer)
 

@@ -35,7 +35,7 @@ from proxy.calls.outcomes import (
 from proxy.calls.registry import CallRegistry, LimitExceeded, LiveCall
 from proxy.calls.roots import RootsBook, SessionRoots, deliver_input, settle_unasked
 from proxy.calls.scope import SessionLevels
-from proxy.calls.wording import upstream_failed
+from proxy.calls.wording import not_run, upstream_failed
 from proxy.handle import Claims, HandleCodec, carried_ids, carried_session
 from proxy.handle.claims import MAX_PENDING, MAX_STR
 from proxy.upstream.base import TransportLost, UpstreamError
@@ -88,6 +88,17 @@ class CallDriver:
     @property
     def registry(self) -> CallRegistry:
         return self._registry
+
+    async def _lost(self, call: LiveCall, lost: TransportLost) -> Failed:
+        """The call's session can no longer deliver its messages. Refused before it reached the tool (a
+        forgotten session, a 4xx): "did not run", safe to send again; else it may have run, not re-run."""
+        if self._stopping:
+            await self._abandon(call, "the proxy is shutting down")
+            return Failed(shut_down("it was cancelled upstream"))
+        self._finish(call, reusable=False)
+        unrun = lost.refused or not lost.delivered
+        said = not_run(lost.reason) if unrun else upstream_failed(lost.reason)
+        return Failed(said, undelivered=not lost.delivered, challenge=lost.challenge)
 
     def _session_roots(self, call: LiveCall) -> SessionRoots | None:
         """The roots state of the call's session, when its client declared roots (calls/roots.py)."""
@@ -193,12 +204,8 @@ class CallDriver:
                     case jsonrpc.Notification():
                         if notify is not None:
                             await notify(item)
-                    case TransportLost(reason=reason, delivered=delivered, challenge=challenge):
-                        if self._stopping:
-                            await self._abandon(call, "the proxy is shutting down")
-                            return Failed(shut_down("it was cancelled upstream"))
-                        self._finish(call, reusable=False)
-                        return Failed(upstream_failed(reason), undelivered=not delivered, challenge=challenge)
+                    case TransportLost():
+                        return await self._lost(call, item)
         except UpstreamError as exc:
             await self._abandon(call, str(exc))
             if self._stopping:

@@ -39,11 +39,13 @@ from proxy.calls.wording import unavailable
 from proxy.handle import HandleError, target_digest
 from proxy.translate.exchange import Exchange
 from proxy.translate.notes import call_progress_token, with_progress_token
-from proxy.upstream.base import UpstreamAuthChallenge, UpstreamError
+from proxy.upstream.base import NotDelivered, UpstreamAuthChallenge, UpstreamError, UpstreamSession
 from proxy.upstream.inbox import LeanQueue
 from proxy.upstream.pool import PoolExhausted
-from proxy.wire import jsonrpc
+from proxy.wire import jsonrpc, mcp
 from proxy.wire.jsonrpc import ErrorObject
+
+HELD_CHECK_S = 5.0  # the ping that checks a session holding server requests is still its server's
 
 CANCELLED_MESSAGE = (
     "The call was cancelled by an operator of this proxy; it was cancelled upstream and will not resume. "
@@ -86,6 +88,9 @@ class CallService(Takeover, Draining):
                 unavailable(req.upstream, exc),
                 challenge=exc if isinstance(exc, UpstreamAuthChallenge) else None,
             )
+        if (gone := await self._held_from_gone_process(req, session)) is not None:
+            pool.release(req.key, session, reusable=False)
+            return Failed(unavailable(req.upstream, gone), undelivered=True)  # sent again on a new session
         call = LiveCall(
             id=call_id(),
             upstream=req.upstream,
@@ -121,6 +126,24 @@ class CallService(Takeover, Draining):
         call.upstream_id = await session.call(method, params, call.inbox)
         sink = scoped_sink(notify, req.params, req.log_level, call.id)
         return await self._drive(call, sink, yield_after=yield_after)
+
+    async def _held_from_gone_process(
+        self, req: CallRequest, session: UpstreamSession
+    ) -> NotDelivered | None:
+        """A session that holds server requests (a start-up roots/list) for its next call is asked a ping
+        first: its server may have restarted while it sat idle, and a request from a process that is gone
+        must never reach a client. NotDelivered: the session is gone (held requests and all)."""
+        roots = self._roots.of(session) if self._roots is not None and req.key.capabilities.roots else None
+        if roots is None or not roots.holding:
+            return None
+        try:
+            await session.request(mcp.PING, {}, HELD_CHECK_S)
+        except NotDelivered as exc:
+            log.info("call.held_requests_dropped", upstream=req.upstream, reason=str(exc))
+            return exc
+        except UpstreamError:
+            pass  # alive but odd (a server that answers no ping): the call finds out
+        return None
 
     async def resume(
         self,

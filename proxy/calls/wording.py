@@ -77,6 +77,15 @@ def relayed_failure(upstream: str, exc: BaseException) -> ErrorObject:
     return upstream_failed(str(exc))
 
 
+def not_run(reason: str) -> ErrorObject:
+    """-31001 for a call the upstream refused before it reached the tool (a session it no longer knows, a
+    4xx status): unlike `upstream_failed`, the client may safely send it again."""
+    return ErrorObject(
+        jsonrpc.UPSTREAM_FAILED,
+        f"Upstream did not run the call ({failed_during_call(reason)}); it is safe to send it again",
+    )
+
+
 def upstream_failed(reason: str) -> ErrorObject:
     """-31001 for a call that failed upstream once begun (a legacy session's, a relayed request's); library
     text stays in the log (`failed_during_call`)."""

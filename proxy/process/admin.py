@@ -3,7 +3,8 @@
 Every request must carry `Authorization: Bearer <token>` with the token in `admin.token_file` (compared in
 constant time); anything else gets 401 and a log line, and nothing is looked at. An address that fails
 FAILED_BURST times in a row (refilled FAILED_PER_S a second) gets 429 with `Retry-After` for every request,
-its token not even compared, until it has room again; other addresses are not affected. Routes:
+its token not even compared, until it has room again; other addresses are not affected. The first 429 an
+address gets logs `admin.auth_rate_limited`, and then at most one more line a minute while it goes on. Routes:
 
 - `GET /admin/calls`: the calls this replica holds, as JSON: id, principal digest (the digest handles are
   bound to, never the credential), upstream, method, tool, round, state (parked or running), age, how long
@@ -62,6 +63,10 @@ PAGE_FILES: Final = {  # the admin page (proxy/process/admin_page/, package data
     "/admin/page.js": ("page.js", "text/javascript"),
     "/admin/page.css": ("page.css", "text/css"),
 }
+# `admin.auth_rate_limited` lines: one when an address starts being refused, then at most one a minute for
+# it while it keeps on, so a flood of 429s cannot become a flood of log lines.
+LIMITED_LINES = web.AppKey("limited_lines", RateLimiter)
+LIMITED_LINE_EVERY_S: Final = 60.0
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -93,19 +98,31 @@ def _too_many(failures: RateLimiter, address: str) -> web.Response:
     )
 
 
+def _refused(request: web.Request, failures: RateLimiter, address: str) -> web.Response:
+    """429 for an address over its failed-token limit, and its log line when one is due."""
+    answer = _too_many(failures, address)
+    if request.app[LIMITED_LINES].allow(address):
+        log.warning(
+            "admin.auth_rate_limited",
+            address=address,
+            path=request.path,
+            retry_after_s=int(answer.headers["Retry-After"]),
+        )
+    return answer
+
+
 @web.middleware
 async def _authenticated(request: web.Request, handler: Handler) -> web.StreamResponse:
     if request.method == "GET" and request.path in PAGE_FILES:  # no data in them: see the docstring
         return await handler(request)
     failures, address = request.app[FAILURES], request.remote or "unknown"
-    if failures.exhausted(address):  # no token is compared for it (one log line when it began)
-        return _too_many(failures, address)
+    if failures.exhausted(address):  # no token is compared for it
+        return _refused(request, failures, address)
     given = request.headers.get("Authorization", "")
     scheme, _, token = given.partition(" ")
     if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), request.app[TOKEN]):
         if not failures.allow(address):
-            log.warning("admin.auth_rate_limited", address=address, path=request.path)
-            return _too_many(failures, address)
+            return _refused(request, failures, address)
         log.warning(
             "admin.unauthorized",
             path=request.path,
@@ -180,6 +197,7 @@ def admin_app(main: web.Application, token: str) -> web.Application:
     app = web.Application(middlewares=[cross_origin, _authenticated], client_max_size=4096)
     app[MAIN], app[TOKEN] = main, token.encode()
     app[FAILURES] = RateLimiter(FAILED_PER_S, FAILED_BURST, max_principals=10_000)
+    app[LIMITED_LINES] = RateLimiter(1 / LIMITED_LINE_EVERY_S, 1, max_principals=10_000)
     app.router.add_get("/admin/calls", _calls)
     app.router.add_post("/admin/calls/{call}/cancel", _cancel)
     app.router.add_get("/metrics", _metrics)

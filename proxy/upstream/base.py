@@ -18,6 +18,7 @@ class TransportLost:
     reason: str
     delivered: bool = True
     challenge: UpstreamAuthChallenge | None = None  # the upstream refused the credentials (401/403)
+    refused: bool = False  # the upstream refused the request by its HTTP status (4xx): it did not run it
 
 
 Incoming = jsonrpc.Message | TransportLost

@@ -191,14 +191,18 @@ class SessionPool:
             self._idle.setdefault(key, []).append((session, self._clock()))
         # While it answers, an idle session is not closed to make room, nor reaped.
         self._plain[session] = self._plain.get(session, 0) + 1
+        served = False
         try:
-            return await session.request(method, params, timeout)
+            answer = await session.request(method, params, timeout)
+            served = True
+            return answer
         finally:
             if (left := self._plain[session] - 1) > 0:
                 self._plain[session] = left
             else:
                 del self._plain[session]
-                self._touch(key, session)
+                if served:  # a failed request is no use: it must not keep a broken session from its reaping
+                    self._touch(key, session)
                 self._wake()
 
     def _touch(self, key: PoolKey, session: UpstreamSession) -> None:

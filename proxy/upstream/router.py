@@ -147,6 +147,10 @@ class Router:
             inbox.put_nowait(TransportLost(str(exc), challenge=exc))
         elif isinstance(exc, NotDelivered):
             inbox.put_nowait(TransportLost(str(exc), delivered=False))
+        elif (
+            isinstance(exc, HttpRefused) and 400 <= exc.status < 500
+        ):  # refused before it ran; not sent again
+            inbox.put_nowait(TransportLost(str(exc), refused=True))
         elif isinstance(exc, UpstreamError):
             inbox.put_nowait(TransportLost(str(exc)))
         elif exc is not None:  # a bug reading the reply: the call must fail now, not at call_timeout_s
@@ -189,6 +193,13 @@ class Router:
             self._flooded = True
             log.warning("upstream.flood_refused", limit=limit, method=msg.method, call=self._receiver_id)
         return True
+
+    def refused_unrun(self, rid: jsonrpc.RequestId, reason: str) -> None:
+        """The server refused request `rid` before running it (it forgot the session). When `rid` is the
+        receiving call's, its inbox hears that first, before `fail_all` says the session is lost: the call
+        is then sent again on a new session rather than failed as one that may have run."""
+        if rid == self._receiver_id and self._receiver is not None:
+            self._receiver.put_nowait(TransportLost(reason, delivered=False))
 
     def fail_all(self, reason: str) -> None:
         """Every waiter fails with UpstreamError(reason); the receiving call gets TransportLost(reason)."""

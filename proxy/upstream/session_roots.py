@@ -134,6 +134,11 @@ class SessionRoots:
     def begin_call(self) -> None:
         self._calls += 1
 
+    @property
+    def holding(self) -> bool:
+        """Are server requests held for the next call?"""
+        return bool(self._held)
+
     def take_held(self) -> list[jsonrpc.Request]:
         """The requests held so far, for a call to ask its client (their answers come to `answered`)."""
         held, self._held = self._held, []

@@ -18,7 +18,7 @@ import structlog
 
 from proxy.upstream.base import Inbox, ServerInfo, TransportLost, UpstreamError
 from proxy.upstream.event_stream import EventStream, StreamEnded, StreamPosition, open_event_stream, settle
-from proxy.upstream.http_errors import SESSION_GONE
+from proxy.upstream.http_errors import SESSION_GONE, forgotten_session
 from proxy.upstream.http_settings import SessionSettings
 from proxy.upstream.keepalive import finish_body
 from proxy.upstream.lean_http import LeanClient
@@ -168,6 +168,11 @@ class StreamableHttpSession(StreamablePosts):
             if failures >= len(GET_RETRY_DELAYS):
                 settle(ready)
                 log.warning("upstream.get_stream_gave_up", session=self._session_id)
+                # A server that refuses the session's stream this long has most likely forgotten it (it
+                # restarted: server-everything answers 400, not 404): the session takes no new work (the
+                # pool opens another) rather than keep one whose requests would all fail; a call in flight
+                # on its own POST stream is left to finish.
+                self._alive = False
                 return
             await asyncio.sleep(GET_RETRY_DELAYS[min(failures, len(GET_RETRY_DELAYS) - 1)])
 
@@ -193,8 +198,10 @@ class StreamableHttpSession(StreamablePosts):
                 async with self._http.get(
                     self._settings.url, headers=headers, timeout=aiohttp.ClientTimeout(sock_connect=10)
                 ) as resp:
-                    if resp.status == 404:
-                        self._die(SESSION_GONE)
+                    if resp.status in (400, 404) and forgotten_session(
+                        resp.status, await resp.content.read(300)
+                    ):
+                        self._die(SESSION_GONE.replace("404", str(resp.status)))
                         return
                     if resp.status != 200:
                         raise UpstreamError(f"resuming the call's stream answered HTTP {resp.status}")

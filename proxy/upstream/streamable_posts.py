@@ -10,6 +10,7 @@ that sent its request.
 
 from __future__ import annotations
 
+import functools
 import secrets
 from collections.abc import Callable
 
@@ -22,10 +23,11 @@ from proxy.upstream.call_reply import CallReply
 from proxy.upstream.http_errors import (
     ENDED_UNANSWERED,
     SESSION_GONE,
+    forgotten_session,
     invalid_message,
     refused,
+    refused_or_gone,
     rejected_status,
-    session_gone,
     unreachable,
 )
 from proxy.upstream.http_settings import SessionSettings
@@ -74,8 +76,9 @@ class StreamablePosts(SessionCore):
         try:
             resp = await self._post(jsonrpc.dumps(message))
             try:
-                if resp.status == 404 and self._session_id is not None:
-                    self._die(SESSION_GONE)
+                forgot = resp.status in (400, 404) and self._session_id is not None
+                if forgot and forgotten_session(resp.status, await resp.content.read(300)):
+                    self._die(SESSION_GONE.replace("404", str(resp.status)))
                 if (challenge := rejected_status(resp.status, resp.headers)) is not None:
                     raise challenge
                 if resp.status >= 400:
@@ -155,8 +158,8 @@ class StreamablePosts(SessionCore):
         if decoder is None:
             if initialize and "mcp-session-id" in resp.headers:
                 self._session_id = resp.headers["mcp-session-id"]
-            if resp.status == 404 and self._session_id is not None and not initialize:
-                raise session_gone(self._die)
+            if resp.status >= 400 and self._session_id is not None and not initialize:
+                raise await refused_or_gone(resp, functools.partial(self._forgotten, rid))
             if resp.status >= 400:
                 raise await refused(resp)
         if decoder is not None or resp.headers.get("Content-Type", "").startswith("text/event-stream"):
@@ -307,6 +310,11 @@ class StreamablePosts(SessionCore):
 
     def _track_call_event(self, event_id: str) -> None:
         self._call_event_id = event_id
+
+    def _forgotten(self, rid: jsonrpc.RequestId, reason: str) -> None:
+        """The server forgot the session, answering request `rid`: that one did not run; the rest is lost."""
+        self._router.refused_unrun(rid, reason)
+        self._die(reason)
 
     def _die(self, reason: str) -> None:
         """Unlike `_lose`, every time: each 404 or refused connection fails whoever waits by then."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from typing import Any
 
 import aiohttp
 import pytest
@@ -17,6 +18,8 @@ from e2e.harness import RawClient, running_proxy
 from e2e.hostile import Call, HostileServer, hostile_server, result
 from e2e.modern_scripted import scripted_modern
 from proxy.config import UpstreamConfig
+from proxy.handle.relay_state import MAX_STATE_CHARS
+from proxy.process.appstate import MIRROR
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -113,3 +116,38 @@ async def test_a_legacy_client_of_a_modern_upstream_hears_a_refused_answer_as_a_
             assert messages[-1]["error"] == {"code": -31001, "message": OVER_LIMIT}, str(messages)[:300]
             status, messages = await client.call("job", arguments={"text": "after"})
             assert status == 200 and "error" not in messages[-1], messages
+
+
+async def test_the_mirror_holds_no_requeststate_over_the_bound_a_legacy_client_is_told_why() -> None:
+    """Issue 41 #4: the mirror held whatever `requestState` a 2026-07-28 upstream sent, for as long as its
+    legacy client took to answer (2 MiB a call here, 256 calls an address). It now holds at most what the
+    native relay seals (MAX_STATE_CHARS): a state at the bound goes round as before; one over it ends the
+    call with -31001 before anything is asked of the client, and nothing is retried upstream."""
+    from e2e.test_mirror import ELICIT, RawLegacy, accept_ada
+
+    async with scripted_modern() as upstream:
+        config = UpstreamConfig(name="default", url=upstream.url, era="modern")  # default 16 MiB messages
+        # parked_ttl_s: how long a round waits for the client's answers (here none comes, were one asked)
+        async with running_proxy(config, parked_ttl_s=5) as proxy, aiohttp.ClientSession() as http:
+            client = RawLegacy(proxy.url, http)
+            await client.initialize(ELICIT)
+            status, messages = await client.call("big", accept_ada, arguments={"size": MAX_STATE_CHARS})
+            assert (
+                status == 200 and messages[-1]["result"]["content"][0]["text"] == f"big:Ada:{MAX_STATE_CHARS}"
+            )
+            asked: list[dict[str, Any]] = []
+            for size in (MAX_STATE_CHARS + 1, 2 * LIMIT):
+                status, messages = await client.call("big", asked.append, arguments={"size": size})
+                assert status == 200 and messages == [messages[-1]], str(messages)[:300]  # nothing asked
+                assert messages[-1]["error"] == {
+                    "code": -31001,
+                    "message": "Upstream failed during the call (it asked for input with a requestState of "
+                    f"{size} characters; the proxy holds at most {MAX_STATE_CHARS}); the call was ended "
+                    "and not retried upstream",
+                }
+            assert asked == []
+            retried = [
+                m["params"]["arguments"]["size"] for m in upstream.seen if "requestState" in m["params"]
+            ]
+            assert retried == [MAX_STATE_CHARS]  # only the call within the bound went round again
+            assert len(proxy.app[MIRROR].calls) == 0  # the mirror's calls: none left

@@ -174,9 +174,10 @@ async def test_admin_refuses_missing_wrong_and_other_scheme_tokens(fastmcp_url: 
 @pytest.mark.peers
 @SESSION
 async def test_a_flood_of_bad_tokens_from_one_address_gets_429_and_another_address_still_works(
-    fastmcp_url: str, tmp_path: Path
+    fastmcp_url: str, tmp_path: Path, captured: io.StringIO
 ) -> None:
-    """Once any number of guesses a second got 401 each (and a log line each)."""
+    """Once any number of guesses a second got 401 each (and a log line each); then the limit, once reached,
+    logged nothing at all (issue 41 #5): now one `admin.auth_rate_limited` line, not one per 429."""
     async with admin_proxy(fastmcp_url, tmp_path) as admin:
         statuses = []
         for i in range(FAILED_BURST + 10):
@@ -199,6 +200,17 @@ async def test_a_flood_of_bad_tokens_from_one_address_gets_429_and_another_addre
                 assert (await resp.json())["calls"] == []
             async with http.get(admin.url + "/admin/calls", headers={"Authorization": "Bearer no"}) as resp:
                 assert resp.status == 401  # its own bucket
+    lines = [json.loads(line) for line in captured.getvalue().splitlines()]
+    events = [
+        line["event"]
+        for line in lines
+        if line["event"].startswith("admin.") and "listening" not in line["event"]
+    ]
+    assert events.count("admin.unauthorized") == FAILED_BURST + 1  # the flood's 401s and the other address's
+    (limited,) = [line for line in lines if line["event"] == "admin.auth_rate_limited"]  # 11 429s: one line
+    assert limited["address"] == "127.0.0.1" and limited["level"] == "warning"
+    assert limited["path"] == "/admin/calls" and 1 <= limited["retry_after_s"] <= 2
+    assert events.index("admin.auth_rate_limited") == FAILED_BURST  # right after the last 401 of the flood
 
 
 def test_token_file_must_exist_and_be_long_enough(tmp_path: Path) -> None:

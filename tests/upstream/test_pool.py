@@ -295,6 +295,27 @@ async def test_reap_idle(factory: Factory, clock: Clock) -> None:
     assert busy.alive
 
 
+async def test_a_failed_plain_request_does_not_make_its_session_look_used(
+    factory: Factory, clock: Clock
+) -> None:
+    """Issue 41 #3: each failed list refreshed the session's idle time, so a client that kept listing
+    kept a broken session (its server answering an error every time) from ever being reaped."""
+    pool = make_pool(factory, clock, idle_ttl=10)
+    assert (await pool.request(KEY_A, "tools/list", {}, 5)).result == {"session": "s1"}  # used at 100
+    (session,) = factory.opened
+
+    async def refused(method: str, params: Mapping[str, Any], timeout: float) -> jsonrpc.Response:
+        raise UpstreamError("upstream answered HTTP 400: no use")
+
+    session.request = refused  # type: ignore[method-assign]
+    for now in (105.0, 109.0):
+        clock.now = now
+        with pytest.raises(UpstreamError, match="HTTP 400"):
+            await pool.request(KEY_A, "tools/list", {}, 5)
+    clock.now = 110  # ten seconds after its last answer: reaped, failures or not
+    assert pool.reap_idle() == 1
+
+
 async def test_reap_idle_closes_dead_sessions_at_any_age(factory: Factory, clock: Clock) -> None:
     pool = make_pool(factory, clock, idle_ttl=10)
     s1, s2 = await pool.acquire(KEY_A), await pool.acquire(KEY_A)

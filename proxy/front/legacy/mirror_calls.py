@@ -7,7 +7,9 @@ already). When the upstream answers `input_required`, its `inputRequests` become
 same stream (translate/mirror.py decides which, and what the proxy answers itself); their ids are sealed
 ask ids (handle/mirror_ids.py) naming this replica, so an answer that lands on another replica is forwarded
 here. When every inline request is answered, the call is retried upstream with `inputResponses` and the
-server's `requestState`; the upstream's final result ends the client's stream.
+server's `requestState`; the upstream's final result ends the client's stream. That state is held while
+the client answers, so one over MAX_STATE_CHARS (what the native relay seals at most) ends the call with
+-31001 instead, before anything is asked of the client.
 
 What lives here lives only while the client's POST does: the call's waiting answers. A round whose inline
 requests are not all answered within `answer_timeout` (calls.parked_ttl_s) ends the call with a clear error
@@ -33,6 +35,7 @@ from proxy.calls.registry import LimitExceeded
 from proxy.front.legacy.bridge_streams import BridgeReply
 from proxy.handle import HandleCodec
 from proxy.handle.mirror_ids import MirrorAsk, MirrorSession, seal_ask
+from proxy.handle.relay_state import MAX_STATE_CHARS
 from proxy.migration.tally import ASKED_KEY
 from proxy.translate.mirror import Ask, input_response, legacy_result, plan_round
 from proxy.upstream.modern import Notify
@@ -194,6 +197,8 @@ class MirrorCalls:
             if round_no == 1:  # the migration report: the upstream asked (front/endpoint.py counts it)
                 reply.request[ASKED_KEY] = True
             state = result.get("requestState")
+            if isinstance(state, str) and len(state) > MAX_STATE_CHARS:  # held while the client answers:
+                raise Ended(_state_too_large(msg.id, len(state)))  # bounded as the relay bounds what it seals
             call.state = state if isinstance(state, str) else None
             plan = plan_round(result.get("inputRequests"), session.capabilities, f"mrtr-{call.token}-")
             if plan.stop is not None:
@@ -289,6 +294,14 @@ class MirrorCalls:
                 await asyncio.wait({*pending, cancelled}, timeout=left, return_when=asyncio.FIRST_COMPLETED)
             finally:
                 cancelled.cancel()
+
+
+def _state_too_large(rid: jsonrpc.RequestId, size: int) -> jsonrpc.Error:
+    why = (
+        f"Upstream failed during the call (it asked for input with a requestState of {size} characters; "
+        f"the proxy holds at most {MAX_STATE_CHARS}); the call was ended and not retried upstream"
+    )
+    return jsonrpc.error(rid, jsonrpc.UPSTREAM_FAILED, why)
 
 
 def _cannot_go_on(rid: jsonrpc.RequestId, why: str) -> jsonrpc.Error:

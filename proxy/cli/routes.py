@@ -9,6 +9,7 @@ from typing import Any
 
 import aiohttp
 
+from proxy.cli import glob_check
 from proxy.config import Config, ToolPolicy, UpstreamConfig
 from proxy.routes.binding import bindings
 from proxy.routes.index import NameIndex
@@ -94,6 +95,7 @@ async def probe(config: Config) -> tuple[list[str], bool]:
                         merged.append(f"{entry.key} (token rule)")
         lines.append(f"route {route.name}: {len(merged)} tools: {', '.join(merged)}")
         lines += [f"route {route.name}: clash: {clash.describe()}" for clash in index.clashes]
+        lines += glob_check.probed(route, lists)  # a policy glob that matches no tool: a warning
     return lines, ok
 
 

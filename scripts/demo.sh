@@ -54,7 +54,8 @@ wait_port() {  # wait_port PORT PID WHAT LOG: up to 20 s, while PID lives
       say "$3 exited before it listened on 127.0.0.1:$1; the end of its log ($4):"
       tail -n 5 "$4" >&2; exit 1
     fi
-    if (echo >"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
+    # connect and close, sending nothing: a stray newline is an "Invalid HTTP request" in the server's log
+    if (: >"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
     sleep 0.1
   done
   say "$3 did not start on 127.0.0.1:$1 within 20 s (log: $4)"; exit 1

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import socket
+from pathlib import Path
 
 import peers
 import pytest
@@ -19,6 +21,14 @@ async def test_demo_script_shows_a_round_trip() -> None:
     assert '"elicit-1"' in out
     assert "Booked a table for 4 on Friday, under the name Ada." in out
     assert '"resultType": "complete"' in out
+    # Issue 45 item 5: upstream.log held a traceback (mcp 1.30 logging the end of a session the proxy
+    # DELETEd as an error) and an "Invalid HTTP request" (the script's port check sent a newline).
+    found = re.search(r"this run's logs: (\S+)/proxy\.log", out)
+    assert found, out[-500:]
+    logs = Path(found.group(1))
+    for name in ("upstream.log", "proxy.log"):
+        text = (logs / name).read_text()
+        assert "Traceback" not in text and "Invalid HTTP request" not in text, f"{name}:\n{text[-3000:]}"
 
 
 @pytest.mark.parametrize("variable", ["DEMO_PROXY_PORT", "DEMO_UPSTREAM_PORT"])

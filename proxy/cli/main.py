@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from proxy.auth.setup import AuthSetupError, prepare
+from proxy.cli import glob_check
 from proxy.cli import keys as cli_keys
 from proxy.cli import migration as cli_migration
 from proxy.cli import routes as cli_routes
@@ -84,7 +85,8 @@ def _describe(config: Config) -> str:
         )
         paths = paths if up.standalone else "only through routes"
         lines.append(f"upstream {up.name}: {up.transport} {where} -> {paths}, auth {_auth(up.auth)}")
-    return "\n".join(lines + cli_routes.describe(config) + cli_routes.describe_bindings(config))
+    routes = cli_routes.describe(config) + glob_check.describe(config)  # the routes', then members' rules
+    return "\n".join(lines + routes + cli_routes.describe_bindings(config))
 
 
 def listener_limits(config: Config) -> ListenerLimits:
@@ -118,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
             if (code := cli_keys.check_keys(checked, "check-config", yaml_out=args.effective)) is not None:
                 return code
             print(cli_keys.effective_yaml(checked) if args.effective else _describe(checked))
+            for line in [] if args.probe or args.effective else glob_check.unchecked(checked):
+                print(line)  # said once: without --probe the policy's globs were not checked
             if args.probe:
                 logs.configure("warning", "console")  # stdout is the report; the probes' info lines are noise
                 lines, ok = asyncio.run(cli_routes.probe(checked))

@@ -3,6 +3,7 @@ names a client would see, read live from the upstreams (and any name clash, name
 
 from __future__ import annotations
 
+from proxy.cli import glob_check
 from proxy.cli.listing import DECLARED, list_upstreams
 from proxy.config import Config, ToolPolicy
 from proxy.routes.binding import bindings
@@ -68,6 +69,10 @@ async def probe(config: Config) -> tuple[list[str], bool]:
             tools = len(found.lists["tools/list"]["tools"]) if found.lists else 0
             lines.append(f"upstream {up.name}: era {found.era}, listed {how}: {tools} tools")
         ok = ok and found.problem is None
+    # each upstream's lists, or why it could not be listed: what the glob check judges the policy against
+    lists_of = {
+        name: got.lists if got.lists is not None else (got.problem or "") for name, got in listed.items()
+    }
     for route in RouteTable.of(config):
         index = NameIndex()
         merged: list[str] = []
@@ -91,4 +96,5 @@ async def probe(config: Config) -> tuple[list[str], bool]:
                         merged.append(f"{entry.key} (token rule)")
         lines.append(f"route {route.name}: {len(merged)} tools: {', '.join(merged)}")
         lines += [f"route {route.name}: clash: {clash.describe()}" for clash in index.clashes]
+        lines += glob_check.probed(route, lists_of)  # a policy glob that matches no tool: a warning
     return lines, ok

@@ -3,8 +3,9 @@
 With `logging.format: json` (or `auto` off a terminal) every line the process writes is a JSON object: the
 start-up banner, the standard library's logging and `warnings` (logs.capture_stdlib), asyncio's own error
 reports (its exception handler), exceptions Python can only report as unraisable, and a fatal start-up error
-such as a port already taken — one line and exit status 1, no traceback. An invalid configuration is one
-line too (exit status 2) when JSON was asked for by `--log-format`, `MRTR_PROXY_LOG_FORMAT` or the file.
+such as a port already taken — one line naming the setting (`listen.port`, `replica.peer_port`,
+`admin.listen`) and exit status 2, no traceback. An invalid configuration is one line too (exit status 2)
+when JSON was asked for by `--log-format`, `MRTR_PROXY_LOG_FORMAT` or the file.
 
 Signals: the first SIGTERM or SIGINT drains (app.drain); a second one during the drain forces the exit at
 once, with status 128 + the signal's number (130 for a second Ctrl-C).
@@ -37,7 +38,8 @@ from proxy.process.listener import GuardedSite, ListenerCollector, ListenerGuard
 log = structlog.get_logger("proxy.startup")
 
 SHUTDOWN_TIMEOUT_S = 10.0  # < the chart's drain.terminationMarginSeconds (15): exit before SIGKILL
-START_FAILED = 1  # the exit status when the proxy cannot start serving (configuration errors are 2)
+START_FAILED = 1  # the exit status when the proxy crashes (a bug)
+OPERATOR_ERROR = 2  # a setting the process cannot honour: configuration errors, a port already taken
 
 
 GC_YOUNG = 2_000  # net allocations between two collections of the young generation (Python 3.11's: 700)
@@ -49,6 +51,13 @@ def fatal(message: str, **fields: Any) -> None:
         log.error("startup.failed", error=message, **fields)
     else:
         print(f"mrtr-proxy: {message}", file=sys.stderr, flush=True)
+
+
+def _reason(exc: OSError) -> str:
+    """Why a bind failed, without the address again (asyncio's strerror repeats it): `address in use`."""
+    if isinstance(exc.errno, int) and exc.errno > 0:
+        return os.strerror(exc.errno).lower()
+    return exc.strerror or str(exc)
 
 
 def json_wanted(flag: str | None, config_file: Path | None, environ: Mapping[str, str]) -> bool:
@@ -118,7 +127,8 @@ def loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
 def run(
     app: web.Application, config: Config, limits: ListenerLimits, admin: AdminListener | None = None
 ) -> int:
-    """Serve until a signal, then drain; the exit status (0, or START_FAILED when it cannot listen)."""
+    """Serve until a signal, then drain; the exit status (0; OPERATOR_ERROR when it cannot listen;
+    START_FAILED on a bug)."""
     try:
         with asyncio.Runner(loop_factory=loop_factory()) as runner:
             return runner.run(serve(app, config, limits, admin))
@@ -153,22 +163,23 @@ async def serve(
     admin_runner: web.AppRunner | None = None
     try:
         app[METRICS].registry.register(ListenerCollector(guard.stats))
-        ports = [config.listen.port]
+        ports = [(config.listen.port, "listen.port")]
         if config.replica.peer_port is not None:  # where other replicas forward retries to this one
-            ports.append(config.replica.peer_port)
-        for port in ports:
+            ports.append((config.replica.peer_port, "replica.peer_port"))
+        for port, setting in ports:
             try:
                 await GuardedSite(runner, config.listen.host, port, guard).start()
-            except OSError as exc:
-                fatal(f"cannot listen on {config.listen.host}:{port}: {exc.strerror or exc}", errno=exc.errno)
-                return START_FAILED
+            except OSError as exc:  # the setting first: the operator fixes a setting, not an address
+                where = f"{config.listen.host}:{port}"
+                fatal(f"cannot listen on {where} ({setting}): {_reason(exc)}", errno=exc.errno)
+                return OPERATOR_ERROR
         if admin is not None:
             try:
                 admin_runner = await admin.start(app)
             except OSError as exc:
                 where = f"{admin.host}:{admin.port}"
-                fatal(f"cannot listen on {where} (admin.listen): {exc.strerror or exc}", errno=exc.errno)
-                return START_FAILED
+                fatal(f"cannot listen on {where} (admin.listen): {_reason(exc)}", errno=exc.errno)
+                return OPERATOR_ERROR
         # What start-up built (modules, the app, aiohttp's tables) lives as long as the process: out of the
         # collector's way, so its full collections walk what requests made, not all of that every time. And
         # a young generation of 2,000 objects rather than 700 (Python 3.13's own default): at 700 the

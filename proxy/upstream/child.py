@@ -8,7 +8,8 @@ stdio client (modern_stdio.py: one child per upstream, no handshake).
   own `MRTR_PROXY_*` settings and sealing keys never reach the child), and the upstream's `env` goes over
   them. `command` is looked up on that `PATH`. stdout reads are bounded by `max_line_bytes`.
 - **stderr** goes to the structured log line by line (`upstream.stderr`, with the upstream name and the
-  child's pid), each line cut at `max_stderr_line_bytes`.
+  child's pid), each line cut at `max_stderr_line_bytes`; a child started for the era probe holds it until
+  its era is known (`ProbationStderr`: a legacy server's complaint at the probe is one debug line).
 - **Stop**: stdin is closed (a well-behaved server exits on EOF), then SIGTERM to the process group, then
   SIGKILL, each after a bounded wait; the child is always waited for, so no zombie is left behind.
 """
@@ -19,7 +20,7 @@ import asyncio
 import contextlib
 import os
 import signal
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Final, Protocol
 
@@ -36,6 +37,7 @@ INHERITED_ENV: Final = (
     "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR",
 )  # fmt: skip
 _STDERR_CHUNK: Final = 65536
+_HELD_STDERR: Final = 200  # stderr lines a child on probation keeps, to log if the probe keeps it
 _KILL_WAIT: Final = 5.0  # after SIGKILL
 
 
@@ -150,10 +152,16 @@ async def next_message(
             log.debug("upstream.bad_line", upstream=settings.upstream, pid=proc.pid, line=preview)
 
 
-async def read_stderr(proc: asyncio.subprocess.Process, settings: ChildSettings) -> None:
-    """Log each stderr line; a line over the limit is cut there, the rest of it dropped."""
+async def read_stderr(
+    proc: asyncio.subprocess.Process,
+    settings: ChildSettings,
+    on_line: Callable[[bytes], None] | None = None,
+) -> None:
+    """Log each stderr line (or hand it to `on_line`, which logs it with `log_stderr` or holds it); a line
+    over the limit is cut there, the rest of it dropped."""
     assert proc.stderr is not None
     limit = settings.max_stderr_line_bytes
+    emit = on_line or (lambda line: log_stderr(settings, proc.pid, line))
     pending = bytearray()
     skipping = False  # inside the dropped rest of an over-long line
     while chunk := await proc.stderr.read(_STDERR_CHUNK):
@@ -164,23 +172,62 @@ async def read_stderr(proc: asyncio.subprocess.Process, settings: ChildSettings)
             if skipping:
                 skipping = False
             else:
-                _log_stderr(settings, proc.pid, line)
+                emit(line)
         if len(pending) > limit:
             if not skipping:
-                _log_stderr(settings, proc.pid, bytes(pending))
+                emit(bytes(pending))
                 skipping = True
             pending.clear()
     if pending and not skipping:
-        _log_stderr(settings, proc.pid, bytes(pending))
+        emit(bytes(pending))
 
 
-def _log_stderr(settings: ChildSettings, pid: int, line: bytes) -> None:
+def log_stderr(settings: ChildSettings, pid: int, line: bytes) -> None:
+    """One `upstream.stderr` line at info: what the child wrote, cut at `max_stderr_line_bytes`."""
     limit = settings.max_stderr_line_bytes
     text = line[:limit].decode("utf-8", errors="replace").rstrip("\r")
     if len(line) > limit:
         log.info("upstream.stderr", upstream=settings.upstream, pid=pid, line=text, truncated=True)
     else:
         log.info("upstream.stderr", upstream=settings.upstream, pid=pid, line=text)
+
+
+class ProbationStderr:
+    """A child's stderr while it is on probation (started for the era probe, era.py): held, not logged,
+    until the era is known. A legacy server answers the 2026-07-28 server/discover with a dump of
+    validation errors on stderr (FastMCP 1.30: 94 lines); that is the probe's expected answer, worth one
+    debug line, not the operator's log. A child the probe keeps is released: what it held is logged then."""
+
+    def __init__(self, settings: ChildSettings, *, held: bool) -> None:
+        self._settings = settings
+        self._held: list[bytes] | None = [] if held else None
+        self._count = 0
+
+    def line(self, pid: int, line: bytes) -> None:
+        if self._held is None:
+            log_stderr(self._settings, pid, line)
+            return
+        self._count += 1
+        if len(self._held) < _HELD_STDERR:
+            self._held.append(line)
+
+    def release(self, pid: int) -> None:
+        held, self._held = self._held, None
+        for line in held or ():
+            log_stderr(self._settings, pid, line)
+
+    def ended(self, pid: int) -> None:
+        """The child's stderr ended (or its reader was stopped): still held, one debug line counts it."""
+        if self._held is not None and self._count:
+            first = self._held[0][:200].decode("utf-8", errors="replace") if self._held else ""
+            log.debug(
+                "upstream.era_probe_stderr",
+                upstream=self._settings.upstream,
+                pid=pid,
+                lines=self._count,
+                first=first,
+            )
+        self._held = None
 
 
 async def exited(proc: asyncio.subprocess.Process, timeout: float) -> bool:
@@ -209,9 +256,11 @@ def _signal_group(proc: asyncio.subprocess.Process, sig: signal.Signals) -> None
 __all__ = [
     "INHERITED_ENV",
     "ChildSettings",
+    "ProbationStderr",
     "child_env",
     "describe_exit",
     "exited",
+    "log_stderr",
     "read_stderr",
     "spawn",
     "terminate",

@@ -230,17 +230,20 @@ class EraBook:
         assert self._children is not None
         timeout = up.timeouts.connect_s
         try:
-            answer = await self._children.request(name, discover_request(), timeout=timeout)
+            answer = await self._children.request(name, discover_request(), timeout=timeout, probe=True)
         except TimeoutError:
             verdict = Verdict("legacy", "probe", detail=f"no answer to server/discover in {timeout:g}s")
         except UpstreamError as exc:
             log.info("upstream.era_probe_failed", upstream=name, error=str(exc))
+            self._children.settled(name)  # why it failed may be on its stderr: logged as usual
             await self._children.retire(name)
             return None
         else:
             verdict = judge_discover(answer)
-        if verdict.era == "legacy":
+        if verdict.era == "legacy":  # its stderr (a legacy server's complaint at the probe): one debug line
             await self._children.retire(name)  # legacy sessions start children of their own
+        else:
+            self._children.settled(name)
         return verdict
 
 

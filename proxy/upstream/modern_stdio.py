@@ -41,7 +41,15 @@ import structlog
 
 from proxy.config import UpstreamConfig
 from proxy.upstream.base import NotDelivered, UpstreamError
-from proxy.upstream.child import describe_exit, exited, next_message, read_stderr, spawn, terminate
+from proxy.upstream.child import (
+    ProbationStderr,
+    describe_exit,
+    exited,
+    next_message,
+    read_stderr,
+    spawn,
+    terminate,
+)
 from proxy.upstream.connect import stdio_settings
 from proxy.upstream.modern import Notify
 from proxy.upstream.propagation import detach_from_request
@@ -73,8 +81,15 @@ class _Pending:
 class ModernChild:
     """One 2026-07-28 stdio child and the requests in flight on it."""
 
-    def __init__(self, settings: StdioSettings, on_lost: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        settings: StdioSettings,
+        on_lost: Callable[[str], None] | None = None,
+        *,
+        probation: bool = False,
+    ) -> None:
         self._settings = settings
+        self._stderr = ProbationStderr(settings, held=probation)  # on probation: the era probe's child
         self._on_lost = on_lost
         self._proc: asyncio.subprocess.Process | None = None
         self._pending: dict[int, _Pending] = {}
@@ -265,9 +280,16 @@ class ModernChild:
             self._stopping = asyncio.ensure_future(terminate(self._proc, self._settings))
         return self._stopping
 
+    def release_stderr(self) -> None:
+        """The era probe keeps this child: its held stderr is logged, and every later line as it comes."""
+        self._stderr.release(self.pid or 0)
+
     async def _read_stderr(self, proc: asyncio.subprocess.Process) -> None:
         detach_from_request()
-        await read_stderr(proc, self._settings)
+        try:
+            await read_stderr(proc, self._settings, lambda line: self._stderr.line(proc.pid, line))
+        finally:  # still held at its end: a child the probe found legacy (retired), its stderr one line
+            self._stderr.ended(proc.pid)
 
     def _spawn(self, coro: Awaitable[None]) -> None:
         task = asyncio.ensure_future(coro)
@@ -296,11 +318,25 @@ class ModernChildren:
         return self._children.get(name)
 
     async def request(
-        self, name: str, msg: jsonrpc.Request, on_note: Notify | None = None, timeout: float | None = None
+        self,
+        name: str,
+        msg: jsonrpc.Request,
+        on_note: Notify | None = None,
+        timeout: float | None = None,
+        *,
+        probe: bool = False,
     ) -> jsonrpc.Response:
-        """`msg` sent to the upstream's child (started if none is alive). Raises as `ModernChild.request`."""
-        child = await self._live(name)
+        """`msg` sent to the upstream's child (started if none is alive). Raises as `ModernChild.request`.
+        `probe`: the era probe's request; a child it starts is on probation (its stderr held) until
+        `settled` or `retire`."""
+        child = await self._live(name, probe)
         return await child.request(msg, on_note, timeout)
+
+    def settled(self, name: str) -> None:
+        """The era probe keeps the upstream's child (see `ModernChild.release_stderr`)."""
+        child = self._children.get(name)
+        if child is not None:
+            child.release_stderr()
 
     async def retire(self, name: str) -> None:
         """Stop the upstream's child (the probe found a legacy server: its sessions run children of their
@@ -313,7 +349,7 @@ class ModernChildren:
         children, self._children = list(self._children.values()), {}
         await asyncio.gather(*(c.close() for c in children), *self._retired, return_exceptions=True)
 
-    async def _live(self, name: str) -> ModernChild:
+    async def _live(self, name: str, probe: bool = False) -> ModernChild:
         child = self._children.get(name)
         if child is not None and child.alive:
             return child
@@ -323,7 +359,7 @@ class ModernChildren:
                 return child
             if child is not None:
                 self._reap(child)
-            fresh = ModernChild(self._settings[name], lambda why: self._lost(name, why))
+            fresh = ModernChild(self._settings[name], lambda why: self._lost(name, why), probation=probe)
             await fresh.start()
             self._children[name] = fresh
             return fresh

@@ -9,6 +9,7 @@ from pathlib import Path
 import peers
 import pytest
 
+from proxy.cli import glob_check
 from proxy.cli.main import main
 
 
@@ -147,6 +148,41 @@ async def test_probe_lists_a_mixed_fleet_each_in_its_era(tmp_path: Path, fastmcp
     assert "guard_name" in merged and "ask_name" in merged  # each side's own tools
 
 
+def write_policed(tmp_path: Path, fast: str, everything: str) -> Path:
+    """Issue 45 item 5: globs with typos, of the route and of a member, and ones that match."""
+    keys = "jwks_url: 'http://127.0.0.1:3/jwks', authorization_servers: ['https://as']"
+    path = tmp_path / "policed.yaml"
+    path.write_text(
+        f"upstreams: [{{name: fast, url: '{fast}'}}, {{name: everything, url: '{everything}'}}]\n"
+        "routes:\n"
+        "  - name: fleet\n"
+        f"    auth: {{mode: validate, {keys}, public_url: 'https://x/servers/fleet/mcp'}}\n"
+        "    upstreams:\n"
+        "      - fast\n"
+        "      - {upstream: everything, tools: {allow: ['get-*', 'echoo'], deny: ['get-sum', 'get-summ*']}}\n"
+        "    tools:\n"
+        "      deny: ['*ask_*', 'fast__ask_nmae']\n"
+        "      require_scopes: {'fast__nothing*': [admin], 'fast__echo': [read]}\n"
+        "      require_claims: {'zzz*': {groups: [ops]}}\n"
+    )
+    return path
+
+
+def test_check_config_prints_a_members_own_rules_and_says_globs_were_not_checked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The member's own deny was not printed (only the route's), and no glob was checked, silently."""
+    path = write_policed(tmp_path, "http://127.0.0.1:1/mcp", "http://127.0.0.1:2/mcp")
+    assert main(["check-config", str(path)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert (
+        "route fleet: member everything: tools (its own names): allow ['get-*', 'echoo'], "
+        "deny ['get-sum', 'get-summ*']"
+    ) in out
+    assert out.count(glob_check.NOT_CHECKED) == 1
+    assert not [line for line in out if line.startswith("warning:")]
+
+
 @pytest.mark.peers
 @pytest.mark.asyncio(loop_scope="session")
 async def test_probe_names_each_wrong_era_setting_in_one_line(tmp_path: Path, fastmcp_url: str) -> None:
@@ -194,3 +230,35 @@ async def test_probe_lists_as_a_real_client_declares(tmp_path: Path, server_ever
     assert _upstream_line(run.stdout, "everything") == (
         "upstream everything: era legacy, listed over a legacy session: 17 tools"
     )
+
+
+@pytest.mark.peers
+@pytest.mark.asyncio(loop_scope="session")
+async def test_probe_warns_of_each_glob_that_matches_no_tool(
+    tmp_path: Path, fastmcp_url: str, server_everything_url: str
+) -> None:
+    """Issue 45 item 5: a deny glob with a typo was accepted silently, even by --probe, which printed the
+    tool right under the rule meant to hide it. Now each glob that matches nothing is one warning line
+    naming the route, the member and the setting; the globs that match say nothing."""
+    path = write_policed(tmp_path, fastmcp_url, server_everything_url)
+    run = await peers.run_once(
+        [sys.executable, "-m", "proxy", "check-config", str(path), "--probe"], limit_s=90
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    warnings = [line for line in run.stdout.splitlines() if line.startswith("warning:")]
+    route = "warning: route fleet: routes.fleet.tools"
+    member = "warning: route fleet: member everything: routes.fleet.upstreams.1.tools"
+    assert warnings == [
+        f"{route}.deny glob 'fast__ask_nmae' matches no tool of the route (globs match the names clients"
+        " see)",
+        f"{route}.require_scopes glob 'fast__nothing*' matches no tool of the route (globs match the names"
+        " clients see)",
+        f"{route}.require_claims glob 'zzz*' matches no tool of the route (globs match the names clients"
+        " see)",
+        f"{member}.allow glob 'echoo' matches no tool everything lists (a member's globs match its server's"
+        " own names)",
+        f"{member}.deny glob 'get-summ*' matches no tool everything lists (a member's globs match its"
+        " server's own names)",
+    ]
+    assert glob_check.NOT_CHECKED not in run.stdout
+    assert "ask_name" not in run.stdout.split("tools: ")[-1]  # the rules still apply as before

@@ -95,6 +95,26 @@ def test_the_chart_refuses_values_that_cannot_work(sets: tuple[str, ...], messag
     assert message in fails(CI["minimal"], sets=sets)
 
 
+@pytest.mark.parametrize("helm", sorted(HELMS))
+@pytest.mark.parametrize(
+    ("member", "where"),
+    [
+        ("config.routes[0].upstreams[0]=serch", "config.routes.0.upstreams.0"),  # a name
+        ("config.routes[0].upstreams[1].upstream=file", "config.routes.0.upstreams.1"),  # {upstream: ...}
+    ],
+)
+def test_the_chart_refuses_a_route_naming_an_unknown_upstream(helm: str, member: str, where: str) -> None:
+    """Issue 45 item 5: such a route rendered, and only the pod's start refused it. Now the render does,
+    naming the route and the upstream, in one line. (helm lint cannot: its lint mode turns `fail` into a log
+    line, for every refusal of this chart alike.)"""
+    err = fails(CI["gateway"], sets=(member,), helm=helm)
+    unknown = member.rpartition("=")[2]
+    line = next(x for x in err.splitlines() if where in x)
+    said = f'{where}: route "fleet" names upstream "{unknown}", which config.upstreams does not define'
+    assert said in line
+    assert "(it has: search, files, billing)" in line
+
+
 def test_sidecar_refuses_the_upstream_port_as_listen_port() -> None:
     assert "sidecar.upstreamPort" in fails(CI["sidecar"], sets=("sidecar.upstreamPort=8080",))
 

@@ -144,12 +144,12 @@ async def test_every_line_is_json_against_a_down_upstream_and_a_taken_port(tmp_p
         assert "127.0.0.1:" in detail["error"]
         assert [e["outcome"] for e in lines if e["event"] == "request" and e["request_id"] == rid]
     assert any(e["event"] == "serving" for e in lines)
-    # The second start on the taken port: JSON lines only, the failure once, exit status 1.
-    assert second.returncode == 1, second
+    # The second start on the taken port: JSON lines only, the failure once, exit status 2.
+    assert second.returncode == 2, second
     assert second.stdout == ""
     failed = [e for e in _json_lines(second.stderr) if e["level"] == "error"]
     assert len(failed) == 1 and failed[0]["event"] == "startup.failed"
-    assert "address already in use" in failed[0]["error"]
+    assert "(listen.port): address already in use" in failed[0]["error"]
     print(f"\n{len(lines)} lines from the first proxy, {len(second.stderr.splitlines())} from the second")
 
 
@@ -207,7 +207,7 @@ def test_on_a_console_the_banner_and_a_fatal_error_stay_text(capsys: pytest.Capt
 
 
 @pytest.mark.asyncio(loop_scope="session")
-async def test_a_taken_admin_port_is_one_line_and_exit_status_1(tmp_path: Path) -> None:
+async def test_a_taken_admin_port_is_one_line_and_exit_status_2(tmp_path: Path) -> None:
     token = tmp_path / "admin-token"
     token.write_text("t" * 40)
     with socket.socket() as held:
@@ -223,10 +223,39 @@ async def test_a_taken_admin_port_is_one_line_and_exit_status_1(tmp_path: Path) 
         run = await peers.run_once(
             [*PROXY, "serve", "--config", str(cfg), "--listen", f"127.0.0.1:{peers.free_port()}"], limit_s=30
         )
-    assert run.returncode == 1, run
+    assert run.returncode == 2, run
     failed = [e for e in _json_lines(run.stderr) if e["level"] == "error"]
     assert [e["event"] for e in failed] == ["startup.failed"]
     assert f"cannot listen on 127.0.0.1:{taken} (admin.listen)" in failed[0]["error"]
+
+
+@pytest.mark.asyncio(loop_scope="session")
+@pytest.mark.parametrize("setting", ["listen.port", "replica.peer_port"])
+async def test_a_taken_port_is_one_line_naming_its_setting_and_exit_status_2(
+    tmp_path: Path, setting: str
+) -> None:
+    """Issue 45 item 5: a taken `replica.peer_port` named only the address; the operator has to find which
+    setting holds it. Now the one line (plain text here: a console run) names the setting, exit status 2."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        taken = held.getsockname()[1]
+        free = peers.free_port()
+        main, peer = (taken, free) if setting == "listen.port" else (free, taken)
+        cfg = tmp_path / "c.yaml"
+        cfg.write_text(
+            "logging: {format: console}\n"
+            f"listen: {{host: 127.0.0.1, port: {main}}}\n"
+            f"replica: {{peer_port: {peer}}}\n"
+            f"upstreams: [{{name: a, url: 'http://127.0.0.1:{peers.closed_port()}/mcp'}}]\n"
+        )
+        run = await peers.run_once([*PROXY, "serve", "--config", str(cfg)], limit_s=30)
+    assert run.returncode == 2, run
+    assert "Traceback" not in run.stderr and run.stdout == ""
+    last = run.stderr.splitlines()[-1]  # after the start-up banner: the error, once
+    assert last.startswith(f"mrtr-proxy: cannot listen on 127.0.0.1:{taken} ({setting}): "), run.stderr
+    assert "address already in use" in last.lower()
+    assert run.stderr.count("cannot listen") == 1
 
 
 @pytest.mark.asyncio(loop_scope="session")

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import io
+import json
+import sys
+import textwrap
+
 import aiohttp
 import peers
+import pytest
+import structlog
 
 from proxy.config import UpstreamConfig
+from proxy.observe import logs
 from proxy.upstream.era import EraBook, fixed_verdict, judge_discover
 from proxy.upstream.modern import header_value, metadata_headers, modern_answer
+from proxy.upstream.modern_stdio import ModernChildren
 from proxy.wire import jsonrpc
 
 
@@ -107,3 +116,78 @@ def test_request_headers() -> None:
     assert header_value(" padded ") == "=?base64?IHBhZGRlZCA=?="
     assert header_value("=?base64?literal?=") == "=?base64?PT9iYXNlNjQ/bGl0ZXJhbD89?="
     assert "Mcp-Name" not in metadata_headers(jsonrpc.Request(2, "tools/list", {}))
+
+
+# --------------------------------------------------------------------------------------------------
+# quiet probes of stdio servers (issue 45 item 5)
+
+
+async def _probe_stdio_logged(level: str, up: UpstreamConfig) -> tuple[str, list[dict[str, object]]]:
+    """The era of stdio upstream `up`, probed on a real child, and every line the proxy's logging wrote."""
+    out = io.StringIO()
+    logs.configure(level, "json", stream=out)
+    try:
+        children = ModernChildren({up.name: up})
+        book = EraBook({up.name: up}, {}, children)
+        try:
+            era = await book.era(up.name)
+        finally:
+            await children.close()
+    finally:
+        structlog.reset_defaults()
+    return era, [json.loads(line) for line in out.getvalue().splitlines()]
+
+
+def _example_files_upstream() -> UpstreamConfig:
+    """config/example.yaml's `files`: the demo's FastMCP 1.30 server over stdio, era auto."""
+    return UpstreamConfig(
+        name="files",
+        command=str(peers.legacy_python()),
+        args=(str(peers.REPO_ROOT / "demo" / "legacy_server.py"), "--stdio"),
+        env={"LOG_LEVEL": "warning"},
+        transport="stdio",
+    )
+
+
+@pytest.mark.peers
+@pytest.mark.parametrize("level", ["info", "debug"])
+async def test_the_era_probe_of_a_legacy_stdio_server_is_one_debug_line_not_its_stderr(level: str) -> None:
+    """FastMCP 1.30 cannot parse the 2026-07-28 server/discover and writes its pydantic validation errors to
+    stderr: 94 `upstream.stderr` lines at info per probe. That is the probe's expected answer: above debug
+    nothing of it is logged, at debug one line counts it."""
+    era, lines = await _probe_stdio_logged(level, _example_files_upstream())
+    assert era == "legacy"
+    assert [e for e in lines if e["event"] == "upstream.stderr"] == []
+    held = [e for e in lines if e["event"] == "upstream.era_probe_stderr"]
+    if level == "debug":
+        (line,) = held
+        assert line["level"] == "debug" and line["upstream"] == "files"
+        assert isinstance(line["lines"], int) and line["lines"] >= 10, line  # 94 with mcp 1.30.0
+    else:
+        assert held == []
+    events = [e["event"] for e in lines if e["level"] != "debug"]
+    assert events == ["upstream.child_started", "upstream.child_stopped", "upstream.era"], events
+
+
+MODERN_TALKER = """
+import json, sys
+sys.stderr.write("modern server starting\\n"); sys.stderr.flush()
+for line in sys.stdin:
+    m = json.loads(line)
+    sys.stderr.write("got " + m["method"] + "\\n"); sys.stderr.flush()
+    print(json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": {
+        "supportedVersions": ["2026-07-28"], "capabilities": {},
+        "serverInfo": {"name": "t", "version": "1"}}}), flush=True)
+"""
+
+
+async def test_a_stdio_server_the_probe_finds_modern_keeps_its_stderr_at_info() -> None:
+    """Only a retired (legacy) probe child is quiet: a 2026-07-28 child's stderr, held during the probe,
+    is logged as usual once its era is known."""
+    up = UpstreamConfig(
+        name="up", command=sys.executable, args=("-c", textwrap.dedent(MODERN_TALKER)), transport="stdio"
+    )
+    era, lines = await _probe_stdio_logged("info", up)
+    assert era == "modern"
+    said = [e["line"] for e in lines if e["event"] == "upstream.stderr"]
+    assert said == ["modern server starting", "got server/discover"], lines

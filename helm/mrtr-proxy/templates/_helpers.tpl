@@ -142,6 +142,19 @@ Lists (upstreams, keys.dirs) in .Values.config replace the defaults; maps merge 
 {{- if not $config.upstreams -}}
 {{- fail "config.upstreams: at least one upstream is needed in gateway mode (e.g. config.upstreams[0] = {name: search, url: http://search:8000/mcp})" -}}
 {{- end -}}
+{{- /* A route naming an upstream the config does not define: refused here, at render time (and by helm
+lint), not only when the pod starts. The proxy's own words (proxy/config/schema.py). */ -}}
+{{- $names := list -}}
+{{- range $config.upstreams -}}{{- $names = append $names (toString .name) -}}{{- end -}}
+{{- range $i, $route := $config.routes | default list -}}
+{{- range $j, $member := $route.upstreams | default list -}}
+{{- $name := $member -}}
+{{- if kindIs "map" $member -}}{{- $name = $member.upstream -}}{{- end -}}
+{{- if not (has (toString $name) $names) -}}
+{{- fail (printf "config.routes.%d.upstreams.%d: route %s names upstream %s, which config.upstreams does not define (it has: %s)" $i $j (toString $route.name | quote) (toString $name | quote) (join ", " $names)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- $host := toString $config.listen.host -}}
 {{- if or (hasPrefix "127." $host) (eq $host "localhost") (eq $host "::1") -}}
 {{- fail (printf "config.listen.host: %s is loopback; the kubelet's probes and the Services could not reach the proxy (use 0.0.0.0 or ::)" $host) -}}

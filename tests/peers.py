@@ -449,6 +449,25 @@ async def start_fastmcp4(
 
 
 @contextlib.asynccontextmanager
+async def start_tmcp(
+    *, name: str = "tmcp-fixture", port: int | None = None, ready_timeout: float = DEFAULT_READY_TIMEOUT
+) -> AsyncIterator[PeerUrl]:
+    """Run ``tests/fixtures/tmcp_server.mjs`` (tmcp 1.20.0, two eras, its own implementation) on 127.0.0.1
+    (on ``port`` if given). Yields ``http://127.0.0.1:PORT/mcp``."""
+    tmcp = node_modules() / "tmcp" / "package.json"
+    require_peers({"node": node_bin(), "tmcp 1.20.0": tmcp})
+
+    def argv(port: int) -> list[str]:
+        return [str(node_bin()), str(FIXTURES_DIR / "tmcp_server.mjs"), "--name", name]
+
+    def env(port: int) -> dict[str, str]:
+        return {"PORT": str(port), "MRTR_PEERS_DIR": str(peers_dir())}
+
+    async with run_peer("tmcp", argv, env=env, ready_timeout=ready_timeout, port=port) as peer:
+        yield PeerUrl(f"http://{LOOPBACK}:{peer.port}/mcp", peer)
+
+
+@contextlib.asynccontextmanager
 async def start_mcp2_server(
     *,
     two_era: bool = False,

@@ -28,6 +28,7 @@ from proxy.process.appstate import (
     UPSTREAM_HTTP,
 )
 from proxy.process.periodic import every
+from proxy.upstream.era import speaks_modern
 from proxy.upstream.pool_sessions import no_call_answer
 from proxy.upstream.reachability import InitializeChecks, command_answers, url_answers
 
@@ -105,7 +106,7 @@ async def upstream_state(app: web.Application, upstream: UpstreamConfig) -> tupl
     checks: InitializeChecks = app[STATE].initialize_checks
     answer = no_call_answer(upstream)
     if upstream.command is not None:
-        if await _era(app, upstream.name) == "modern":  # its 2026-07-28 child answered server/discover
+        if speaks_modern(await _era(app, upstream.name)):  # its 2026-07-28 child answered server/discover
             return "reachable", None
         problem = await checks.problem(upstream.name, lambda: command_answers(upstream, answer))
         return ("reachable", None) if problem is None else ("unreachable", problem)
@@ -113,7 +114,7 @@ async def upstream_state(app: web.Application, upstream: UpstreamConfig) -> tupl
         return "unreachable", "its port does not accept connections"
     if app[POOLS][upstream.name].initialised or upstream.name in checks.answered:
         return "reachable", None
-    if await _era(app, upstream.name) == "modern":  # it answered server/discover: no initialize to expect
+    if speaks_modern(await _era(app, upstream.name)):  # it answered server/discover: no initialize to expect
         return "reachable", None
     http = app[UPSTREAM_HTTP][upstream.name]
     problem = await checks.problem(upstream.name, lambda: url_answers(http, upstream, answer), URL_WAIT_S)

@@ -57,15 +57,16 @@ from proxy.front.legacy.mirror_answers import MIRROR_PEER_PATH, MirrorAnswers
 from proxy.front.legacy.mirror_calls import Admission, End, MirrorCalls, MirrorSettings, Post
 from proxy.front.legacy.mirror_stream import SUBSCRIBE, UNSUBSCRIBE, Listener, MirrorStreams
 from proxy.front.peers import NOT_PROCESSED, Peers
-from proxy.handle import HandleCodec, HandleError
+from proxy.handle import HandleCodec, HandleError, formats, token_version
 from proxy.handle.mirror_ids import MirrorSession, open_mirror_session, seal_mirror_session
 from proxy.routes.policy import Grant
 from proxy.routes.table import Route
 from proxy.translate import mirror as tr
 from proxy.upstream.base import UpstreamAuthChallenge, UpstreamError
-from proxy.upstream.era import EraBook
+from proxy.upstream.era import EraBook, speaks_modern
 from proxy.upstream.modern import Notify, NotModern
 from proxy.upstream.senders import ModernSenders
+from proxy.upstream.tool_paths import legacy_refusal
 from proxy.wire import jsonrpc, mcp
 
 log = structlog.get_logger("proxy.front.mirror")
@@ -89,6 +90,7 @@ class Inner(Listener, Protocol):
         grant: Grant | None,
         notify: Notify,
         line: dict[str, Any],
+        legacy: bool = False,
     ) -> jsonrpc.Response: ...
 
     async def end(self, request_state: str, *, principal: str, reason: str) -> None: ...
@@ -178,7 +180,7 @@ class LegacyMirror:
                 return False
             return True
         if isinstance(msg, jsonrpc.Request) and msg.method == "initialize":
-            return await self._eras.era(upstream, forwarded) == "modern"
+            return speaks_modern(await self._eras.era(upstream, forwarded))
         return False
 
     async def handle(
@@ -239,11 +241,21 @@ class LegacyMirror:
 
     def _sender(self, caller: Caller, upstream: str, method: str, name: object) -> tuple[Post, End | None]:
         """How one request goes upstream: to the modern front in process on an aggregated route and for a
-        tool in the upstream's `legacy_tools`, else straight to the modern upstream."""
+        tool in the upstream's `legacy_tools` (or learned as such), else straight to the modern upstream. A
+        two-era upstream's tool is called the legacy way first, as the client going direct would
+        (`_either`)."""
         inner = self.inner
+        paths = self._eras.paths
+        two_era = (
+            inner is not None
+            and caller.route is None
+            and method == "tools/call"
+            and isinstance(name, str)
+            and self._eras.held(upstream) == "both"
+            and not paths.native(upstream, name)
+        )
         if inner is not None and (
-            caller.route is not None
-            or (method == "tools/call" and name in self._upstreams[upstream].legacy_tools)
+            caller.route is not None or two_era or (method == "tools/call" and paths.legacy(upstream, name))
         ):
 
             async def within(req: jsonrpc.Request, note: Notify) -> jsonrpc.Response:
@@ -257,11 +269,18 @@ class LegacyMirror:
                     grant=caller.grant,
                     notify=note,
                     line={},
+                    legacy=two_era,
                 )
 
             async def end(request_state: str, reason: str) -> None:
                 await inner.end(request_state, principal=caller.principal, reason=reason)
 
+            if two_era:
+                assert isinstance(name, str)
+                straight = self._senders.sender(
+                    upstream, timeout=self._call_timeout, headers=dict(caller.forwarded)
+                )
+                return _either(within, straight, lambda why: paths.learn_native(upstream, name, why)), end
             return within, end
         # Straight to the modern upstream, over HTTP or its stdio child (upstream/senders.py); a modern
         # upstream keeps nothing of a call between its rounds: nothing to end.
@@ -350,6 +369,25 @@ class Caller:
     route: Route | None  # an aggregated route the session is of
     grant: Grant | None  # what the validated token grants (validate mode)
     challenge: Challenge | None  # adapts an upstream's WWW-Authenticate
+
+
+def _either(legacy: Post, straight: Post, learned: Callable[[str], object]) -> Post:
+    """A two-era upstream's tool for a legacy client: the legacy way first (its inline questions reach the
+    client as they would going direct); a refusal that says the tool asks natively only (tool_paths.py) is
+    sent again straight at 2026-07-28 — safe: a native tool answers `input_required` before it acts — and
+    the tool remembered (`learned`). A retry carrying the upstream's own requestState goes straight."""
+
+    async def either(req: jsonrpc.Request, note: Notify) -> jsonrpc.Response:
+        state = req.params.get("requestState")
+        if isinstance(state, str) and token_version(state) != formats.CALL_HANDLE:
+            return await straight(req, note)
+        answer = await legacy(req, note)
+        if state is None and (why := legacy_refusal(answer)) is not None:
+            learned(why)
+            return await straight(req, note)
+        return answer
+
+    return either
 
 
 async def _ignored(note: jsonrpc.Notification) -> None:

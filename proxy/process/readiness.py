@@ -152,8 +152,10 @@ async def readyz(request: web.Request) -> web.Response:
         "key_ring": keys_detail(ring, app[ROTATION].describe(ring, time.monotonic()), agreement),
         "parked_calls": app[CALLS].registry.parked_count,
         "upstreams": {up.name: state for up, (state, _) in zip(upstreams, states, strict=True)},
-        "upstream_eras": app[ERAS].describe(),  # legacy, modern, or unknown (not probed yet)
+        "upstream_eras": app[ERAS].describe(),  # legacy, modern, both, or unknown (not probed yet)
     }
+    if learned := app[ERAS].paths.learned():  # two-era upstreams' tools whose path this replica learned
+        body["learned_tools"] = learned
     if routes := app[CONFIG].routes:  # aggregated routes: who the last lists left out, name clashes
         now = time.monotonic()
         body["routes"] = {

@@ -18,7 +18,7 @@ Learned names are per upstream, per replica (in memory: every replica learns on 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import structlog
 
@@ -67,10 +67,13 @@ def modern_refusal(answer: jsonrpc.Response) -> str | None:
     return None
 
 
-def legacy_refusal(answer: jsonrpc.Response) -> str | None:
-    """The reason if `answer` (to a tools/call on a legacy session) says the tool asks natively only: a
-    known refusal, or an `input_required` result arriving where no legacy client can read one."""
+def legacy_refusal(answer: jsonrpc.Response, own_state: Callable[[object], bool]) -> str | None:
+    """The reason if `answer` (to a tools/call sent the legacy way) says the tool asks natively only: a known
+    refusal, or the upstream's own `input_required` result arriving on a legacy session (not the proxy's:
+    `own_state(requestState)` tells its parked call's handle, the legacy way's own rounds)."""
     if isinstance(answer, jsonrpc.Result) and answer.result.get("resultType") == mcp.RESULT_INPUT_REQUIRED:
+        if own_state(answer.result.get("requestState")):
+            return None
         return "input_required on a legacy session"
     text = _texts(answer)
     if text and any(sign in text for sign in _LEGACY_REFUSALS):

@@ -379,15 +379,20 @@ def _either(legacy: Post, straight: Post, learned: Callable[[str], object]) -> P
 
     async def either(req: jsonrpc.Request, note: Notify) -> jsonrpc.Response:
         state = req.params.get("requestState")
-        if isinstance(state, str) and token_version(state) != formats.CALL_HANDLE:
+        if state is not None and not _proxy_handle(state):
             return await straight(req, note)
         answer = await legacy(req, note)
-        if state is None and (why := legacy_refusal(answer)) is not None:
+        if state is None and (why := legacy_refusal(answer, _proxy_handle)) is not None:
             learned(why)
             return await straight(req, note)
         return answer
 
     return either
+
+
+def _proxy_handle(state: object) -> bool:
+    """Whether a requestState is a call the proxy parked (the legacy way's rounds), not an upstream's own."""
+    return isinstance(state, str) and token_version(state) == formats.CALL_HANDLE
 
 
 async def _ignored(note: jsonrpc.Notification) -> None:

@@ -55,9 +55,10 @@ from proxy.front.legacy.bridge_session import RuntimeStateView
 from proxy.front.legacy.bridge_streams import BridgeReply, error_response
 from proxy.front.legacy.mirror_answers import MIRROR_PEER_PATH, MirrorAnswers
 from proxy.front.legacy.mirror_calls import Admission, End, MirrorCalls, MirrorSettings, Post
+from proxy.front.legacy.mirror_paths import either, two_era_tool
 from proxy.front.legacy.mirror_stream import SUBSCRIBE, UNSUBSCRIBE, Listener, MirrorStreams
 from proxy.front.peers import NOT_PROCESSED, Peers
-from proxy.handle import HandleCodec, HandleError, formats, token_version
+from proxy.handle import HandleCodec, HandleError
 from proxy.handle.mirror_ids import MirrorSession, open_mirror_session, seal_mirror_session
 from proxy.routes.policy import Grant
 from proxy.routes.table import Route
@@ -66,7 +67,6 @@ from proxy.upstream.base import UpstreamAuthChallenge, UpstreamError
 from proxy.upstream.era import EraBook, speaks_modern
 from proxy.upstream.modern import Notify, NotModern
 from proxy.upstream.senders import ModernSenders
-from proxy.upstream.tool_paths import legacy_refusal
 from proxy.wire import jsonrpc, mcp
 
 log = structlog.get_logger("proxy.front.mirror")
@@ -243,49 +243,38 @@ class LegacyMirror:
         """How one request goes upstream: to the modern front in process on an aggregated route and for a
         tool in the upstream's `legacy_tools` (or learned as such), else straight to the modern upstream. A
         two-era upstream's tool is called the legacy way first, as the client going direct would
-        (`_either`)."""
-        inner = self.inner
-        paths = self._eras.paths
-        two_era = (
-            inner is not None
-            and caller.route is None
-            and method == "tools/call"
-            and isinstance(name, str)
-            and self._eras.held(upstream) == "both"
-            and not paths.native(upstream, name)
-        )
-        if inner is not None and (
-            caller.route is not None or two_era or (method == "tools/call" and paths.legacy(upstream, name))
-        ):
-
-            async def within(req: jsonrpc.Request, note: Notify) -> jsonrpc.Response:
-                return await inner(
-                    caller.request,
-                    upstream,
-                    req,
-                    principal=caller.principal,
-                    upstream_headers=caller.upstream_headers,
-                    route=caller.route,
-                    grant=caller.grant,
-                    notify=note,
-                    line={},
-                    legacy=two_era,
-                )
-
-            async def end(request_state: str, reason: str) -> None:
-                await inner.end(request_state, principal=caller.principal, reason=reason)
-
-            if two_era:
-                assert isinstance(name, str)
-                straight = self._senders.sender(
-                    upstream, timeout=self._call_timeout, headers=dict(caller.forwarded)
-                )
-                return _either(within, straight, lambda why: paths.learn_native(upstream, name, why)), end
-            return within, end
+        (mirror_paths.py)."""
+        inner, paths = self.inner, self._eras.paths
         # Straight to the modern upstream, over HTTP or its stdio child (upstream/senders.py); a modern
         # upstream keeps nothing of a call between its rounds: nothing to end.
         straight = self._senders.sender(upstream, timeout=self._call_timeout, headers=dict(caller.forwarded))
-        return straight, None
+        call = method == "tools/call"
+        two_era = caller.route is None and call and two_era_tool(self._eras, upstream, name)
+        if inner is None or not (
+            caller.route is not None or two_era or (call and paths.legacy(upstream, name))
+        ):
+            return straight, None
+
+        async def within(req: jsonrpc.Request, note: Notify) -> jsonrpc.Response:
+            return await inner(
+                caller.request,
+                upstream,
+                req,
+                principal=caller.principal,
+                upstream_headers=caller.upstream_headers,
+                route=caller.route,
+                grant=caller.grant,
+                notify=note,
+                line={},
+                legacy=two_era,
+            )
+
+        async def end(request_state: str, reason: str) -> None:
+            await inner.end(request_state, principal=caller.principal, reason=reason)
+
+        if two_era:
+            return either(within, straight, lambda why: paths.learn_native(upstream, str(name), why)), end
+        return within, end
 
     async def _initialize(
         self, caller: Caller, upstream: str, msg: jsonrpc.Request
@@ -369,30 +358,6 @@ class Caller:
     route: Route | None  # an aggregated route the session is of
     grant: Grant | None  # what the validated token grants (validate mode)
     challenge: Challenge | None  # adapts an upstream's WWW-Authenticate
-
-
-def _either(legacy: Post, straight: Post, learned: Callable[[str], object]) -> Post:
-    """A two-era upstream's tool for a legacy client: the legacy way first (its inline questions reach the
-    client as they would going direct); a refusal that says the tool asks natively only (tool_paths.py) is
-    sent again straight at 2026-07-28 — safe: a native tool answers `input_required` before it acts — and
-    the tool remembered (`learned`). A retry carrying the upstream's own requestState goes straight."""
-
-    async def either(req: jsonrpc.Request, note: Notify) -> jsonrpc.Response:
-        state = req.params.get("requestState")
-        if state is not None and not _proxy_handle(state):
-            return await straight(req, note)
-        answer = await legacy(req, note)
-        if state is None and (why := legacy_refusal(answer, _proxy_handle)) is not None:
-            learned(why)
-            return await straight(req, note)
-        return answer
-
-    return either
-
-
-def _proxy_handle(state: object) -> bool:
-    """Whether a requestState is a call the proxy parked (the legacy way's rounds), not an upstream's own."""
-    return isinstance(state, str) and token_version(state) == formats.CALL_HANDLE
 
 
 async def _ignored(note: jsonrpc.Notification) -> None:

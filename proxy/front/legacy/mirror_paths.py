@@ -1,0 +1,47 @@
+"""A two-era upstream's tool for a legacy client of the mirror (upstream/tool_paths.py): the legacy way first,
+as the client going direct would be served, and straight at 2026-07-28 when that way is refused because the
+tool asks natively only."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from proxy.front.legacy.mirror_calls import Post
+from proxy.handle import formats, token_version
+from proxy.upstream.era import EraBook
+from proxy.upstream.modern import Notify
+from proxy.upstream.tool_paths import legacy_refusal
+from proxy.wire import jsonrpc
+
+
+def two_era_tool(eras: EraBook, upstream: str, name: object) -> bool:
+    """Whether a legacy client's call of tool `name` is a two-era upstream's, to try the legacy way first: the
+    upstream's verdict is `both` and the tool was not seen asking natively only."""
+    return isinstance(name, str) and eras.held(upstream) == "both" and not eras.paths.native(upstream, name)
+
+
+def either(legacy: Post, straight: Post, learned: Callable[[str], object]) -> Post:
+    """A two-era upstream's tool for a legacy client: the legacy way first (its inline questions reach the
+    client as they would going direct); a refusal that says the tool asks natively only (tool_paths.py) is
+    sent again straight at 2026-07-28 — safe: a native tool answers `input_required` before it acts — and
+    the tool remembered (`learned`). A retry carrying the upstream's own requestState goes straight."""
+
+    async def post(req: jsonrpc.Request, note: Notify) -> jsonrpc.Response:
+        state = req.params.get("requestState")
+        if state is not None and not _proxy_handle(state):
+            return await straight(req, note)
+        answer = await legacy(req, note)
+        if state is None and (why := legacy_refusal(answer, _proxy_handle)) is not None:
+            learned(why)
+            return await straight(req, note)
+        return answer
+
+    return post
+
+
+def _proxy_handle(state: object) -> bool:
+    """Whether a requestState is a call the proxy parked (the legacy way's rounds), not an upstream's own."""
+    return isinstance(state, str) and token_version(state) == formats.CALL_HANDLE
+
+
+__all__ = ["either", "two_era_tool"]

@@ -100,6 +100,7 @@ class ToolPaths:
         self._learns = {name: up.learn_legacy_tools for name, up in upstreams.items()}
         self._legacy: dict[str, dict[str, None]] = {name: {} for name in upstreams}  # insertion-ordered
         self._native: dict[str, dict[str, None]] = {name: {} for name in upstreams}
+        self._answered: dict[str, dict[str, None]] = {name: {} for name in upstreams}  # legacy way worked
         self._tool_lists: dict[str, frozenset[str]] = {}
 
     def legacy(self, upstream: str, name: object) -> bool:
@@ -110,6 +111,15 @@ class ToolPaths:
         """Whether a legacy client's call of `name` goes straight at 2026-07-28 (it was seen asking natively
         only), unless it is listed in `legacy_tools`."""
         return name in self._native[upstream] and name not in self._configured[upstream]
+
+    def answered(self, upstream: str, name: object) -> bool:
+        """Whether a legacy client's call of `name` was served the legacy way already (no refusal): its
+        notifications need not wait for the answer (mirror_paths.py)."""
+        return name in self._answered[upstream]
+
+    def legacy_worked(self, upstream: str, name: str) -> None:
+        if name not in self._answered[upstream]:
+            _bounded_add(self._answered[upstream], name)
 
     def learns(self, upstream: str) -> bool:
         return self._learns[upstream]
@@ -142,10 +152,12 @@ class ToolPaths:
         seen = frozenset(names)
         before = self._tool_lists.get(upstream)
         self._tool_lists[upstream] = seen
-        if before is not None and before != seen and (self._legacy[upstream] or self._native[upstream]):
-            log.info("upstream.tools_forgotten", upstream=upstream, reason="the tool list changed")
+        if before is not None and before != seen:
+            if self._legacy[upstream] or self._native[upstream]:
+                log.info("upstream.tools_forgotten", upstream=upstream, reason="the tool list changed")
             self._legacy[upstream].clear()
             self._native[upstream].clear()
+            self._answered[upstream].clear()
 
     def learned(self) -> dict[str, dict[str, list[str]]]:
         """What was learned, by upstream (for /readyz and /metrics): {"legacy": [...], "native": [...]}."""

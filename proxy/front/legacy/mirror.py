@@ -273,7 +273,7 @@ class LegacyMirror:
             await inner.end(request_state, principal=caller.principal, reason=reason)
 
         if two_era:
-            return either(within, straight, lambda why: paths.learn_native(upstream, str(name), why)), end
+            return either(self._eras, upstream, str(name), within, straight), end
         return within, end
 
     async def _initialize(

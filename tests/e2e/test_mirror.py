@@ -129,8 +129,8 @@ async def test_mcp_1_30_client_uses_native_tools_through_the_mirror(
     if upstream == "fastmcp4":
         assert got["pair"] == "pair:Ada+Ada" and steps["pair"]["seen"] == ["elicit:form", "elicit:form"]
         assert got["sample"] == "sampled:Paris" and steps["sample"]["seen"] == ["sample"]
-        # A two-era upstream: the legacy client's ctx.elicit tool goes the legacy way, as going direct (FastMCP
-        # 4 refuses ctx.elicit on a 2026-07-28 request), and asks inline.
+        # A two-era upstream: the legacy client's ctx.elicit tool goes the legacy way, as going direct
+        # (FastMCP 4 refuses ctx.elicit on a 2026-07-28 request), and asks inline.
         assert got["ctx_elicit"] == "accept:Ada" and steps["ctx_elicit"]["seen"] == ["elicit:form"]
 
 

@@ -21,7 +21,7 @@ import aiohttp
 import peers
 import pytest
 
-from e2e.harness import running_proxy
+from e2e.harness import RawClient, running_proxy
 from e2e.test_mirror import ELICIT, RawLegacy
 from proxy.config import UpstreamConfig
 from proxy.process.appstate import ERAS
@@ -140,3 +140,34 @@ async def test_a_legacy_client_gets_every_flow_direct_gives_and_the_native_tools
     else:  # tmcp's replayable tool asks inline on a legacy session: nothing to learn
         assert direct["guard_name"] == "hello:Ada"
         assert learned == {}
+
+
+async def test_upgrade_and_downgrade_in_place_with_a_new_principal_per_request() -> None:
+    """FastMCP 1.30 replaced on its port by FastMCP 4.2.3 (two eras), then back, while 2026-07-28 clients
+    call — each request from a new principal, so no pooled session dies to tell of the swap. The first new
+    session's initialize shows another server (the cheap signal, upstream/pool.py): the era is probed again
+    at the next request. No request fails; the era follows within one request each way."""
+    port = peers.free_port()
+    n = iter(range(1000))
+
+    async def call(http: aiohttp.ClientSession, proxy_url: str, tool: str, **args: Any) -> str:
+        client = RawClient(proxy_url, http, authorization=f"Bearer user{next(n)}")
+        reply = await client.call(tool, args)
+        assert "result" in reply.body, reply.body
+        return str(reply.result["content"][0]["text"])
+
+    async with running_proxy(f"http://127.0.0.1:{port}/mcp") as proxy, aiohttp.ClientSession() as http:
+        eras = proxy.app[ERAS]
+        async with peers.start_fastmcp(port=port):
+            assert await call(http, proxy.url, "echo", text="legacy") == "legacy"
+            assert eras.describe() == {"default": "legacy"}
+        async with peers.start_fastmcp4(port=port):
+            assert await call(http, proxy.url, "echo", text="up") == "up"  # served the legacy way
+            assert await call(http, proxy.url, "echo", text="up2") == "up2"  # probed again: two eras
+            assert eras.describe() == {"default": "both"}
+            first = await RawClient(proxy.url, http, authorization="Bearer native").call("guard_name")
+            assert first.result["resultType"] == "input_required"  # the server's own, natively
+        async with peers.start_fastmcp(port=port):
+            assert await call(http, proxy.url, "echo", text="down") == "down"  # NotModern: the legacy way
+            assert eras.describe() == {"default": "legacy"}
+            assert await call(http, proxy.url, "echo", text="down2") == "down2"

@@ -171,3 +171,20 @@ async def test_upgrade_and_downgrade_in_place_with_a_new_principal_per_request()
             assert await call(http, proxy.url, "echo", text="down") == "down"  # NotModern: the legacy way
             assert eras.describe() == {"default": "legacy"}
             assert await call(http, proxy.url, "echo", text="down2") == "down2"
+
+
+async def test_a_legacy_style_sampling_tool_is_learned_too() -> None:
+    """FastMCP 4.2.3's `ctx.session.create_message` at 2026-07-28: "Cannot send 'sampling/createMessage'…"
+    going direct; through the proxy the same refusal with the hint, then the legacy way (the client samples)."""
+    plan = [
+        {"id": f"s{i}", "kind": "tool", "name": "summarize", "args": {"text": "capital?"}} for i in (1, 2)
+    ]
+    async with peers.start_fastmcp4() as url:
+        direct = await modern_client(url, plan)
+        async with running_proxy(UpstreamConfig(name="default", url=url)) as proxy:
+            proxied = await modern_client(proxy.url, plan)
+            assert proxy.app[ERAS].paths.learned() == {"default": {"legacy": ["summarize"], "native": []}}
+    refusal = "Cannot send 'sampling/createMessage'"
+    assert refusal in said(direct["s1"]) and refusal in said(direct["s2"])
+    assert refusal in said(proxied["s1"]) and HINT in said(proxied["s1"])
+    assert works(proxied["s2"], "summary:"), proxied["s2"]

@@ -175,7 +175,8 @@ async def test_upgrade_and_downgrade_in_place_with_a_new_principal_per_request()
 
 async def test_a_legacy_style_sampling_tool_is_learned_too() -> None:
     """FastMCP 4.2.3's `ctx.session.create_message` at 2026-07-28: "Cannot send 'sampling/createMessage'…"
-    going direct; through the proxy the same refusal with the hint, then the legacy way (the client samples)."""
+    going direct; through the proxy the same refusal with the hint, then the legacy way (the client
+    samples)."""
     plan = [
         {"id": f"s{i}", "kind": "tool", "name": "summarize", "args": {"text": "capital?"}} for i in (1, 2)
     ]

@@ -105,7 +105,9 @@ def fill(asked: dict[str, Any]) -> dict[str, Any]:
     return {"action": "accept", "content": {field: "Ada"}}
 
 
-async def legacy_flows(url: str) -> dict[str, str]:
+async def legacy_flows(
+    url: str, tools: tuple[str, ...] = ("ask_name", "guard_name", "echo")
+) -> dict[str, str]:
     """A raw legacy client's answers: the inline-asking tool, the native one, a plain one."""
     async with aiohttp.ClientSession() as http:
         client = RawLegacy(url, http)
@@ -189,3 +191,28 @@ async def test_a_legacy_style_sampling_tool_is_learned_too() -> None:
     assert refusal in said(direct["s1"]) and refusal in said(direct["s2"])
     assert refusal in said(proxied["s1"]) and HINT in said(proxied["s1"])
     assert works(proxied["s2"], "summary:"), proxied["s2"]
+
+
+async def test_a_legacy_only_arcade_server_stays_legacy_for_both_client_eras() -> None:
+    """arcade-mcp-server 1.32.1 answers server/discover with -32600 "Unsupported protocol version": legacy,
+    not two eras (no initialize check is made). Its inline-asking tool (arcade names it
+    `ArcadeFixture_AskName`) works for a 2026-07-28 client (the proxy's MRTR); a legacy client is relayed
+    (a plain call here), nothing learned."""
+    ask, echo = "ArcadeFixture_AskName", "ArcadeFixture_Echo"
+    plan = [
+        {"id": "ask", "kind": "tool", "name": ask},
+        {"id": "plain", "kind": "tool", "name": echo, "args": {"text": "hi"}},
+    ]
+    async with peers.start_arcade() as url, running_proxy(UpstreamConfig(name="default", url=url)) as proxy:
+        modern = await modern_client(proxy.url, plan)
+        async with aiohttp.ClientSession() as http:
+            client = RawLegacy(proxy.url, http)
+            await client.initialize(ELICIT)
+            initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}  # arcade insists on it
+            async with http.post(proxy.url, json=initialized, headers=client.headers) as resp:
+                assert resp.status == 202
+            _, echoed = await client.call(echo, arguments={"text": "hi"})
+        assert proxy.app[ERAS].describe() == {"default": "legacy"}
+        assert proxy.app[ERAS].paths.learned() == {}
+    assert works(modern["ask"], "accept:Alice") and works(modern["plain"], "hi"), modern
+    assert echoed[-1]["result"]["content"][0]["text"] == "hi"

@@ -245,15 +245,12 @@ class LegacyMirror:
         two-era upstream's tool is called the legacy way first, as the client going direct would
         (mirror_paths.py)."""
         inner, paths = self.inner, self._eras.paths
-        # Straight to the modern upstream, over HTTP or its stdio child (upstream/senders.py); a modern
-        # upstream keeps nothing of a call between its rounds: nothing to end.
-        straight = self._senders.sender(upstream, timeout=self._call_timeout, headers=dict(caller.forwarded))
-        call = method == "tools/call"
-        two_era = caller.route is None and call and two_era_tool(self._eras, upstream, name)
-        if inner is None or not (
-            caller.route is not None or two_era or (call and paths.legacy(upstream, name))
-        ):
-            return straight, None
+        call, route = method == "tools/call", caller.route
+        two_era = route is None and call and two_era_tool(self._eras, upstream, name)
+        if inner is None or not (route is not None or two_era or (call and paths.legacy(upstream, name))):
+            # Straight to the modern upstream, over HTTP or its stdio child (upstream/senders.py); a modern
+            # upstream keeps nothing of a call between its rounds: nothing to end.
+            return self._straight(caller, upstream), None
 
         async def within(req: jsonrpc.Request, note: Notify) -> jsonrpc.Response:
             return await inner(
@@ -273,8 +270,11 @@ class LegacyMirror:
             await inner.end(request_state, principal=caller.principal, reason=reason)
 
         if two_era:
-            return either(self._eras, upstream, str(name), within, straight), end
+            return either(self._eras, upstream, str(name), within, self._straight(caller, upstream)), end
         return within, end
+
+    def _straight(self, caller: Caller, upstream: str) -> Post:
+        return self._senders.sender(upstream, timeout=self._call_timeout, headers=dict(caller.forwarded))
 
     async def _initialize(
         self, caller: Caller, upstream: str, msg: jsonrpc.Request

@@ -24,7 +24,8 @@ def either(eras: EraBook, upstream: str, name: str, legacy: Post, straight: Post
     """A two-era upstream's tool for a legacy client: the legacy way first (its inline questions reach the
     client as they would going direct); a refusal that says the tool asks natively only (tool_paths.py) is
     sent again straight at 2026-07-28 — safe: a native tool answers `input_required` before it acts — and
-    the tool remembered. A retry carrying the upstream's own requestState goes straight. Until a tool has
+    the tool remembered. A retry of a native round (the upstream's own requestState, or inputResponses
+    without the proxy's handle) goes straight. Until a tool has
     been served the legacy way once, the notifications of its legacy attempt wait for the answer (at most
     `MAX_HELD`): a refused attempt's (a native tool's progress before its question) are dropped, as the
     native run sends them again."""
@@ -32,9 +33,11 @@ def either(eras: EraBook, upstream: str, name: str, legacy: Post, straight: Post
 
     async def post(req: jsonrpc.Request, note: Notify) -> jsonrpc.Response:
         state = req.params.get("requestState")
-        if state is not None and not _proxy_handle(state):
+        if _proxy_handle(state):  # a round of the legacy way (the proxy's parked call)
+            return await legacy(req, note)
+        if state is not None or "inputResponses" in req.params:  # a native round's retry
             return await straight(req, note)
-        if state is not None or paths.answered(upstream, name):
+        if paths.answered(upstream, name):
             return await legacy(req, note)
         held: list[jsonrpc.Notification] | None = []
 

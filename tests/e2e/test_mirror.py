@@ -600,15 +600,22 @@ async def test_an_upstream_replaced_by_a_legacy_server_sends_the_client_back_to_
             _, messages = await client.call("guard_counted", answerer=accept_ada)
             assert messages[-1]["result"]["content"][0]["text"] == "counted:Ada"
         async with peers.start_fastmcp(port=port):
-            # The upstream was two-era (`both`): a tools/call goes the legacy way first, so the next call is
-            # served by the legacy server, inline — unless it lands on the legacy session pooled from the old
-            # server (its 404 is found at first use: -31001, not re-run; the known race of an in-place swap).
-            _, messages = await client.call("ask_name", answerer=accept_ada)
-            if "error" in messages[-1]:
-                assert messages[-1]["error"]["code"] == -31001, messages
-                _, messages = await client.call("ask_name", answerer=accept_ada)
-            assert messages[-1]["result"]["content"][0]["text"] == "accept:Ada"
-            status, messages = await client.call("", method="tools/list", params={})
+            # The upstream was two-era (`both`): a tools/call goes the legacy way first, so a call may still
+            # be served by the legacy server (inline), or land on the legacy session pooled from the old
+            # server (its 404 found at first use: -31001, not re-run — the known race of an in-place swap);
+            # once the era is probed again (legacy), the session's next request is 404 "Session not found".
+            status, messages = 200, []
+            for _ in range(4):  # bounded
+                status, messages = await client.call("ask_name", answerer=accept_ada)
+                if status == 404:
+                    break
+                last = messages[-1]
+                assert last.get("result", {}).get("content", [{}])[0].get("text") == "accept:Ada" or (
+                    last.get("error", {}).get("code") == -31001
+                ), messages
+                status, messages = await client.call("", method="tools/list", params={})
+                if status == 404:
+                    break
             assert status == 404 and messages[0]["error"]["message"] == "Session not found"
             del client.headers["Mcp-Session-Id"]
             await client.initialize(ELICIT)

@@ -4,10 +4,12 @@
 #   .peers/client  python venv with mcp==2.3.0  (2026-07-28 client)
 #   .peers/fastmcp2     python venv with fastmcp==2.14.7 (the newest 2.x; on mcp==1.30.0)
 #   .peers/fastmcp4     python venv with fastmcp==4.2.3 (speaks both eras: legacy initialize and 2026-07-28)
+#   .peers/arcade      python venv with arcade-mcp-server==1.32.1 (a legacy-only server built on its own stack)
 #   .peers/servers-sdk1 python venv with mcp-server-git + mcp-server-time 2026.10.10 (the newest on mcp 1.x)
 #   .peers/servers-sdk2 python venv with mcp-server-git + mcp-server-time 2026.10.19 (on mcp 2.3.0)
 #   .peers/node    npm peers: server-everything, server-filesystem, server-memory, the TS client v2, the
-#                  conformance suite, Node 22, and the Prometheus Operator CRD schemas
+#                  conformance suite, tmcp 1.20.0 (+ @tmcp/transport-http, @tmcp/adapter-zod; a two-era
+#                  TS server), @ai-sdk/mcp 2.0.99 (Vercel's client), Node 22, and the Prometheus Operator CRD schemas
 #                  (@kubernetes-models/prometheus-operator) and the PromQL grammar (@prometheus-io/lezer-promql)
 #                  the chart tests check the observability objects with
 # Idempotent: a peer already at the pinned version is left alone.
@@ -15,7 +17,7 @@
 #   browser        headless Chromium for the real-browser CORS test (Debian's chromium, /usr/bin/chromium) and
 #                  .peers/browser, a python venv with playwright==1.65.2 that drives it (its own browser
 #                  downloads are never used: `playwright install` is not run)
-# Usage: scripts/setup-peers.sh [legacy] [client] [fastmcp2] [fastmcp4] [servers] [node] [nginx] [browser]
+# Usage: scripts/setup-peers.sh [legacy] [client] [fastmcp2] [fastmcp4] [arcade] [servers] [node] [nginx] [browser]
 #        (no argument: all)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -38,11 +40,12 @@ venv_with() {  # venv_with DIR REQUIREMENT... (each NAME==VERSION; the first one
   "$dir/bin/python" -c "import $module" # fail loudly if the install did not work
 }
 
-wanted=" ${*:-legacy client fastmcp2 fastmcp4 servers node nginx browser} "
+wanted=" ${*:-legacy client fastmcp2 fastmcp4 arcade servers node nginx browser} "
 case "$wanted" in *" legacy "*) venv_with "$peers/legacy" mcp "mcp==1.30.0" & ;; esac
 case "$wanted" in *" client "*) venv_with "$peers/client" mcp "mcp==2.3.0" & ;; esac
 case "$wanted" in *" fastmcp2 "*) venv_with "$peers/fastmcp2" fastmcp "fastmcp==2.14.7" "mcp==1.30.0" & ;; esac
 case "$wanted" in *" fastmcp4 "*) venv_with "$peers/fastmcp4" fastmcp "fastmcp==4.2.3" & ;; esac
+case "$wanted" in *" arcade "*) venv_with "$peers/arcade" arcade_mcp_server "arcade-mcp-server==1.32.1" & ;; esac
 case "$wanted" in *" servers "*)
   venv_with "$peers/servers-sdk1" mcp_server_git \
     "mcp-server-git==2026.10.10" "mcp-server-time==2026.10.10" "mcp==1.30.0" &

@@ -451,6 +451,39 @@ async def start_fastmcp4(
 
 
 @contextlib.asynccontextmanager
+async def start_arcade(*, ready_timeout: float = DEFAULT_READY_TIMEOUT) -> AsyncIterator[PeerUrl]:
+    """Run ``tests/fixtures/arcade_server.py`` (arcade-mcp-server 1.32.1, legacy only) on 127.0.0.1. Yields
+    ``http://127.0.0.1:PORT/mcp``."""
+    python = peers_dir() / "arcade" / "bin" / "python"
+    require_peers({"arcade-mcp-server 1.32.1": python})
+
+    def argv(port: int) -> list[str]:
+        return [str(python), str(FIXTURES_DIR / "arcade_server.py"), str(port)]
+
+    async with run_peer("arcade", argv, env={"PYTHONUNBUFFERED": "1"}, ready_timeout=ready_timeout) as peer:
+        yield PeerUrl(f"http://{LOOPBACK}:{peer.port}/mcp", peer)
+
+
+@contextlib.asynccontextmanager
+async def start_tmcp(
+    *, name: str = "tmcp-fixture", port: int | None = None, ready_timeout: float = DEFAULT_READY_TIMEOUT
+) -> AsyncIterator[PeerUrl]:
+    """Run ``tests/fixtures/tmcp_server.mjs`` (tmcp 1.20.0, two eras, its own implementation) on 127.0.0.1
+    (on ``port`` if given). Yields ``http://127.0.0.1:PORT/mcp``."""
+    tmcp = node_modules() / "tmcp" / "package.json"
+    require_peers({"node": node_bin(), "tmcp 1.20.0": tmcp})
+
+    def argv(port: int) -> list[str]:
+        return [str(node_bin()), str(FIXTURES_DIR / "tmcp_server.mjs"), "--name", name]
+
+    def env(port: int) -> dict[str, str]:
+        return {"PORT": str(port), "MRTR_PEERS_DIR": str(peers_dir())}
+
+    async with run_peer("tmcp", argv, env=env, ready_timeout=ready_timeout, port=port) as peer:
+        yield PeerUrl(f"http://{LOOPBACK}:{peer.port}/mcp", peer)
+
+
+@contextlib.asynccontextmanager
 async def start_mcp2_server(
     *,
     two_era: bool = False,

@@ -259,6 +259,9 @@ class UpstreamConfig:
     # Tools of a two-era upstream that ask with server-initiated requests (FastMCP's ctx.elicit): a
     # 2026-07-28 client's call of one goes through the proxy's MRTR over a legacy session, not the relay.
     legacy_tools: tuple[str, ...] = ()
+    # Learn such tools of a two-era (`both`) upstream when a 2026-07-28 call of one is refused (the client
+    # gets the refusal and a hint; the next call goes the legacy way). Per replica, in memory.
+    learn_legacy_tools: bool = True
     protocol_versions: tuple[str, ...] = PROTOCOL_VERSIONS  # the legacy ones offered at initialize
     static_roots: tuple[StaticRoot, ...] = ()
     pool: PoolConfig = field(default_factory=PoolConfig)

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 # The call registry's refusal reasons (proxy/calls/registry.py REFUSAL_REASONS; not imported: metrics sit
 # below the calls layer).
-ERAS: Final = ("legacy", "modern", "unknown")
+ERAS: Final = ("legacy", "modern", "both", "unknown")
 REFUSAL_REASONS: Final = (
     "calls_total",
     "principal_share",
@@ -40,7 +40,11 @@ class StateCollector(Collector):
         self.drain_grace_s: float | None = None
         self.draining_since: float | None = None
         self.saturation: Callable[[], Mapping[str, str]] | None = None
-        self.eras: Callable[[], Mapping[str, str]] | None = None  # upstream/era.py: legacy, modern, unknown
+        self.eras: Callable[[], Mapping[str, str]] | None = (
+            None  # upstream/era.py: legacy, modern, both, unknown
+        )
+        # upstream/tool_paths.py: the tools learned per upstream, {"legacy": [...], "native": [...]}
+        self.learned: Callable[[], Mapping[str, Mapping[str, list[str]]]] | None = None
 
     def collect(self) -> Iterable[Metric]:
         parked = GaugeMetricFamily(
@@ -62,12 +66,26 @@ class StateCollector(Collector):
             running.add_metric([name], counts[name, False])
             pool = self.pools.get(name)
             sessions.add_metric([name], pool.size if pool is not None else 0)
-        return [parked, running, sessions, self._eras(), *self._admission(), *self._limits()]
+        return [parked, running, sessions, self._eras(), self._learned(), *self._admission(), *self._limits()]
+
+    def _learned(self) -> Metric:
+        learned = GaugeMetricFamily(
+            "mrtr_proxy_learned_tool",
+            "1 for each tool of a two-era upstream this replica learned the path of (legacy: it asks inline; "
+            "native: it asks only the 2026-07-28 way)",
+            labels=["upstream", "tool", "path"],
+        )
+        known = self.learned() if self.learned is not None else {}
+        for name, paths in known.items():
+            for path, tools in paths.items():
+                for tool in tools:
+                    learned.add_metric([name, tool, path], 1)
+        return learned
 
     def _eras(self) -> Metric:
         era = GaugeMetricFamily(
             "mrtr_proxy_upstream_era",
-            "1 for each upstream's protocol era (legacy, modern; unknown until probed), 0 for the others",
+            "1 for each upstream's protocol era (legacy, modern, both; unknown until probed), 0 for others",
             labels=["upstream", "era"],
         )
         known = self.eras() if self.eras is not None else {}
@@ -139,6 +157,7 @@ class StateCollector(Collector):
             *(GaugeMetricFamily(name, "", labels=["upstream"]) for name in gauges),
             GaugeMetricFamily("mrtr_proxy_saturated", ""),
             GaugeMetricFamily("mrtr_proxy_upstream_era", "", labels=["upstream", "era"]),
+            GaugeMetricFamily("mrtr_proxy_learned_tool", "", labels=["upstream", "tool", "path"]),
             GaugeMetricFamily("mrtr_proxy_saturated_by", "", labels=["scope", "reason"]),
             CounterMetricFamily("mrtr_proxy_admission_refusals", "", labels=["reason"]),
         ]

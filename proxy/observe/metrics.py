@@ -210,11 +210,12 @@ class Metrics:
         pools: Mapping[str, SessionPool],
         saturation: Callable[[], Mapping[str, str]] | None = None,
         eras: Callable[[], Mapping[str, str]] | None = None,
+        learned: Callable[[], Mapping[str, Mapping[str, list[str]]]] | None = None,
     ) -> None:
-        """Read the call and session gauges from these at scrape time (set once the app has started), and
-        each upstream's era (upstream/era.py)."""
+        """Read the call and session gauges from these at scrape time (set once the app has started), each
+        upstream's era (upstream/era.py) and the tools whose path was learned (upstream/tool_paths.py)."""
         self._state.calls, self._state.pools = calls, pools
-        self._state.saturation, self._state.eras = saturation, eras
+        self._state.saturation, self._state.eras, self._state.learned = saturation, eras, learned
 
     def limits(self, *, max_calls: int, max_sessions: Mapping[str, int], drain_grace_s: float) -> None:
         """The configured limits, exported as gauges so alerts compare against them (calls.max_parked,

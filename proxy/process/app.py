@@ -212,7 +212,11 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
     )
     service = app[CALLS]
     app[METRICS].watch(
-        service.registry, pools, saturation=lambda: saturation(service, pools), eras=eras.describe
+        service.registry,
+        pools,
+        saturation=lambda: saturation(service, pools),
+        eras=eras.describe,
+        learned=eras.paths.learned,
     )
     app[TASKS] = TaskManager(
         app[CALLS],

@@ -29,6 +29,7 @@ from proxy.process.appstate import (
     UPSTREAM_HTTP,
 )
 from proxy.process.periodic import every
+from proxy.upstream.era import speaks_modern
 from proxy.upstream.pool_sessions import no_call_answer
 from proxy.upstream.reachability import InitializeChecks, command_answers, url_answers
 
@@ -107,7 +108,7 @@ async def upstream_state(app: web.Application, upstream: UpstreamConfig) -> tupl
     checks: InitializeChecks = app[STATE].initialize_checks
     answer = no_call_answer(upstream)
     if upstream.command is not None:
-        if await _era(app, upstream.name) == "modern":  # its 2026-07-28 child answered server/discover
+        if speaks_modern(await _era(app, upstream.name)):  # its 2026-07-28 child answered server/discover
             return "reachable", None
         problem = await checks.problem(upstream.name, lambda: command_answers(upstream, answer))
         return ("reachable", None) if problem is None else ("unreachable", problem)
@@ -117,7 +118,7 @@ async def upstream_state(app: web.Application, upstream: UpstreamConfig) -> tupl
         return WRONG_ERA, wrong  # a legacy server under era: modern (pool sessions do not say so)
     if app[POOLS][upstream.name].initialised or upstream.name in checks.answered:
         return "reachable", None
-    if await _era(app, upstream.name) == "modern":  # it answered server/discover: no initialize to expect
+    if speaks_modern(await _era(app, upstream.name)):  # it answered server/discover: no initialize to expect
         return "reachable", None
     http = app[UPSTREAM_HTTP][upstream.name]
     problem = await checks.problem(upstream.name, lambda: url_answers(http, upstream, answer), URL_WAIT_S)
@@ -172,8 +173,10 @@ async def readyz(request: web.Request) -> web.Response:
         "key_ring": keys_detail(ring, app[ROTATION].describe(ring, time.monotonic()), agreement),
         "parked_calls": app[CALLS].registry.parked_count,
         "upstreams": {up.name: state for up, (state, _) in zip(upstreams, states, strict=True)},
-        "upstream_eras": app[ERAS].describe(),  # legacy, modern, or unknown (not probed yet)
+        "upstream_eras": app[ERAS].describe(),  # legacy, modern, both, or unknown (not probed yet)
     }
+    if learned := app[ERAS].paths.learned():  # two-era upstreams' tools whose path this replica learned
+        body["learned_tools"] = learned
     if routes := app[CONFIG].routes:  # aggregated routes: who the last lists left out, name clashes
         now = time.monotonic()
         body["routes"] = {

@@ -5,6 +5,11 @@ or on an error only a modern server gives (`UnsupportedProtocolVersion`, `Header
 `MissingRequiredClientCapability`); anything else (a legacy server's 400 "missing session", a 404, an empty
 body, a non-JSON-RPC body) means legacy, and the legacy `initialize` follows.
 
+A server that answers `server/discover` is asked one legacy `initialize` too (era_initialize.py): if it
+answers that as well it is a two-era server, verdict `both` (FastMCP 4.2.3, tmcp 1.20.0): a 2026-07-28 client
+gets the native relay, a legacy client speaks legacy to it as going direct does, and the path is chosen per
+tool (front/tool_paths.py). A stdio upstream's verdict is `modern` or `legacy`, never `both`.
+
 `upstreams[].era` fixes the verdict (`legacy`, `modern`) or leaves it to the probe (`auto`). An `sse` upstream
 (HTTP+SSE, 2024-11-05) is legacy by definition. A `stdio` upstream is probed on its 2026-07-28 child
 (modern_stdio.py; the stdio page's "Backward Compatibility"): `server/discover` first, before anything else;
@@ -29,6 +34,7 @@ decide the verdict every user shares.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -39,14 +45,16 @@ import structlog
 
 from proxy.config import UpstreamConfig
 from proxy.upstream.base import UpstreamAuthChallenge, UpstreamError
+from proxy.upstream.era_initialize import answers_initialize
 from proxy.upstream.modern import MODERN_ERRORS, ModernTarget, NotModern, post
 from proxy.upstream.modern_stdio import ModernChildren
 from proxy.upstream.propagation import own_only, propagating
+from proxy.upstream.tool_paths import ToolPaths
 from proxy.wire import jsonrpc, mcp
 
 log = structlog.get_logger(__name__)
 
-EraName = Literal["legacy", "modern"]
+EraName = Literal["legacy", "modern", "both"]
 How = Literal["configured", "transport", "probe"]
 PROBE_CLIENT = {"name": "mrtr-proxy", "version": "era-probe"}
 
@@ -58,6 +66,11 @@ class Verdict:
     versions: tuple[str, ...] = ()  # a modern server's supportedVersions
     detail: str = ""  # what the probe saw (a legacy server's answer), for the log and `probe`
     at: float = 0.0  # time.time() of the verdict
+
+
+def speaks_modern(era: str | None) -> bool:
+    """Whether 2026-07-28 requests go to an upstream of this era (modern, or two-era)."""
+    return era in {"modern", "both"}
 
 
 def discover_request(rid: jsonrpc.RequestId = 1) -> jsonrpc.Request:
@@ -123,6 +136,7 @@ class EraBook:
         self.probes = 0  # how many probes were sent (tests, and the log)
         # Told when a configured verdict failed to hold for a request (process/app.py: era_setting.py).
         self.on_setting_doubted: Callable[[str, str], None] | None = None
+        self.paths = ToolPaths(upstreams)  # the path of each tool of a two-era upstream (tool_paths.py)
 
     def verdict(self, name: str) -> Verdict | None:
         return self._verdicts.get(name)
@@ -134,7 +148,8 @@ class EraBook:
         return known.era if known is not None and name not in self._suspect else None
 
     def describe(self) -> dict[str, str]:
-        """Each upstream's era as /readyz and /metrics show it: legacy, modern, or unknown (not probed)."""
+        """Each upstream's era as /readyz and /metrics show it: legacy, modern, both (two eras), or unknown
+        (not probed)."""
         return {name: v.era if (v := self._verdicts.get(name)) else "unknown" for name in self._upstreams}
 
     async def era(self, name: str, headers: Mapping[str, str] | None = None) -> EraName:
@@ -221,7 +236,13 @@ class EraBook:
         except (UpstreamAuthChallenge, UpstreamError, TimeoutError) as exc:
             log.info("upstream.era_probe_failed", upstream=name, error=str(exc) or type(exc).__name__)
             return None
-        return judge_discover(answer)
+        verdict = judge_discover(answer)
+        if verdict.era != "modern":
+            return verdict
+        both = await answers_initialize(self._clients[name], up.url, target.headers, up.timeouts.initialize_s)
+        if not both.legacy:
+            return dataclasses.replace(verdict, detail=verdict.detail or both.detail)
+        return dataclasses.replace(verdict, era="both", detail=f"initialize answered too ({both.version})")
 
     async def _probe_stdio(self, name: str, up: UpstreamConfig) -> Verdict | None:
         """`server/discover` on the upstream's 2026-07-28 child, before anything else is sent to it. No
@@ -247,4 +268,12 @@ class EraBook:
         return verdict
 
 
-__all__ = ["EraBook", "EraName", "Verdict", "discover_request", "fixed_verdict", "judge_discover"]
+__all__ = [
+    "EraBook",
+    "EraName",
+    "Verdict",
+    "discover_request",
+    "fixed_verdict",
+    "judge_discover",
+    "speaks_modern",
+]

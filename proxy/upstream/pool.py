@@ -345,6 +345,9 @@ class SessionPool:
             self._wake()  # a failed open gave its room back
         if self._info is None:
             self._info = session.info
+        elif _another_server(self._info, session.info):  # replaced in place: the cheap signal of a new era
+            self._lost(f"a new session's initialize shows another server ({_named(session.info)})")
+            self._info = session.info
         log.debug(
             "pool.session_opened",
             upstream=self.name,
@@ -363,3 +366,13 @@ class SessionPool:
         task = asyncio.ensure_future(session.close())
         self._closing.add(task)
         task.add_done_callback(self._closing.discard)
+
+
+def _another_server(before: ServerInfo, now: ServerInfo) -> bool:
+    """Whether two sessions' initialize results say the server behind the address changed (upgraded or
+    downgraded in place): its name, version or protocol version."""
+    return before.protocol_version != now.protocol_version or before.server_info != now.server_info
+
+
+def _named(info: ServerInfo) -> str:
+    return f"{info.server_info.get('name')} {info.server_info.get('version')}, {info.protocol_version}"

@@ -111,7 +111,8 @@ async def test_mcp_1_30_client_uses_native_tools_through_the_mirror(
     async with running_proxy(url) as proxy:
         plan = NATIVE + (FASTMCP4_ONLY if upstream == "fastmcp4" else [])
         out = await python_client("mcp", proxy.url, plan)
-        assert proxy.app[ERAS].describe() == {"default": "modern"}
+        era = "both" if upstream == "fastmcp4" else "modern"  # FastMCP 4 answers initialize too
+        assert proxy.app[ERAS].describe() == {"default": era}
         assert len(proxy.app[MIRROR].calls) == 0  # nothing of a call outlives its POST
     assert out["protocolVersion"] == "2025-11-25"
     assert out["server"] == f"{upstream}-fixture"
@@ -128,8 +129,9 @@ async def test_mcp_1_30_client_uses_native_tools_through_the_mirror(
     if upstream == "fastmcp4":
         assert got["pair"] == "pair:Ada+Ada" and steps["pair"]["seen"] == ["elicit:form", "elicit:form"]
         assert got["sample"] == "sampled:Paris" and steps["sample"]["seen"] == ["sample"]
-        # FastMCP 4 refuses ctx.elicit on a 2026-07-28 request: its own error reaches the client as it is.
-        assert steps["ctx_elicit"]["is_error"] and "unavailable on 2026-07-28" in got["ctx_elicit"]
+        # A two-era upstream: the legacy client's ctx.elicit tool goes the legacy way, as going direct
+        # (FastMCP 4 refuses ctx.elicit on a 2026-07-28 request), and asks inline.
+        assert got["ctx_elicit"] == "accept:Ada" and steps["ctx_elicit"]["seen"] == ["elicit:form"]
 
 
 async def test_mcp_1_30_client_form_kinds_url_and_roots(kinds_url: str) -> None:
@@ -162,7 +164,9 @@ async def test_a_cancel_mid_round_ends_the_call_with_no_retry_upstream(kinds_url
         assert len(proxy.app[MIRROR].calls) == 0
     got = texts(out)
     assert "Timed out" in got["cancel"] and out["steps"]["cancel"]["seen"] == ["cancel-sent", "elicit:form"]
-    assert int(got["after"]) == int(got["before"]) + 1
+    # Two runs upstream: the legacy way first (a two-era upstream: refused, guard_counted asks natively
+    # only), then its first native round; nothing was retried after the cancel.
+    assert int(got["after"]) == int(got["before"]) + 2
 
 
 TS_PLAN = [
@@ -498,7 +502,7 @@ async def test_a_cancel_that_lands_on_another_replica_reaches_the_call(kinds_url
         lines = [line for replica in group.replicas for line in log_lines(replica)]
     got = texts(out)
     assert "Timed out" in got["cancel"]
-    assert int(got["after"]) == int(got["before"]) + 1
+    assert int(got["after"]) == int(got["before"]) + 2  # the refused legacy attempt and one native round
     assert [line["event"] for line in lines if line.get("event") == "mirror.cancelled"] == [
         "mirror.cancelled"
     ]
@@ -528,7 +532,8 @@ async def test_a_client_that_goes_away_mid_round_leaves_nothing(kinds_url: str) 
         assert len(proxy.app[MIRROR].calls) == 0
         after = await client.call("calls")
     count = [int(json.loads(m[1][-1]["result"]["content"][0]["text"])) for m in (before, after)]
-    assert count[1] == count[0] + 1  # one round ran upstream; nothing was retried
+    # The refused legacy attempt (guard_counted asks natively only) and one native round; nothing retried.
+    assert count[1] == count[0] + 2
 
 
 async def test_the_peer_route_refuses_what_no_replica_signed(fastmcp4_url: str) -> None:
@@ -583,8 +588,9 @@ async def test_a_draining_replica_tells_waiting_clients_and_turns_new_calls_away
 
 
 async def test_an_upstream_replaced_by_a_legacy_server_sends_the_client_back_to_the_relay() -> None:
-    """The modern server on a port is replaced by a legacy one (FastMCP 1.30) while the proxy runs: the
-    mirror session's next request is answered the legacy way, so it gets 404 (a legacy client initializes
+    """The two-era server on a port is replaced by a legacy one (FastMCP 1.30) while the proxy runs: the
+    mirror session's next tool call is served (the legacy way first), its next request that goes straight
+    at 2026-07-28 is answered the legacy way, so it gets 404 (a legacy client initializes
     again), the era is probed again, and the new session is relayed to the legacy server."""
     port = peers.free_port()
     async with running_proxy(f"http://127.0.0.1:{port}/mcp") as proxy, aiohttp.ClientSession() as http:
@@ -594,7 +600,22 @@ async def test_an_upstream_replaced_by_a_legacy_server_sends_the_client_back_to_
             _, messages = await client.call("guard_counted", answerer=accept_ada)
             assert messages[-1]["result"]["content"][0]["text"] == "counted:Ada"
         async with peers.start_fastmcp(port=port):
-            status, messages = await client.call("ask_name", answerer=accept_ada)
+            # The upstream was two-era (`both`): a tools/call goes the legacy way first, so a call may still
+            # be served by the legacy server (inline), or land on the legacy session pooled from the old
+            # server (its 404 found at first use: -31001, not re-run — the known race of an in-place swap);
+            # once the era is probed again (legacy), the session's next request is 404 "Session not found".
+            status, messages = 200, []
+            for _ in range(4):  # bounded
+                status, messages = await client.call("ask_name", answerer=accept_ada)
+                if status == 404:
+                    break
+                last = messages[-1]
+                assert last.get("result", {}).get("content", [{}])[0].get("text") == "accept:Ada" or (
+                    last.get("error", {}).get("code") == -31001
+                ), messages
+                status, messages = await client.call("", method="tools/list", params={})
+                if status == 404:
+                    break
             assert status == 404 and messages[0]["error"]["message"] == "Session not found"
             del client.headers["Mcp-Session-Id"]
             await client.initialize(ELICIT)

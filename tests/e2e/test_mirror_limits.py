@@ -51,6 +51,7 @@ class Waiting:
         answer = {"action": "accept", "content": {"name": name}}
         assert await self.client.answer(self.asked[0], answer) == 202
         _status, messages = await self.task
+        assert "result" in messages[-1], messages
         return str(messages[-1]["result"]["content"][0]["text"])
 
 
@@ -68,9 +69,14 @@ async def test_mirrored_calls_count_against_the_call_limits(fastmcp4_url: str) -
         alice, bob, carol = (RawLegacy(proxy.url, http, f"Bearer {who}") for who in ("alice", "bob", "carol"))
         for client in (alice, bob, carol):
             await client.initialize(ELICIT)
-        held = [Waiting(alice), Waiting(alice)]
-        for call in held:
-            await call.started()
+        # One after the other: the first call of guard_name on a two-era upstream goes the legacy way first
+        # (issue 43) and, refused, is learned native; while that legacy attempt runs it holds a second place
+        # of the principal's (the proxy's MRTR call under the mirror's), so two concurrent first calls would
+        # meet the limit of 2 early. From the second call on the tool goes straight: one place per call.
+        held = [Waiting(alice)]
+        await held[0].started()
+        held.append(Waiting(alice))
+        await held[1].started()
         assert await refused(alice) == {
             "code": -31003,
             "message": "Too many calls: this client holds 2 parked or running calls "

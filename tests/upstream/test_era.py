@@ -41,12 +41,22 @@ async def test_fastmcp_1_30_is_legacy(fastmcp_url: str) -> None:
     assert book.describe() == {"up": "legacy"}
 
 
-async def test_fastmcp_4_two_eras_is_modern() -> None:
+async def test_fastmcp_4_two_eras_is_both() -> None:
     async with peers.start_fastmcp4() as url:
         era, book = await era_of(url)
-    assert era == "modern"
+    assert era == "both"  # server/discover answered, and a legacy initialize too
     verdict = book.verdict("up")
     assert verdict is not None and verdict.versions == ("2026-07-28",)
+    assert verdict.detail == "initialize answered too (2025-11-25)"
+    assert book.describe() == {"up": "both"}
+
+
+async def test_tmcp_two_eras_is_both() -> None:
+    async with peers.start_tmcp() as url:
+        era, book = await era_of(url)
+    assert era == "both"
+    verdict = book.verdict("up")
+    assert verdict is not None and verdict.detail.startswith("initialize answered too")
 
 
 async def test_mcp2_server_is_modern() -> None:

@@ -31,7 +31,7 @@ class FakeSession:
     def __init__(self, n: int, key: PoolKey) -> None:
         self.session_id = f"s{n}"
         self.key = key
-        self.info = ServerInfo("2025-11-25", {}, {"name": f"legacy-{n}"}, None) if n > 1 else INFO
+        self.info = INFO  # one server behind the address (test_a_new_session_of_another_server_is_reported)
         self.alive = True
         self.closed = 0
         self.requests: list[tuple[str, Mapping[str, Any], float]] = []
@@ -473,6 +473,31 @@ async def test_lost_sessions_and_failed_opens_are_reported(factory: Factory, clo
     with pytest.raises(UpstreamError):
         await pool.acquire(KEY_A)
     assert lost[-1] == "could not open a session: initialize refused: HTTP 400"
+    await settle()
+
+
+async def test_a_new_session_of_another_server_is_reported(factory: Factory, clock: Clock) -> None:
+    """Issue 43 item 4: the server behind the address was replaced in place (its initialize names another
+    server or protocol version). The cheap signal of a new era: reported once, without a session dying."""
+    lost: list[str] = []
+    pool = SessionPool("github", factory, max_sessions=4, idle_ttl=60.0, clock=clock, on_lost=lost.append)
+    await pool.acquire(KEY_A)
+    await pool.acquire(KEY_B)
+    assert lost == []  # the same server
+    original = FakeSession.__init__
+
+    def upgraded(self: FakeSession, n: int, key: PoolKey) -> None:
+        original(self, n, key)
+        self.info = ServerInfo("2025-11-25", {}, {"name": "fastmcp4-fixture", "version": "4.2.3"}, None)
+
+    FakeSession.__init__ = upgraded  # type: ignore[method-assign]
+    try:
+        await pool.acquire(KEY_A)
+        await pool.acquire(KEY_B)
+    finally:
+        FakeSession.__init__ = original  # type: ignore[method-assign]
+    assert lost == ["a new session's initialize shows another server (fastmcp4-fixture 4.2.3, 2025-11-25)"]
+    assert (await pool.server_info(KEY_A)).server_info["name"] == "fastmcp4-fixture"
     await settle()
 
 

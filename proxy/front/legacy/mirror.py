@@ -55,6 +55,7 @@ from proxy.front.legacy.bridge_session import RuntimeStateView
 from proxy.front.legacy.bridge_streams import BridgeReply, error_response
 from proxy.front.legacy.mirror_answers import MIRROR_PEER_PATH, MirrorAnswers
 from proxy.front.legacy.mirror_calls import Admission, End, MirrorCalls, MirrorSettings, Post
+from proxy.front.legacy.mirror_paths import either, two_era_tool
 from proxy.front.legacy.mirror_stream import SUBSCRIBE, UNSUBSCRIBE, Listener, MirrorStreams
 from proxy.front.peers import NOT_PROCESSED, Peers
 from proxy.handle import HandleCodec, HandleError
@@ -64,7 +65,7 @@ from proxy.routes.policy import Grant
 from proxy.routes.table import Route
 from proxy.translate import mirror as tr
 from proxy.upstream.base import UpstreamAuthChallenge, UpstreamError
-from proxy.upstream.era import EraBook
+from proxy.upstream.era import EraBook, speaks_modern
 from proxy.upstream.modern import Notify, NotModern
 from proxy.upstream.senders import ModernSenders
 from proxy.wire import jsonrpc, mcp
@@ -90,6 +91,7 @@ class Inner(Listener, Protocol):
         grant: Grant | None,
         notify: Notify,
         line: dict[str, Any],
+        legacy: bool = False,
     ) -> jsonrpc.Response: ...
 
     async def end(self, request_state: str, *, principal: str, reason: str) -> None: ...
@@ -180,7 +182,7 @@ class LegacyMirror:
                 return False
             return True
         if isinstance(msg, jsonrpc.Request) and msg.method == "initialize":
-            return await self._eras.era(upstream, forwarded) == "modern"
+            return speaks_modern(await self._eras.era(upstream, forwarded))
         return False
 
     async def handle(
@@ -241,34 +243,40 @@ class LegacyMirror:
 
     def _sender(self, caller: Caller, upstream: str, method: str, name: object) -> tuple[Post, End | None]:
         """How one request goes upstream: to the modern front in process on an aggregated route and for a
-        tool in the upstream's `legacy_tools`, else straight to the modern upstream."""
-        inner = self.inner
-        if inner is not None and (
-            caller.route is not None
-            or (method == "tools/call" and name in self._upstreams[upstream].legacy_tools)
-        ):
+        tool in the upstream's `legacy_tools` (or learned as such), else straight to the modern upstream. A
+        two-era upstream's tool is called the legacy way first, as the client going direct would
+        (mirror_paths.py)."""
+        inner, paths = self.inner, self._eras.paths
+        call, route = method == "tools/call", caller.route
+        two_era = route is None and call and two_era_tool(self._eras, upstream, name)
+        if inner is None or not (route is not None or two_era or (call and paths.legacy(upstream, name))):
+            # Straight to the modern upstream, over HTTP or its stdio child (upstream/senders.py); a modern
+            # upstream keeps nothing of a call between its rounds: nothing to end.
+            return self._straight(caller, upstream), None
 
-            async def within(req: jsonrpc.Request, note: Notify) -> jsonrpc.Response:
-                return await inner(
-                    caller.request,
-                    upstream,
-                    req,
-                    principal=caller.principal,
-                    upstream_headers=caller.upstream_headers,
-                    route=caller.route,
-                    grant=caller.grant,
-                    notify=note,
-                    line={},
-                )
+        async def within(req: jsonrpc.Request, note: Notify) -> jsonrpc.Response:
+            return await inner(
+                caller.request,
+                upstream,
+                req,
+                principal=caller.principal,
+                upstream_headers=caller.upstream_headers,
+                route=caller.route,
+                grant=caller.grant,
+                notify=note,
+                line={},
+                legacy=two_era,
+            )
 
-            async def end(request_state: str, reason: str) -> None:
-                await inner.end(request_state, principal=caller.principal, reason=reason)
+        async def end(request_state: str, reason: str) -> None:
+            await inner.end(request_state, principal=caller.principal, reason=reason)
 
-            return within, end
-        # Straight to the modern upstream, over HTTP or its stdio child (upstream/senders.py); a modern
-        # upstream keeps nothing of a call between its rounds: nothing to end.
-        straight = self._senders.sender(upstream, timeout=self._call_timeout, headers=dict(caller.forwarded))
-        return straight, None
+        if two_era:
+            return either(self._eras, upstream, str(name), within, self._straight(caller, upstream)), end
+        return within, end
+
+    def _straight(self, caller: Caller, upstream: str) -> Post:
+        return self._senders.sender(upstream, timeout=self._call_timeout, headers=dict(caller.forwarded))
 
     async def _initialize(
         self, caller: Caller, upstream: str, msg: jsonrpc.Request

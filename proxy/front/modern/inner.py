@@ -123,9 +123,11 @@ class InnerFront:
         grant: Grant | None,
         notify: Notify,
         line: dict[str, Any],
+        legacy: bool = False,
     ) -> jsonrpc.Response:
         """The modern front's answer to `msg` (its `_meta` the mirror's) for the legacy client's `request`,
-        on `upstream` (or, with `route`, the aggregated route of that name). Raises UpstreamAuthChallenge
+        on `upstream` (or, with `route`, the aggregated route of that name); with `legacy`, the legacy way
+        (the proxy's MRTR over a legacy session) even to a two-era upstream. Raises UpstreamAuthChallenge
         (the upstream's 401/403: the mirror relays it)."""
         front = self._front
         headers = CIMultiDict(request.headers)
@@ -146,7 +148,7 @@ class InnerFront:
                 return await own()
             key = key_for(upstream)
             relay = front.relay
-            if relay is not None and await front.relays(upstream, req, key):
+            if relay is not None and not legacy and await front.relays(upstream, req, key):
                 try:
                     return await relay.relay(
                         request,

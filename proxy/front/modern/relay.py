@@ -44,9 +44,10 @@ from proxy.migration.tally import MigrationBook
 from proxy.routes.binding import BindingTable
 from proxy.translate.request import ModernRequest
 from proxy.upstream.base import UpstreamAuthChallenge, UpstreamError
-from proxy.upstream.era import EraBook
+from proxy.upstream.era import EraBook, speaks_modern
 from proxy.upstream.modern import Notify, NotModern
 from proxy.upstream.senders import ModernSenders
+from proxy.upstream.tool_paths import modern_refusal, with_hint
 from proxy.wire import jsonrpc, mcp
 
 INVALID_STATE_MESSAGE = "Invalid requestState"  # the modern front's one message for every handle rejection
@@ -71,7 +72,6 @@ class NativeRelay:
         self.eras = eras
         self._codec = codec
         self._bindings = bindings
-        self._legacy_tools = {name: frozenset(up.legacy_tools) for name, up in upstreams.items()}
         self._call_timeout = call_timeout
         self._state_ttl = state_ttl
         self._task_ttl = task_ttl
@@ -105,7 +105,7 @@ class NativeRelay:
             return False
         if msg.method in mcp.TASK_METHODS and token_version(msg.params.get("taskId")) == formats.TASK_ID:
             return False  # the proxy's own task (a legacy_tools call that became one): proxy/tasks serves it
-        return not (msg.method == "tools/call" and msg.params.get("name") in self._legacy_tools[upstream])
+        return not (msg.method == "tools/call" and self.eras.paths.legacy(upstream, msg.params.get("name")))
 
     async def modern(
         self, upstream: str, forwarded: tuple[tuple[str, str], ...], request_state: str | None = None
@@ -120,7 +120,7 @@ class NativeRelay:
             if request_state is not None and self._parked_call(request_state):
                 return False
             era = await self.eras.era(upstream, dict(forwarded) if forwarded else None)
-        return era == "modern"
+        return speaks_modern(era)
 
     def _parked_call(self, token: str) -> bool:
         """Whether `token` is a parked call's handle sealed by this proxy's keys (expired or not: the legacy
@@ -194,7 +194,28 @@ class NativeRelay:
         except UpstreamError as exc:  # "unavailable" only if it never ran there (calls/wording.py)
             line["outcome"] = "upstream_failed"
             return jsonrpc.Error(msg.id, relayed_failure(upstream, exc))
+        if msg.method in _WATCHED and self.eras.held(upstream) == "both":
+            answer = self._two_era(upstream, msg, answer, line)
         return self._answer(upstream, msg, answer, principal, line, bound=bound, tasks=tasks)
+
+    def _two_era(
+        self, upstream: str, msg: jsonrpc.Request, answer: jsonrpc.Response, line: dict[str, Any]
+    ) -> jsonrpc.Response:
+        """A two-era upstream's answer, read for the path of its tools (upstream/tool_paths.py): a tool list
+        (a change forgets what was learned), or a call refused because the tool asks inline only — never
+        re-run (it ran up to its question): passed on with the hint, the tool learned for its next call."""
+        paths = self.eras.paths
+        if msg.method == "tools/list":
+            if isinstance(answer, jsonrpc.Result) and isinstance(tools := answer.result.get("tools"), list):
+                paths.tool_list(upstream, (str(t.get("name")) for t in tools if isinstance(t, dict)))
+            return answer
+        name = msg.params.get("name")
+        why = modern_refusal(answer) if isinstance(name, str) and paths.learns(upstream) else None
+        if why is None or not isinstance(name, str):
+            return answer
+        paths.learn_legacy(upstream, name, why)
+        line["learned"] = "legacy"
+        return with_hint(answer)
 
     async def plain(
         self,
@@ -283,6 +304,7 @@ def _filtered(replier: Notes, tasks: BoundTasks) -> Callable[[jsonrpc.Notificati
     return notify
 
 
+_WATCHED = frozenset({"tools/call", "tools/list"})  # what a two-era upstream's tool paths are read from
 _PARAM_PREFIX = "mcp-param-"
 
 

@@ -44,7 +44,7 @@ ASKED: Final = 4  # offset of `asked` in a bucket
 MIRRORED_KEY: Final = "mrtr.migration.mirrored"  # True: the mirror served it; "inline": via a legacy session
 ASKED_KEY: Final = "mrtr.migration.asked"  # the upstream's first answer asked for input
 
-LearnedTools = Callable[[str], Iterable[str]]  # upstream -> the tools learned to be legacy (eras-paths)
+LearnedTools = Callable[[str], Iterable[str]]  # upstream -> the tools it learned to be legacy (upstream/tool_paths.py)
 
 
 def _no_learned(upstream: str) -> Iterable[str]:
@@ -124,7 +124,7 @@ class MigrationBook:
         self.learned: LearnedTools = _no_learned  # set at wiring time (see `learn_from`)
 
     def learn_from(self, learned: LearnedTools) -> None:
-        """Where the upstreams' learned legacy tools come from (the eras-paths registry, once merged)."""
+        """Where the upstreams' learned legacy tools come from (upstream/tool_paths.py, through process/)."""
         self.learned = learned
 
     def count(self, upstream: str, tool: str, path: int, asked: bool, inline: bool = False) -> None:

@@ -1,9 +1,8 @@
 """The migration report wired to the running app (issue 44): the book the front counts into, made from the
 configuration, and this replica's report as `GET /admin/migration` serves it (proxy/process/admin.py).
 
-Learned legacy tools: the book takes them through `MigrationBook.learn_from(upstream -> names)`; until the
-eras-paths registry (a per-upstream registry of learned tools) is merged, `learned` is empty and only the
-configured `upstreams[].legacy_tools` are listed.
+Learned legacy tools: the book reads them, when a report is built, from the era book's per-tool paths
+(upstream/tool_paths.py: the tools a two-era upstream refused to ask at 2026-07-28, learned per replica).
 """
 
 from __future__ import annotations
@@ -27,9 +26,8 @@ from proxy.process.appstate import CALLS, CONFIG, ERAS, MIGRATION
 
 def migration_book(app: web.Application, modern: ModernFront, mirror: LegacyMirror) -> MigrationBook:
     """The book the endpoint counts into, each upstream's configured tool names (`legacy_tools`,
-    `metrics.tools`) listed from the start; the fronts tell it the tools the upstreams list.
-
-    Learned legacy tools (eras-paths): `book.learn_from(<upstream -> its learned names>)` here."""
+    `metrics.tools`) listed from the start; the fronts tell it the tools the upstreams list, the era book's
+    tool paths the legacy tools it learned (read only when a report is built)."""
     config = app[CONFIG]
     named = sorted(set(config.metrics.tools))
     book = MigrationBook(
@@ -40,6 +38,8 @@ def migration_book(app: web.Application, modern: ModernFront, mirror: LegacyMirr
     if modern.relay is not None:
         modern.relay.migration = book
     mirror.migration = book
+    paths = app[ERAS].paths
+    book.learn_from(lambda name: paths.learned().get(name, {}).get("legacy", []))
     app[MIGRATION] = book
     app[METRICS].registry.register(MigrationCollector(book, config.metrics.tools))  # read at scrape time
     return book

@@ -38,6 +38,7 @@ EXPECTED: dict[str, dict[str, tuple[tuple[int, int, int, int], tuple[int, int, i
         "echo": ((0, 2, 1, 0), (0, 0, 0, 0)),
         "guard_name": ((0, 1, 0, 0), (0, 1, 0, 0)),
         "ask_name": ((1, 0, 1, 0), (1, 0, 1, 0)),  # legacy_tools: a legacy client's too asks inline
+        "summarize": ((0, 1, 0, 0), (0, 0, 0, 0)),  # refused at 2026-07-28 (it samples inline): learned
     },
     "modern": {
         "echo": ((0, 4, 2, 0), (0, 0, 0, 0)),
@@ -47,7 +48,7 @@ EXPECTED: dict[str, dict[str, tuple[tuple[int, int, int, int], tuple[int, int, i
     "quiet": {"echo": ((0, 1, 0, 0), (0, 0, 0, 0))},
 }
 LEGACY_CLIENTS = {"legacy": {"legacy-cli": 1}, "twoera": {"old-desktop": 1}, "modern": {"legacy-ide": 1}}
-ERAS = {"legacy": "legacy", "twoera": "modern", "modern": "modern", "memory": "modern", "quiet": "modern"}
+ERAS = {"legacy": "legacy", "twoera": "both", "modern": "modern", "memory": "modern", "quiet": "modern"}
 PARKED = {"legacy": 1}  # the second ask_name is never answered: parked until its deadline
 STATES = {
     "legacy": "needs_proxy",
@@ -163,6 +164,9 @@ async def drive(r: Replica) -> None:
         status, messages = await old.call("ask_name", _answer)  # through the mirror to a legacy session
         assert status == 200 and messages[0]["method"] == "elicitation/create", messages
         assert "Ada" in messages[-1]["result"]["content"][0]["text"], messages
+        # its sampling tool refuses to ask at 2026-07-28: relayed with the hint, and learned as legacy
+        learned = await modern.call("summarize", {"text": "a long text"})
+        assert learned.result.get("isError") is True, learned
         # modern (mcp 2.3.0, 2026-07-28 only): relayed, and mirrored for a legacy client
         modern = RawClient(r.mcp("modern"), http)
         assert (await modern.request("tools/list")).status == 200

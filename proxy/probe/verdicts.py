@@ -224,7 +224,9 @@ def _modern_clients(modern: ModernSide, both: bool) -> Verdict:
         "upstream as it came, the server's own input_required rounds come back and retries go upstream "
         "from any replica (nothing parks in the proxy)"
         + (
-            "; a tool that asks inline is refused at 2026-07-28 unless it is in upstreams[].legacy_tools "
+            "; a tool that asks inline is refused at 2026-07-28: its first call fails as it does going "
+            "direct (with a hint), the proxy learns it (upstreams[].learn_legacy_tools) and runs its next "
+            "calls on a legacy session; list it in upstreams[].legacy_tools to skip that first failure "
             "(probe --call NAME classifies one)"
             if both
             else ""

@@ -36,7 +36,7 @@ def _has_globs(policy: ToolPolicy) -> bool:
 
 
 def rules_text(policy: ToolPolicy) -> str:
-    """A policy's rules, as `check-config` prints a route's."""
+    """A policy's rules as `check-config` prints them, a route's (cli/routes.py) and a member's own."""
     parts = [f"{k} {list(v)}" for k, v in (("allow", policy.allow), ("deny", policy.deny)) if v]
     parts += [f"{glob} needs {' '.join(scopes)}" for glob, scopes in policy.require_scopes.items()]
     parts += [

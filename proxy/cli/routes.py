@@ -42,13 +42,8 @@ def describe_bindings(config: Config) -> list[str]:
 
 
 def _policy(policy: ToolPolicy) -> str:
-    parts = [f"{k} {list(v)}" for k, v in (("allow", policy.allow), ("deny", policy.deny)) if v]
-    parts += [f"{glob} needs {' '.join(scopes)}" for glob, scopes in policy.require_scopes.items()]
-    parts += [
-        f"{glob} needs {' and '.join(f'{c} in {list(v)}' for c, v in claims.items())}"
-        for glob, claims in policy.require_claims.items()
-    ]
-    return f"; tools: {', '.join(parts)}" if parts else ""
+    rules = glob_check.rules_text(policy)  # the same words as a member's own rules
+    return f"; tools: {rules}" if rules else ""
 
 
 async def probe(config: Config) -> tuple[list[str], bool]:

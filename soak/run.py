@@ -1,0 +1,235 @@
+"""`make soak`: a real proxy process in front of FastMCP 1.30, with short TTLs, under mixed traffic for a
+while; fails when the proxy's memory or descriptors grow, when what it holds does not drain, or on any
+unexpected answer (docs/performance.md "Soak")::
+
+    python -m soak.run --seconds 600     # the Makefile's `make soak` (SOAK_S=600)
+
+Phases: warm-up (the first minute; a run shorter than 6 minutes: its first sixth), traffic, the upstream
+stopped (calls meanwhile must get -31001) and started again on the same port, traffic, then the drain (no
+traffic until nothing is held). The RSS and descriptor readings compared are taken with the traffic paused
+and the soak's client connections closed: after warm-up, and after the drain. Every process started is
+stopped at the end, also on failure and Ctrl-C. Only 127.0.0.1 is ever contacted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiohttp
+
+if __package__ in (None, ""):  # `python soak/run.py`: the repository root is where `soak` is found
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from soak import procs, traffic, watch
+from soak.report import Readings, Tally, summary, verdicts
+
+PARKED_TTL_S = 8  # calls.parked_ttl_s: an abandoned round is reaped this long after it parked
+IDLE_TTL_S = 10  # pool.idle_ttl_s: an idle upstream session (a legacy client's left open too) is closed
+WORKERS = 4  # concurrent clients, one principal each
+PACE_S = 0.02  # a worker's pause between two sequences: the soak measures leaks, not throughput
+OUTAGE_CALLS = 3  # calls per worker while the upstream is down
+DRAIN_LIMIT_S = PARKED_TTL_S + IDLE_TTL_S + 40
+TOKEN = "soak-admin-token-0123456789abcdef"  # noqa: S105 - the soak's own admin listener, on 127.0.0.1
+
+
+@dataclass(frozen=True)
+class Result:
+    failures: list[str]
+    text: str
+    logs: Path | None  # kept when the soak failed
+
+
+def warmup_s(seconds: float) -> float:
+    return min(60.0, seconds / 6)
+
+
+def _config(directory: Path, port: int, admin_port: int, upstream_port: int) -> Path:
+    (directory / "admin-token").write_text(TOKEN + "\n")
+    config = {
+        "listen": {"host": procs.LOOPBACK, "port": port},
+        "logging": {"level": "info", "format": "json"},
+        "calls": {"parked_ttl_s": PARKED_TTL_S},
+        "admin": {"listen": f"{procs.LOOPBACK}:{admin_port}", "token_file": str(directory / "admin-token")},
+        "upstreams": [
+            {
+                "name": "fastmcp",
+                "url": f"http://{procs.LOOPBACK}:{upstream_port}/mcp",
+                "era": "legacy",
+                "pool": {"idle_ttl_s": IDLE_TTL_S},
+            }
+        ],
+    }
+    path = directory / "soak.yaml"
+    path.write_text(json.dumps(config, indent=2))  # JSON is YAML
+    return path
+
+
+class Soak:
+    def __init__(self, seconds: float, directory: Path) -> None:
+        self.seconds = seconds
+        self.tally = Tally()
+        self.upstream = procs.upstream(directory)
+        port, admin_port = procs.free_port(), procs.free_port()
+        config = _config(directory, port, admin_port, self.upstream.port)
+        self.proxy = procs.proxy(directory, config, port)
+        self.url = f"http://{procs.LOOPBACK}:{port}/mcp"
+        self.admin_url = f"http://{procs.LOOPBACK}:{admin_port}"
+        self.began = time.monotonic()
+        self.peak_rss = 0
+
+    def at(self) -> float:
+        return time.monotonic() - self.began
+
+    async def _one(self, ctx: traffic.Ctx, phase: str, kind: str, run: traffic.Kind) -> None:
+        try:
+            outcome = await asyncio.wait_for(run(ctx), traffic.TIMEOUT_S + 5)
+        except traffic.Unexpected as exc:
+            self.tally.bad(self.at(), phase, kind, str(exc))
+        except (TimeoutError, aiohttp.ClientError, ValueError) as exc:
+            self.tally.bad(self.at(), phase, kind, f"{type(exc).__name__}: {exc}")
+        else:
+            self.tally.ok(phase, kind, outcome)
+
+    async def _worker(self, http: aiohttp.ClientSession, index: int, phase: str, until: float) -> None:
+        ctx = traffic.Ctx(http, self.url, f"soak-user-{index}", 0)
+        mix = traffic.MIX
+        for n in range(index, index + 1_000_000):  # bounded in count as well as in time
+            if self.at() >= until:
+                return
+            ctx.n = n
+            kind, run = mix[n % len(mix)]
+            await self._one(ctx, phase, kind, run)
+            await asyncio.sleep(PACE_S)
+
+    async def traffic(self, phase: str, until: float) -> None:
+        """WORKERS clients until `until` (seconds into the soak); their connections closed after."""
+        async with aiohttp.ClientSession() as http:
+            await asyncio.gather(*(self._worker(http, i, phase, until) for i in range(WORKERS)))
+        self.sample()
+
+    def sample(self) -> watch.Sample:
+        reading = watch.sample(self.proxy.pid, self.began)
+        self.peak_rss = max(self.peak_rss, reading.rss_kib)
+        return reading
+
+    async def quiet_sample(self) -> watch.Sample:
+        """The proxy with no traffic and no client connection: a second for closed sockets to be let go."""
+        await asyncio.sleep(1.0)
+        return self.sample()
+
+    async def restart_upstream(self) -> None:
+        """Stop FastMCP, check that calls meanwhile get -31001, start it again on the same port."""
+        self.upstream.stop()
+        async with aiohttp.ClientSession() as http:
+            for i in range(WORKERS * OUTAGE_CALLS):
+                ctx = traffic.Ctx(http, self.url, f"soak-user-{i % WORKERS}", i)
+                await self._one(ctx, "outage", "call during the outage", traffic.during_outage)
+        await self.upstream.start()
+
+    async def sampler(self) -> None:
+        """An RSS reading every 2 s while the soak runs, for the peak (bounded by the soak's own length)."""
+        for _ in range(int(self.seconds) + 600):
+            self.sample()
+            await asyncio.sleep(2.0)
+
+    async def run(self) -> Readings:
+        await self.upstream.start()
+        await self.proxy.start()
+        self.began = time.monotonic()
+        start = self.sample()
+        sampler = asyncio.get_running_loop().create_task(self.sampler())
+        try:
+            warm = warmup_s(self.seconds)
+            await self.traffic("warm-up", warm)
+            warm_sample = await self.quiet_sample()
+            restart_at = warm + (self.seconds - warm) / 2
+            await self.traffic("steady", restart_at)
+            await self.restart_upstream()
+            await self.traffic("after restart", self.seconds)
+            async with aiohttp.ClientSession() as http:
+                held, waited = await watch.Admin(http, self.admin_url, TOKEN).until_drained(DRAIN_LIMIT_S)
+            end = await self.quiet_sample()
+        finally:
+            sampler.cancel()
+        if self.proxy.popen is None or self.proxy.popen.poll() is not None:
+            raise procs.StartError("the proxy exited during the soak")
+        return Readings(start, warm_sample, end, self.peak_rss, held, waited)
+
+    def read_log(self) -> tuple[list[str], dict[str, list[str]]]:
+        """What fails the soak in the proxy's log (an unhandled request, an HTTP 500), and its warning and
+        error lines by request id (to explain an unexpected answer)."""
+        problems = []
+        unhandled = served_500 = 0
+        notes: dict[str, list[str]] = {}
+        if not self.proxy.log.exists():
+            return problems, notes
+        for line in self.proxy.log.read_text(errors="replace").splitlines():
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(entry, dict):
+                continue
+            unhandled += entry.get("event") == "request.unhandled"
+            served_500 += entry.get("event") == "request" and entry.get("status") == 500
+            if entry.get("level") in ("warning", "error") and isinstance(entry.get("request_id"), str):
+                said = {k: v for k, v in entry.items() if k not in ("request_id", "timestamp")}
+                notes.setdefault(entry["request_id"], []).append(json.dumps(said)[:500])
+        if unhandled:
+            problems.append(f"{unhandled} request.unhandled lines in the proxy's log")
+        if served_500:
+            problems.append(f"{served_500} HTTP 500 answers in the proxy's log")
+        return problems, notes
+
+
+async def soak(seconds: float, keep_logs: bool = False) -> Result:
+    """The whole soak: start, traffic, drain, stop everything; the verdicts and the summary."""
+    directory = Path(tempfile.mkdtemp(prefix="mrtr-soak-"))
+    run = Soak(seconds, directory)
+    readings: Readings | None = None
+    problems: list[str] = []
+    try:
+        readings = await run.run()
+    except (procs.StartError, aiohttp.ClientError, OSError) as exc:
+        problems.append(f"{type(exc).__name__}: {exc}")
+    finally:
+        run.proxy.stop()
+        run.upstream.stop()
+    in_log, notes = run.read_log()
+    problems += in_log
+    failures = verdicts(run.tally, readings, problems)
+    header = (
+        f"soak: {seconds:g}s of traffic ({WORKERS} clients), warm-up {warmup_s(seconds):g}s, "
+        f"parked_ttl_s {PARKED_TTL_S}, idle_ttl_s {IDLE_TTL_S}; upstream FastMCP 1.30, restarted midway"
+    )
+    keep = keep_logs or bool(failures)
+    if not keep:
+        shutil.rmtree(directory, ignore_errors=True)
+    text = summary(run.tally, readings, failures, header, notes)
+    if keep:
+        text += f"\nlogs: {directory}"
+    return Result(failures, text, directory if keep else None)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=600.0, help="traffic time (default 600)")
+    parser.add_argument("--keep-logs", action="store_true", help="keep the proxy's and upstream's logs")
+    args = parser.parse_args()
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # a TERM stops everything as Ctrl-C does
+    result = asyncio.run(soak(args.seconds, args.keep_logs))
+    print(result.text)
+    return 1 if result.failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

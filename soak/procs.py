@@ -43,6 +43,7 @@ class Proc:
     port: int
     log: Path
     env: dict[str, str] = field(default_factory=dict)
+    cwd: Path = ROOT
     popen: subprocess.Popen[bytes] | None = None
 
     @property
@@ -58,7 +59,7 @@ class Proc:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 env={**os.environ, **self.env},
-                cwd=ROOT,
+                cwd=self.cwd,
                 start_new_session=True,  # its own process group: stop() signals it and its children only
             )
         deadline = time.monotonic() + ready_s
@@ -116,11 +117,11 @@ def upstream(log_dir: Path, port: int | None = None) -> Proc:
     return Proc("fastmcp130", argv, port, log_dir / "upstream.log")
 
 
-def proxy(log_dir: Path, config: Path, port: int) -> Proc:
-    """`python -m proxy serve --config FILE` from this checkout, with this interpreter."""
+def proxy(log_dir: Path, config: Path, port: int, source: Path = ROOT) -> Proc:
+    """`python -m proxy serve --config FILE` with this interpreter, the package from `source` (this checkout
+    unless told: another branch's worktree can be soaked with this driver)."""
     argv = [sys.executable, "-m", "proxy", "serve", "--config", str(config)]
-    env = {"PYTHONPATH": str(ROOT)}
-    return Proc("mrtr-proxy", argv, port, log_dir / "proxy.log", env)
+    return Proc("mrtr-proxy", argv, port, log_dir / "proxy.log", {"PYTHONPATH": str(source)}, source)
 
 
 def rss_kib(pid: int) -> int:

@@ -30,11 +30,10 @@ class Tally:
 @dataclass(frozen=True)
 class Readings:
     start: Sample  # the proxy just started
-    warm: Sample  # after warm-up, traffic paused, client connections closed
-    end: Sample  # after the drain, the same way
+    warm: Sample  # after warm-up and its drain, client connections closed
+    end: Sample  # after the last drain, the same way
     peak_rss_kib: int
-    held: Held  # at the end of the drain
-    drain_s: float
+    drains: tuple[tuple[str, Held, float], ...]  # (when, what was held when the wait ended, seconds waited)
 
 
 def verdicts(tally: Tally, readings: Readings | None, log_problems: list[str]) -> list[str]:
@@ -54,8 +53,9 @@ def verdicts(tally: Tally, readings: Readings | None, log_problems: list[str]) -
         )
     if readings.end.fds > readings.warm.fds:
         failures.append(f"open descriptors grew from {readings.warm.fds} after warm-up to {readings.end.fds}")
-    if not readings.held.drained:
-        failures.append(f"not drained {readings.drain_s:.0f}s after the traffic stopped: {readings.held}")
+    for when, held, waited in readings.drains:
+        if not held.drained:
+            failures.append(f"not drained {when}, {waited:.0f}s after the traffic stopped: {held}")
     return failures
 
 
@@ -98,7 +98,8 @@ def summary(
         lines += _table(rows)
         growth = readings.end.rss_kib / readings.warm.rss_kib - 1
         lines.append(f"RSS end vs after warm-up: {growth:+.1%} (limit +{RSS_GROWTH:.0%})")
-        lines.append(f"held at the end ({readings.drain_s:.1f}s after the traffic stopped): {readings.held}")
+        for when, held, waited in readings.drains:
+            lines.append(f"held {when} ({waited:.1f}s after the traffic stopped): {held}")
     for at_s, phase, kind, detail in tally.unexpected[:SHOWN]:
         lines.append(f"UNEXPECTED at {at_s:.1f}s ({phase}) {kind}: {detail}")
         found = REQUEST_ID.search(detail)

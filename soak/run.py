@@ -4,10 +4,11 @@ unexpected answer (docs/performance.md "Soak")::
 
     python -m soak.run --seconds 600     # the Makefile's `make soak` (SOAK_S=600)
 
-Phases: warm-up (the first minute; a run shorter than 6 minutes: its first sixth), traffic, the upstream
-stopped (calls meanwhile must get -31001) and started again on the same port, traffic, then the drain (no
-traffic until nothing is held). The RSS and descriptor readings compared are taken with the traffic paused
-and the soak's client connections closed: after warm-up, and after the drain. Every process started is
+Phases: warm-up (the first minute; a run shorter than 6 minutes: its first sixth) and a drain (no traffic
+until nothing is held), traffic, the upstream stopped (calls meanwhile must get -31001) and started again on
+the same port, traffic, the last drain. The RSS and descriptor readings compared are taken in the same state,
+after a drain with the soak's client connections closed: after warm-up, and at the end. Drains do not count
+as traffic time. Every process started is
 stopped at the end, also on failure and Ctrl-C. Only 127.0.0.1 is ever contacted.
 """
 
@@ -74,13 +75,13 @@ def _config(directory: Path, port: int, admin_port: int, upstream_port: int) -> 
 
 
 class Soak:
-    def __init__(self, seconds: float, directory: Path) -> None:
+    def __init__(self, seconds: float, directory: Path, source: Path) -> None:
         self.seconds = seconds
         self.tally = Tally()
         self.upstream = procs.upstream(directory)
         port, admin_port = procs.free_port(), procs.free_port()
         config = _config(directory, port, admin_port, self.upstream.port)
-        self.proxy = procs.proxy(directory, config, port)
+        self.proxy = procs.proxy(directory, config, port, source)
         self.url = f"http://{procs.LOOPBACK}:{port}/mcp"
         self.admin_url = f"http://{procs.LOOPBACK}:{admin_port}"
         self.began = time.monotonic()
@@ -110,8 +111,9 @@ class Soak:
             await self._one(ctx, phase, kind, run)
             await asyncio.sleep(PACE_S)
 
-    async def traffic(self, phase: str, until: float) -> None:
-        """WORKERS clients until `until` (seconds into the soak); their connections closed after."""
+    async def traffic(self, phase: str, duration_s: float) -> None:
+        """WORKERS clients for duration_s; their connections closed after."""
+        until = self.at() + duration_s
         async with aiohttp.ClientSession() as http:
             await asyncio.gather(*(self._worker(http, i, phase, until) for i in range(WORKERS)))
         self.sample()
@@ -150,19 +152,25 @@ class Soak:
         try:
             warm = warmup_s(self.seconds)
             await self.traffic("warm-up", warm)
+            warm_held, warm_waited = await self.drain()
             warm_sample = await self.quiet_sample()
-            restart_at = warm + (self.seconds - warm) / 2
-            await self.traffic("steady", restart_at)
+            await self.traffic("steady", (self.seconds - warm) / 2)
             await self.restart_upstream()
-            await self.traffic("after restart", self.seconds)
-            async with aiohttp.ClientSession() as http:
-                held, waited = await watch.Admin(http, self.admin_url, TOKEN).until_drained(DRAIN_LIMIT_S)
+            await self.traffic("after restart", (self.seconds - warm) / 2)
+            held, waited = await self.drain()
             end = await self.quiet_sample()
         finally:
             sampler.cancel()
         if self.proxy.popen is None or self.proxy.popen.poll() is not None:
             raise procs.StartError("the proxy exited during the soak")
-        return Readings(start, warm_sample, end, self.peak_rss, held, waited)
+        drains = (("after warm-up", warm_held, warm_waited), ("at the end", held, waited))
+        return Readings(start, warm_sample, end, self.peak_rss, drains)
+
+    async def drain(self) -> tuple[watch.Held, float]:
+        """No traffic until the proxy holds nothing (at most DRAIN_LIMIT_S): the readings compared are
+        taken in this same state, after warm-up and at the end."""
+        async with aiohttp.ClientSession() as http:
+            return await watch.Admin(http, self.admin_url, TOKEN).until_drained(DRAIN_LIMIT_S)
 
     def read_log(self) -> tuple[list[str], dict[str, list[str]]]:
         """What fails the soak in the proxy's log (an unhandled request, an HTTP 500), and its warning and
@@ -191,10 +199,10 @@ class Soak:
         return problems, notes
 
 
-async def soak(seconds: float, keep_logs: bool = False) -> Result:
+async def soak(seconds: float, keep_logs: bool = False, source: Path = procs.ROOT) -> Result:
     """The whole soak: start, traffic, drain, stop everything; the verdicts and the summary."""
     directory = Path(tempfile.mkdtemp(prefix="mrtr-soak-"))
-    run = Soak(seconds, directory)
+    run = Soak(seconds, directory, source)
     readings: Readings | None = None
     problems: list[str] = []
     try:
@@ -209,7 +217,8 @@ async def soak(seconds: float, keep_logs: bool = False) -> Result:
     failures = verdicts(run.tally, readings, problems)
     header = (
         f"soak: {seconds:g}s of traffic ({WORKERS} clients), warm-up {warmup_s(seconds):g}s, "
-        f"parked_ttl_s {PARKED_TTL_S}, idle_ttl_s {IDLE_TTL_S}; upstream FastMCP 1.30, restarted midway"
+        f"parked_ttl_s {PARKED_TTL_S}, idle_ttl_s {IDLE_TTL_S}; upstream FastMCP 1.30, restarted midway; "
+        f"proxy from {source}"
     )
     keep = keep_logs or bool(failures)
     if not keep:
@@ -224,9 +233,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=600.0, help="traffic time (default 600)")
     parser.add_argument("--keep-logs", action="store_true", help="keep the proxy's and upstream's logs")
+    parser.add_argument(
+        "--proxy-source",
+        type=Path,
+        default=procs.ROOT,
+        help="the checkout whose proxy/ package is run (default: this one), e.g. a branch's worktree",
+    )
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # a TERM stops everything as Ctrl-C does
-    result = asyncio.run(soak(args.seconds, args.keep_logs))
+    result = asyncio.run(soak(args.seconds, args.keep_logs, args.proxy_source.resolve()))
     print(result.text)
     return 1 if result.failures else 0
 

@@ -134,3 +134,16 @@ def rss_kib(pid: int) -> int:
 
 def open_fds(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def fd_kinds(pid: int) -> dict[str, int]:
+    """The open descriptors by kind (socket, pipe, anon_inode:[eventpoll], a file's path), for a report."""
+    kinds: dict[str, int] = {}
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:  # closed meanwhile
+            continue
+        kind = target.split(":[", 1)[0] if target.startswith(("socket:", "pipe:")) else target
+        kinds[kind] = kinds.get(kind, 0) + 1
+    return kinds

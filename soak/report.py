@@ -52,7 +52,10 @@ def verdicts(tally: Tally, readings: Readings | None, log_problems: list[str]) -
             f"(more than {RSS_GROWTH:.0%})"
         )
     if readings.end.fds > readings.warm.fds:
-        failures.append(f"open descriptors grew from {readings.warm.fds} after warm-up to {readings.end.fds}")
+        failures.append(
+            f"open descriptors grew from {readings.warm.fds} after warm-up ({readings.warm.fd_kinds}) to "
+            f"{readings.end.fds} ({readings.end.fd_kinds})"
+        )
     for when, held, waited in readings.drains:
         if not held.drained:
             failures.append(f"not drained {when}, {waited:.0f}s after the traffic stopped: {held}")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import shutil
 import signal
@@ -38,6 +39,7 @@ IDLE_TTL_S = 10  # pool.idle_ttl_s: an idle upstream session (a legacy client's 
 WORKERS = 4  # concurrent clients, one principal each
 PACE_S = 0.02  # a worker's pause between two sequences: the soak measures leaks, not throughput
 OUTAGE_CALLS = 3  # calls per worker while the upstream is down
+QUIET_S = 6.0  # readings taken after a drain, for longer than the proxy keeps an idle upstream connection
 DRAIN_LIMIT_S = PARKED_TTL_S + IDLE_TTL_S + 40
 TOKEN = "soak-admin-token-0123456789abcdef"  # noqa: S105 - the soak's own admin listener, on 127.0.0.1
 
@@ -86,6 +88,7 @@ class Soak:
         self.admin_url = f"http://{procs.LOOPBACK}:{admin_port}"
         self.began = time.monotonic()
         self.peak_rss = 0
+        self.next_n = [i * 3 for i in range(WORKERS)]  # each worker starts elsewhere in the mix
 
     def at(self) -> float:
         return time.monotonic() - self.began
@@ -101,15 +104,16 @@ class Soak:
             self.tally.ok(phase, kind, outcome)
 
     async def _worker(self, http: aiohttp.ClientSession, index: int, phase: str, until: float) -> None:
-        ctx = traffic.Ctx(http, self.url, f"soak-user-{index}", 0)
+        ctx = traffic.Ctx(http, self.url, f"soak-user-{index}", self.next_n[index])
         mix = traffic.MIX
-        for n in range(index, index + 1_000_000):  # bounded in count as well as in time
+        for _ in range(1_000_000):  # bounded in count as well as in time
             if self.at() >= until:
-                return
-            ctx.n = n
-            kind, run = mix[n % len(mix)]
+                break
+            kind, run = mix[ctx.n % len(mix)]
             await self._one(ctx, phase, kind, run)
+            ctx.n += 1
             await asyncio.sleep(PACE_S)
+        self.next_n[index] = ctx.n  # the next phase goes on through the mix where this one stopped
 
     async def traffic(self, phase: str, duration_s: float) -> None:
         """WORKERS clients for duration_s; their connections closed after."""
@@ -124,18 +128,34 @@ class Soak:
         return reading
 
     async def quiet_sample(self) -> watch.Sample:
-        """The proxy with no traffic and no client connection: a second for closed sockets to be let go."""
-        await asyncio.sleep(1.0)
-        return self.sample()
+        """The proxy with no traffic and no client connection, read every half second for QUIET_S: the
+        fewest descriptors seen (an upstream connection is kept 4 s idle after its session's DELETE:
+        proxy/upstream/lean_http.py IDLE_TTL), the last RSS."""
+        fewest = self.sample().fds
+        for _ in range(int(QUIET_S / 0.5)):
+            await asyncio.sleep(0.5)
+            reading = self.sample()
+            fewest = min(fewest, reading.fds)
+        kinds = ", ".join(f"{kind} {n}" for kind, n in sorted(procs.fd_kinds(self.proxy.pid).items()))
+        return dataclasses.replace(reading, fds=fewest, fd_kinds=kinds)
 
     async def restart_upstream(self) -> None:
-        """Stop FastMCP, check that calls meanwhile get -31001, start it again on the same port."""
+        """Stop FastMCP, check that calls meanwhile get -31001, start it again on the same port; then each
+        principal's first request (whose pooled sessions the new process never heard of) is, by turns, a
+        tools/list and a tools/call: each must be answered as if nothing had happened."""
         self.upstream.stop()
         async with aiohttp.ClientSession() as http:
             for i in range(WORKERS * OUTAGE_CALLS):
                 ctx = traffic.Ctx(http, self.url, f"soak-user-{i % WORKERS}", i)
                 await self._one(ctx, "outage", "call during the outage", traffic.during_outage)
         await self.upstream.start()
+        async with aiohttp.ClientSession() as http:
+            for i in range(WORKERS):
+                ctx = traffic.Ctx(http, self.url, f"soak-user-{i}", i)
+                if i % 2:
+                    await self._one(ctx, "recovery", "first call after the restart", traffic.passthrough)
+                else:
+                    await self._one(ctx, "recovery", "first tools/list after the restart", traffic.tools_list)
 
     async def sampler(self) -> None:
         """An RSS reading every 2 s while the soak runs, for the peak (bounded by the soak's own length)."""

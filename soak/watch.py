@@ -39,6 +39,7 @@ class Sample:
     at_s: float
     rss_kib: int
     fds: int
+    fd_kinds: str = ""  # on the readings compared: what the descriptors are, for the report
 
 
 @dataclass

@@ -219,9 +219,14 @@ class Soak:
         return problems, notes
 
 
-async def soak(seconds: float, keep_logs: bool = False, source: Path = procs.ROOT) -> Result:
-    """The whole soak: start, traffic, drain, stop everything; the verdicts and the summary."""
-    directory = Path(tempfile.mkdtemp(prefix="mrtr-soak-"))
+async def soak(
+    seconds: float, keep_logs: bool = False, source: Path = procs.ROOT, directory: Path | None = None
+) -> Result:
+    """The whole soak: start, traffic, drain, stop everything; the verdicts and the summary. The logs go
+    to `directory` (kept), else to a temporary one removed unless the soak failed or keep_logs."""
+    if directory is not None:
+        keep_logs = True
+    directory = directory or Path(tempfile.mkdtemp(prefix="mrtr-soak-"))
     run = Soak(seconds, directory, source)
     readings: Readings | None = None
     problems: list[str] = []

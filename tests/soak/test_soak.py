@@ -8,6 +8,7 @@ No __init__.py here: this folder would otherwise be imported as the package `soa
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import peers
 import pytest
@@ -21,7 +22,7 @@ from soak import run
 @pytest.mark.peers
 @pytest.mark.timeout(300)  # 60 s of traffic, the restart, the drain (TTLs 8 and 10 s), starts and stops
 @pytest.mark.asyncio(loop_scope="session")
-async def test_a_minute_of_mixed_traffic_leaves_nothing_behind() -> None:
-    result = await run.soak(60)
+async def test_a_minute_of_mixed_traffic_leaves_nothing_behind(tmp_path: Path) -> None:
+    result = await run.soak(60, directory=tmp_path)
     print(result.text)
     assert result.failures == [], result.text

@@ -195,7 +195,7 @@ class Soak:
     def read_log(self) -> tuple[list[str], dict[str, list[str]]]:
         """What fails the soak in the proxy's log (an unhandled request, an HTTP 500), and its warning and
         error lines by request id (to explain an unexpected answer)."""
-        problems = []
+        problems: list[str] = []
         unhandled = served_500 = 0
         notes: dict[str, list[str]] = {}
         if not self.proxy.log.exists():
@@ -234,6 +234,9 @@ async def soak(
         readings = await run.run()
     except (procs.StartError, aiohttp.ClientError, OSError) as exc:
         problems.append(f"{type(exc).__name__}: {exc}")
+    except asyncio.CancelledError:  # Ctrl-C (or TERM): the processes are stopped below, the logs kept
+        print(f"soak: interrupted; logs: {directory}", file=sys.stderr)
+        raise
     finally:
         run.proxy.stop()
         run.upstream.stop()
@@ -265,8 +268,15 @@ def main() -> int:
         help="the checkout whose proxy/ package is run (default: this one), e.g. a branch's worktree",
     )
     args = parser.parse_args()
-    signal.signal(signal.SIGTERM, signal.default_int_handler)  # a TERM stops everything as Ctrl-C does
-    result = asyncio.run(soak(args.seconds, args.keep_logs, args.proxy_source.resolve()))
+    # Ctrl-C, and a TERM the same way, stop every process started (even when started with SIGINT ignored,
+    # as a shell does for a background job).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        result = asyncio.run(soak(args.seconds, args.keep_logs, args.proxy_source.resolve()))
+    except KeyboardInterrupt:
+        print("soak: interrupted; every process it started was stopped", file=sys.stderr)
+        return 130
     print(result.text)
     return 1 if result.failures else 0
 

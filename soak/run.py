@@ -38,7 +38,7 @@ PARKED_TTL_S = 8  # calls.parked_ttl_s: an abandoned round is reaped this long a
 IDLE_TTL_S = 10  # pool.idle_ttl_s: an idle upstream session (a legacy client's left open too) is closed
 WORKERS = 4  # concurrent clients, one principal each
 PACE_S = 0.02  # a worker's pause between two sequences: the soak measures leaks, not throughput
-OUTAGE_CALLS = 3  # calls per worker while the upstream is down
+OUTAGE_CALLS = 3  # calls by each of workers 0 and 1 while the upstream is down
 QUIET_S = 6.0  # readings taken after a drain, for longer than the proxy keeps an idle upstream connection
 DRAIN_LIMIT_S = PARKED_TTL_S + IDLE_TTL_S + 40
 TOKEN = "soak-admin-token-0123456789abcdef"  # noqa: S105 - the soak's own admin listener, on 127.0.0.1
@@ -140,22 +140,29 @@ class Soak:
         return dataclasses.replace(reading, fds=fewest, fd_kinds=kinds)
 
     async def restart_upstream(self) -> None:
-        """Stop FastMCP, check that calls meanwhile get -31001, start it again on the same port; then each
-        principal's first request (whose pooled sessions the new process never heard of) is, by turns, a
-        tools/list and a tools/call: each must be answered as if nothing had happened."""
+        """Stop FastMCP, check that calls meanwhile get -31001, start it again on the same port.
+
+        Before it, each worker's principal is left holding two idle upstream sessions (two calls at once).
+        During it, workers 0 and 1 call (and must get -31001); 2 and 3 sit idle, as issue 41's idle client
+        did. After it, each worker's first request, on sessions the new process never heard of, is a
+        tools/list (0 and 2) or a tools/call (1 and 3): all four must be answered as if nothing had
+        happened, and each combination is counted under its own name."""
+        async with aiohttp.ClientSession() as http:
+            for i in range(WORKERS):
+                ctx = traffic.Ctx(http, self.url, f"soak-user-{i}", i)
+                await self._one(ctx, "before the restart", "two calls at once", traffic.two_at_once)
         self.upstream.stop()
         async with aiohttp.ClientSession() as http:
-            for i in range(WORKERS * OUTAGE_CALLS):
-                ctx = traffic.Ctx(http, self.url, f"soak-user-{i % WORKERS}", i)
+            for i in range(2 * OUTAGE_CALLS):
+                ctx = traffic.Ctx(http, self.url, f"soak-user-{i % 2}", i)
                 await self._one(ctx, "outage", "call during the outage", traffic.during_outage)
         await self.upstream.start()
         async with aiohttp.ClientSession() as http:
             for i in range(WORKERS):
                 ctx = traffic.Ctx(http, self.url, f"soak-user-{i}", i)
-                if i % 2:
-                    await self._one(ctx, "recovery", "first call after the restart", traffic.passthrough)
-                else:
-                    await self._one(ctx, "recovery", "first tools/list after the restart", traffic.tools_list)
+                what, first = ("call", traffic.passthrough) if i % 2 else ("tools/list", traffic.tools_list)
+                during = "idle through the outage" if i >= 2 else "called during the outage"
+                await self._one(ctx, "recovery", f"first {what} after the restart ({during})", first)
 
     async def sampler(self) -> None:
         """An RSS reading every 2 s while the soak runs, for the peak (bounded by the soak's own length)."""

@@ -226,6 +226,15 @@ async def legacy_open(ctx: Ctx) -> str:
     return await _legacy(ctx, close=False)
 
 
+async def two_at_once(ctx: Ctx) -> str:
+    """Two calls at once: the principal's pool then holds (at least) two upstream sessions."""
+    texts = [f"pair-{ctx.principal}-{ctx.n}-{i}" for i in range(2)]
+    answers = await asyncio.gather(*(_call(ctx, "slow_echo", {"text": t, "delay_s": 0.3}) for t in texts))
+    for text, answer in zip(texts, answers, strict=True):
+        _text(_result(answer, "slow_echo (two at once)"), "slow_echo (two at once)", text)
+    return "results"
+
+
 async def during_outage(ctx: Ctx) -> str:
     """A call while the upstream is down (the restart): the expected answer is -31001, nothing else."""
     answer = await _call(ctx, "echo", {"text": "outage"})

@@ -77,6 +77,8 @@ def _config(directory: Path, port: int, admin_port: int, upstream_port: int) -> 
 
 
 class Soak:
+    """One soak: its two processes, its clients' traffic by phase, and what it read of the proxy."""
+
     def __init__(self, seconds: float, directory: Path, source: Path) -> None:
         self.seconds = seconds
         self.tally = Tally()
@@ -100,6 +102,8 @@ class Soak:
             self.tally.bad(self.at(), phase, kind, str(exc))
         except (TimeoutError, aiohttp.ClientError, ValueError) as exc:
             self.tally.bad(self.at(), phase, kind, f"{type(exc).__name__}: {exc}")
+        except Exception as exc:  # an answer of a shape the checks did not foresee: unexpected too
+            self.tally.bad(self.at(), phase, kind, f"{type(exc).__name__} reading the answer: {exc}")
         else:
             self.tally.ok(phase, kind, outcome)
 
@@ -167,7 +171,10 @@ class Soak:
     async def sampler(self) -> None:
         """An RSS reading every 2 s while the soak runs, for the peak (bounded by the soak's own length)."""
         for _ in range(int(self.seconds) + 600):
-            self.sample()
+            try:
+                self.sample()
+            except OSError:  # the proxy is gone: the soak's own readings say so
+                return
             await asyncio.sleep(2.0)
 
     async def run(self) -> Readings:

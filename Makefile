@@ -73,3 +73,16 @@ docs-build:
 
 config-docs:
 	.venv/bin/python scripts/gen_config_docs.py
+
+# The soak (soak/run.py, docs/performance.md "Soak"): a real proxy process in front of FastMCP 1.30 with short
+# TTLs, mixed traffic for SOAK_S seconds (an upstream restart midway), then the drain; exit 1 if the proxy's RSS
+# grew more than 10 % after warm-up, its open descriptors grew, a parked call or upstream session did not drain,
+# or any answer was unexpected. The test suite runs a 60-second one (tests/soak/test_soak.py).
+SOAK_S ?= 600
+
+.PHONY: soak
+
+soak:
+	scripts/setup-venv.sh
+	scripts/setup-peers.sh legacy
+	.venv/bin/python -m soak.run --seconds $(SOAK_S)

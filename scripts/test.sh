@@ -14,8 +14,8 @@ echo "== ruff"
 .venv/bin/ruff format --check .
 echo "== layers (import-linter: pyproject.toml [tool.importlinter])"
 .venv/bin/lint-imports --no-cache
-echo "== module size (proxy/ and bench/: at most 400 lines each)"
-.venv/bin/python scripts/check_module_size.py proxy bench 400
+echo "== module size (proxy/, bench/ and soak/: at most 400 lines each)"
+.venv/bin/python scripts/check_module_size.py proxy bench soak 400
 echo "== mypy (strict)"
 .venv/bin/mypy
 echo "== pytest"

@@ -8,7 +8,7 @@
 // PLAN_JSON: [{"id": "a", "kind": "tool", "name": …, "args": {…}, "elicit": "accept"|"decline"|"cancel"}]
 // The client answers elicitation itself (onElicitationRequest): inline requests on a legacy connection,
 // `input_required` rounds at 2026-07-28 (it retries with inputResponses); every required string field of a
-// form is filled with "Alice".
+// form is filled as the TS client driver fills it ("Alice" for a name).
 // Output: {"client": {name, mode, protocolVersion}, "steps": {id: {text, is_error, seen} | {error, seen}}}
 
 import path from 'node:path';
@@ -35,8 +35,18 @@ client.onElicitationRequest(ElicitationRequestSchema, async request => {
   if (behaviour.elicit !== 'accept') return { action: behaviour.elicit };
   const schema = request.params?.requestedSchema ?? {};
   const content = {};
+  // Filled as the TS client's driver fills a form (ts_client.mjs): each field with a value its schema admits.
   for (const [name, spec] of Object.entries(schema.properties ?? {})) {
-    content[name] = spec?.type === 'boolean' ? true : spec?.type === 'number' || spec?.type === 'integer' ? 1 : 'Alice';
+    if (spec?.type === 'boolean') content[name] = true;
+    else if (spec?.type === 'number' || spec?.type === 'integer') content[name] = 1;
+    else if (Array.isArray(spec?.enum)) content[name] = spec.enum[0];
+    else if (Array.isArray(spec?.oneOf)) content[name] = spec.oneOf[0]?.const;
+    else if (spec?.type === 'array') content[name] = (spec.items?.enum ?? (spec.items?.anyOf ?? []).map(o => o?.const)).slice(0, 1);
+    else content[name] = { name: 'Alice', color: 'green', email: 'alice@example.com' }[name] ?? 'x';
+  }
+  const required = new Set(schema.required ?? []);
+  for (const [name, spec] of Object.entries(schema.properties ?? {})) {
+    if (!required.has(name) && spec?.format && spec.format !== 'email') delete content[name];
   }
   return { action: 'accept', content };
 });

@@ -68,6 +68,9 @@ class CallService(Takeover, Draining):
         outcome = await self._start_once(req, notify, yield_after)
         if isinstance(outcome, Failed) and outcome.undelivered:
             log.info("call.resent_undelivered", upstream=req.upstream, reason=outcome.error.message)
+            self._pools[
+                req.upstream
+            ].suspect_idle()  # else it would go on another session of the gone process
             outcome = await self._start_once(req, notify, yield_after)
         return outcome
 

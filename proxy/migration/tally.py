@@ -44,7 +44,9 @@ ASKED: Final = 4  # offset of `asked` in a bucket
 MIRRORED_KEY: Final = "mrtr.migration.mirrored"  # True: the mirror served it; "inline": via a legacy session
 ASKED_KEY: Final = "mrtr.migration.asked"  # the upstream's first answer asked for input
 
-LearnedTools = Callable[[str], Iterable[str]]  # upstream -> the tools it learned to be legacy (upstream/tool_paths.py)
+LearnedTools = Callable[
+    [str], Iterable[str]
+]  # upstream -> the tools it learned to be legacy (upstream/tool_paths.py)
 
 
 def _no_learned(upstream: str) -> Iterable[str]:

@@ -178,7 +178,27 @@ class SessionPool:
         try:
             return await self._request_once(key, method, params, timeout)
         except NotDelivered:
+            self.suspect_idle()  # the next idle one is of the same gone process: send it on a fresh one
             return await self._request_once(key, method, params, timeout)
+
+    def suspect_idle(self) -> int:
+        """The upstream forgot a session or refused a connection (it restarted): every idle session was
+        opened on the process that is gone and would fail its next request the same way, so close them all;
+        the next request opens a fresh one (busy ones find out on their own). Returns how many."""
+        dropped = 0
+        for key, entries in list(self._idle.items()):
+            keep = [(s, t) for s, t in entries if s in self._plain]  # answering right now: left to finish
+            for s, _ in entries:
+                if s not in self._plain:
+                    self._close_later(s)
+                    dropped += 1
+            if keep:
+                self._idle[key] = keep
+            else:
+                del self._idle[key]
+        if dropped:
+            log.info("pool.idle_sessions_dropped", upstream=self.name, sessions=dropped)
+        return dropped
 
     async def _request_once(
         self, key: PoolKey, method: str, params: Mapping[str, Any], timeout: float

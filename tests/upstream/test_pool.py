@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from proxy.translate.capabilities import ClientCapabilities
-from proxy.upstream.base import ServerInfo, UpstreamError
+from proxy.upstream.base import NotDelivered, ServerInfo, UpstreamError
 from proxy.upstream.pool import PoolExhausted, PoolKey, PoolKeys, SessionPool
 from proxy.wire import jsonrpc
 
@@ -314,6 +314,29 @@ async def test_a_failed_plain_request_does_not_make_its_session_look_used(
             await pool.request(KEY_A, "tools/list", {}, 5)
     clock.now = 110  # ten seconds after its last answer: reaped, failures or not
     assert pool.reap_idle() == 1
+
+
+async def test_a_request_the_upstream_never_got_is_sent_again_on_a_fresh_session_not_an_idle_one(
+    factory: Factory, clock: Clock
+) -> None:
+    """Issue 41 #3 (found by `make soak`): after a restart every idle session belongs to the gone process;
+    the one resend went on the next idle one and failed the same way. Now every idle session is dropped and
+    the resend opens a fresh session."""
+    pool = make_pool(factory, clock)
+    first, second = await pool.acquire(KEY_A), await pool.acquire(KEY_A)
+    pool.release(KEY_A, first, reusable=True)
+    pool.release(KEY_A, second, reusable=True)
+
+    async def forgotten(method: str, params: Mapping[str, Any], timeout: float) -> jsonrpc.Response:
+        raise NotDelivered("upstream no longer knows the session (HTTP 404; did it restart?)")
+
+    for gone in (first, second):
+        gone.request = forgotten  # type: ignore[method-assign]
+    answer = await pool.request(KEY_A, "tools/list", {}, 5)
+    assert answer.result == {"session": "s3"}  # a fresh session, not the other dead idle one
+    await settle()
+    assert first.closed == second.closed == 1
+    assert pool.size == 1
 
 
 async def test_reap_idle_closes_dead_sessions_at_any_age(factory: Factory, clock: Clock) -> None:

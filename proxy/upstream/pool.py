@@ -178,8 +178,8 @@ class SessionPool:
         try:
             return await self._request_once(key, method, params, timeout)
         except NotDelivered:
-            self.suspect_idle()  # the next idle one is of the same gone process: send it on a fresh one
-            return await self._request_once(key, method, params, timeout)
+            self.suspect_idle()  # any other one is of the same gone process: send it on a fresh one
+            return await self._request_once(key, method, params, timeout, fresh=True)
 
     def suspect_idle(self) -> int:
         """The upstream forgot a session or refused a connection (it restarted): every idle session was
@@ -201,10 +201,10 @@ class SessionPool:
         return dropped
 
     async def _request_once(
-        self, key: PoolKey, method: str, params: Mapping[str, Any], timeout: float
+        self, key: PoolKey, method: str, params: Mapping[str, Any], timeout: float, fresh: bool = False
     ) -> jsonrpc.Response:
-        session = next((s for s, _ in self._idle.get(key, ()) if s.alive), None)
-        if session is None:
+        session = None if fresh else next((s for s, _ in self._idle.get(key, ()) if s.alive), None)
+        if session is None and not fresh:
             session = next((s for s in self._busy.get(key, ()) if s.alive), None)
         if session is None:
             session = await self._open(key)

@@ -323,20 +323,20 @@ async def test_a_request_the_upstream_never_got_is_sent_again_on_a_fresh_session
     the one resend went on the next idle one and failed the same way. Now every idle session is dropped and
     the resend opens a fresh session."""
     pool = make_pool(factory, clock)
-    first, second = await pool.acquire(KEY_A), await pool.acquire(KEY_A)
+    first, second, busy = await pool.acquire(KEY_A), await pool.acquire(KEY_A), await pool.acquire(KEY_A)
     pool.release(KEY_A, first, reusable=True)
     pool.release(KEY_A, second, reusable=True)
 
     async def forgotten(method: str, params: Mapping[str, Any], timeout: float) -> jsonrpc.Response:
         raise NotDelivered("upstream no longer knows the session (HTTP 404; did it restart?)")
 
-    for gone in (first, second):
+    for gone in (first, second, busy):  # `busy`: a call's, of the gone process too, not yet told
         gone.request = forgotten  # type: ignore[method-assign]
     answer = await pool.request(KEY_A, "tools/list", {}, 5)
-    assert answer.result == {"session": "s3"}  # a fresh session, not the other dead idle one
+    assert answer.result == {"session": "s4"}  # a fresh session, not the other dead idle one nor the busy one
     await settle()
     assert first.closed == second.closed == 1
-    assert pool.size == 1
+    assert pool.size == 2  # the busy one (its call finds out on its own) and the fresh one
 
 
 async def test_reap_idle_closes_dead_sessions_at_any_age(factory: Factory, clock: Clock) -> None:

@@ -278,13 +278,18 @@ class CallDriver:
         if self._registry.get(call.id) is None:
             return
         self._registry.remove(call, handle_ttl=self._handle_ttl(call), by_operator=by_operator)
-        with contextlib.suppress(UpstreamError, TimeoutError):
-            async with asyncio.timeout(5):
-                for reply in call.exchange.cancel_all(f"Cancelled by mrtr-proxy: {reason}"):
-                    await call.session.send(reply.message())
-                if call.unsent is None:  # else the upstream never got the call
-                    await call.session.send(
-                        jsonrpc.Notification(mcp.CANCELLED, {"requestId": call.upstream_id, "reason": reason})
-                    )
-        call.session.end_call()
-        self._pools[call.upstream].release(call.key, call.session, reusable=False)
+        try:
+            with contextlib.suppress(UpstreamError, TimeoutError):
+                async with asyncio.timeout(5):
+                    for reply in call.exchange.cancel_all(f"Cancelled by mrtr-proxy: {reason}"):
+                        await call.session.send(reply.message())
+                    if call.unsent is None:  # else the upstream never got the call
+                        await call.session.send(
+                            jsonrpc.Notification(
+                                mcp.CANCELLED, {"requestId": call.upstream_id, "reason": reason}
+                            )
+                        )
+        finally:  # even when the client hangs up mid-send: the call is out of the registry already, and
+            # no retry of this abandon would find it to release its session (or stdio child)
+            call.session.end_call()
+            self._pools[call.upstream].release(call.key, call.session, reusable=False)

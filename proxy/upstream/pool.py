@@ -10,57 +10,15 @@ import asyncio
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
 
-from proxy.translate.capabilities import ClientCapabilities
 from proxy.upstream.base import NotDelivered, ServerInfo, UpstreamError, UpstreamSession
+from proxy.upstream.pool_keys import PoolKey, PoolKeys
 from proxy.wire import jsonrpc
 
 log = structlog.get_logger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class PoolKey:
-    """Sessions are shared only between calls with the same key: a legacy server may keep per-session
-    state (cached roots, log level, data a tool stored), which must not cross between principals."""
-
-    capabilities: ClientCapabilities
-    forwarded: tuple[tuple[str, str], ...] = ()  # client headers passed through, e.g. authorization
-    principal: str = ""
-    _hash: int | None = field(default=None, init=False, repr=False, compare=False)
-
-    def __hash__(self) -> int:
-        """Computed once: a call looks its key up in the pool's maps several times (acquire, release, the
-        session's roots and log level), and the generated hash hashed every field, the capabilities' too."""
-        cached = self._hash
-        if cached is None:
-            cached = hash((self.capabilities, self.forwarded, self.principal))
-            object.__setattr__(self, "_hash", cached)
-        return cached
-
-
-class PoolKeys:
-    """One PoolKey per value, so the pool's maps find a key by identity: a new key per request was compared
-    field by field (the dataclass __eq__) at each of a call's look-ups (acquire, release). Bounded: the
-    values are the clients' (a flood of principals or tokens only empties it; a key made anew is equal)."""
-
-    def __init__(self, limit: int = 4096) -> None:
-        self._keys: dict[tuple[ClientCapabilities, tuple[tuple[str, str], ...], str], PoolKey] = {}
-        self._limit = limit
-
-    def of(
-        self, capabilities: ClientCapabilities, forwarded: tuple[tuple[str, str], ...], principal: str
-    ) -> PoolKey:
-        parts = (capabilities, forwarded, principal)
-        key = self._keys.get(parts)
-        if key is None:
-            if len(self._keys) >= self._limit:
-                self._keys.clear()
-            key = self._keys[parts] = PoolKey(capabilities, forwarded, principal)
-        return key
 
 
 SessionFactory = Callable[[PoolKey], Awaitable[UpstreamSession]]
@@ -150,8 +108,12 @@ class SessionPool:
                 f"upstream {self.name!r}: its transport cannot resume another replica's session"
             )
         info = await self.server_info(key)
-        await self._make_room()
-        session = await self._adopter(key, session_id, info)
+        await self._room_for(key.principal)
+        self._reserve(key.principal)  # counted from here (no await since the room was found)
+        try:
+            session = await self._adopter(key, session_id, info)
+        finally:
+            self._unreserve(key.principal)
         self._busy.setdefault(key, set()).add(session)
         return session
 
@@ -344,12 +306,26 @@ class SessionPool:
                 del self._idle[key]
             self._close_later(session)
 
-    async def _open(self, key: PoolKey) -> UpstreamSession:
-        self._principal_room(key.principal)
+    async def _room_for(self, principal: str) -> None:
+        """Room for one more session of `principal` (its share, then the pool's): reserve it at once."""
+        self._principal_room(principal)
         await self._make_room()
-        self._principal_room(key.principal)  # others of its own may have opened while it waited
+        self._principal_room(principal)  # others of its own may have opened while it waited
+
+    def _reserve(self, principal: str) -> None:
         self._opening += 1
-        self._opening_by[key.principal] += 1
+        self._opening_by[principal] += 1
+
+    def _unreserve(self, principal: str) -> None:
+        self._opening -= 1
+        self._opening_by[principal] -= 1
+        if self._opening_by[principal] <= 0:
+            del self._opening_by[principal]
+        self._wake()  # a failed open gave its room back
+
+    async def _open(self, key: PoolKey) -> UpstreamSession:
+        await self._room_for(key.principal)
+        self._reserve(key.principal)
         try:
             session = await self._factory(key)
         except UpstreamError as exc:
@@ -358,11 +334,7 @@ class SessionPool:
         except Exception as exc:  # a factory bug must not leak as a 500
             raise UpstreamError(f"could not open a session: {type(exc).__name__}: {exc}") from exc
         finally:
-            self._opening -= 1
-            self._opening_by[key.principal] -= 1
-            if self._opening_by[key.principal] <= 0:
-                del self._opening_by[key.principal]
-            self._wake()  # a failed open gave its room back
+            self._unreserve(key.principal)
         if self._info is None:
             self._info = session.info
         elif _another_server(self._info, session.info):  # replaced in place: the cheap signal of a new era
@@ -396,3 +368,13 @@ def _another_server(before: ServerInfo, now: ServerInfo) -> bool:
 
 def _named(info: ServerInfo) -> str:
     return f"{info.server_info.get('name')} {info.server_info.get('version')}, {info.protocol_version}"
+
+
+__all__ = [
+    "PoolExhausted",
+    "PoolKey",
+    "PoolKeys",
+    "SessionAdopter",
+    "SessionFactory",
+    "SessionPool",
+]

@@ -33,7 +33,10 @@ ACCEPT = {"action": "accept", "content": {}}
 class ScriptedSession:
     """One fake legacy session; the engine's view of it is `UpstreamSession`."""
 
-    def __init__(self, n: int, *, session_id: str | None = None, resumable: bool = True) -> None:
+    def __init__(
+        self, n: int, receiving: asyncio.Event, *, session_id: str | None = None, resumable: bool = True
+    ) -> None:
+        self._receiving = receiving  # set once a call receives on it (call or resume_call entered)
         self.session_id: str | None = session_id or f"s{n}"
         self.info = INFO
         self.alive = True
@@ -85,6 +88,7 @@ class ScriptedSession:
 
     async def call(self, method: str, params: Mapping[str, Any], inbox: Inbox) -> jsonrpc.RequestId:
         self.inbox = inbox
+        self._receiving.set()
         await self._gate("call")
         self.calls.append((method, params))
         self._next_id += 1
@@ -92,6 +96,7 @@ class ScriptedSession:
 
     async def resume_call(self, inbox: Inbox, request_id: jsonrpc.RequestId, last_event_id: str) -> None:
         self.inbox = inbox
+        self._receiving.set()
         await self._gate("resume_call")
         self.resumed = (request_id, last_event_id)
         self._next_id = int(request_id) + 1 if isinstance(request_id, int) else self._next_id
@@ -130,16 +135,24 @@ class Upstream:
     opened: list[ScriptedSession] = field(default_factory=list)
     adopted: list[ScriptedSession] = field(default_factory=list)
     adopt_gate: asyncio.Event | None = None
+    receiving: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def next_call(self) -> ScriptedSession:
+        """The session of the next call to be sent (or resumed) upstream, once it is."""
+        async with asyncio.timeout(5):
+            await self.receiving.wait()
+        self.receiving.clear()
+        return self.last
 
     async def open(self, key: PoolKey) -> Any:
-        session = ScriptedSession(len(self.opened) + 1)
+        session = ScriptedSession(len(self.opened) + 1, self.receiving)
         self.opened.append(session)
         return session
 
     async def adopt(self, key: PoolKey, session_id: str, info: ServerInfo) -> Any:
         if self.adopt_gate is not None:
             await self.adopt_gate.wait()
-        session = ScriptedSession(100 + len(self.adopted), session_id=session_id)
+        session = ScriptedSession(100 + len(self.adopted), self.receiving, session_id=session_id)
         self.adopted.append(session)
         return session
 

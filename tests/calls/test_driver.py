@@ -13,19 +13,12 @@ from tests.calls.engine_fakes import Engine, engine, until_set
 async def parked(eng: Engine, asks: int = 1) -> NeedsInput:
     """A call started on `eng` whose upstream asked `asks` elicitations: parked."""
     task = asyncio.ensure_future(eng.service.start(eng.request()))
-    session = await _first_call(eng)
+    session = await eng.upstream.next_call()
     for n in range(asks):
         session.ask(n + 1)
     outcome = await task
     assert isinstance(outcome, NeedsInput), outcome
     return outcome
-
-
-async def _first_call(eng: Engine) -> object:
-    async with asyncio.timeout(5):
-        while not eng.upstream.opened or eng.upstream.last.inbox is None:
-            await asyncio.sleep(0)
-    return eng.upstream.last
 
 
 @pytest.mark.parametrize("at_send", [0, 1, 2], ids=["cancel-reply-1", "cancel-reply-2", "notify-cancelled"])
@@ -52,7 +45,7 @@ async def test_a_hang_up_during_a_timed_out_calls_abandon_still_releases_the_ses
     client goes away: the shielded retry of the abandon found no call, so nothing released it."""
     eng = engine(call_timeout=0.0)
     start = asyncio.ensure_future(eng.service.start(eng.request()))
-    session = await _first_call(eng)
+    session = await eng.upstream.next_call()
     session.hold("send")
     await until_set(session.waiting["send"])
     start.cancel()

@@ -125,8 +125,13 @@ class CallService(Takeover, Draining):
             raise
         if ask_first(call, roots):
             return await self._park(call)  # sent by the retry that answers (roots.deliver_input)
-        (method, params), call.unsent = call.unsent, None
-        call.upstream_id = await session.call(method, params, call.inbox)
+        method, params = call.unsent
+        try:
+            call.upstream_id = await session.call(method, params, call.inbox)
+        except BaseException:  # the client went away while it was sent: else registered and busy for good
+            await asyncio.shield(self._abandon(call, "the client went away"))  # (unsent: no cancel upstream)
+            raise
+        call.unsent = None
         sink = scoped_sink(notify, req.params, req.log_level, call.id)
         return await self._drive(call, sink, yield_after=yield_after)
 

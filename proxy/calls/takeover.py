@@ -93,7 +93,12 @@ class Takeover(CallDriver):
             address=req.address,
             tool=tool_of(req.method, req.params),
         )
-        self._registry.add(call)
+        try:
+            self._registry.add(call)
+        except LimitExceeded as exc:  # admitted, then others took the last places while it was adopting
+            pool.forget(req.key, session)  # left as it was upstream: a later retry may still take it over
+            await asyncio.shield(session.detach())
+            return Failed(too_many_calls(exc))
         log.info(
             "call.taken_over",
             call=call.id,

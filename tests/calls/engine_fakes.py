@@ -10,6 +10,7 @@ up exactly there.
 from __future__ import annotations
 
 import asyncio
+from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,7 +18,7 @@ from typing import Any
 from proxy.calls.outcomes import CallRequest, CallSettings
 from proxy.calls.registry import CallRegistry
 from proxy.calls.service import CallService
-from proxy.handle import HandleCodec, KeyRing
+from proxy.handle import Claims, HandleCodec, KeyRing, target_digest
 from proxy.translate.capabilities import ClientCapabilities
 from proxy.upstream.base import Inbox, ServerInfo, SessionListener
 from proxy.upstream.pool import PoolKey, SessionPool
@@ -51,6 +52,7 @@ class ScriptedSession:
         self._gates: dict[str, asyncio.Event] = {}
         self._passes: dict[str, int] = {}
         self.waiting: dict[str, asyncio.Event] = {}  # set while an await is held at its gate
+        self.done: defaultdict[str, asyncio.Event] = defaultdict(asyncio.Event)  # set as each await returns
         self._next_id = 100
 
     # -- scripting ------------------------------------------------------------------------------------
@@ -91,6 +93,7 @@ class ScriptedSession:
         self._receiving.set()
         await self._gate("call")
         self.calls.append((method, params))
+        self.done["call"].set()
         self._next_id += 1
         return self._next_id - 1
 
@@ -99,6 +102,7 @@ class ScriptedSession:
         self._receiving.set()
         await self._gate("resume_call")
         self.resumed = (request_id, last_event_id)
+        self.done["resume_call"].set()
         self._next_id = int(request_id) + 1 if isinstance(request_id, int) else self._next_id
 
     def end_call(self) -> None:
@@ -118,6 +122,7 @@ class ScriptedSession:
     async def send(self, message: jsonrpc.Response | jsonrpc.Notification) -> None:
         await self._gate("send")
         self.sent.append(message)
+        self.done["send"].set()
 
     async def close(self) -> None:
         self.closed = True
@@ -136,6 +141,8 @@ class Upstream:
     adopted: list[ScriptedSession] = field(default_factory=list)
     adopt_gate: asyncio.Event | None = None
     receiving: asyncio.Event = field(default_factory=asyncio.Event)
+    adopting: asyncio.Event = field(default_factory=asyncio.Event)
+    holding: tuple[str, ...] = ()  # what every new session holds (ScriptedSession.hold) from the start
 
     async def next_call(self) -> ScriptedSession:
         """The session of the next call to be sent (or resumed) upstream, once it is."""
@@ -146,15 +153,22 @@ class Upstream:
 
     async def open(self, key: PoolKey) -> Any:
         session = ScriptedSession(len(self.opened) + 1, self.receiving)
+        self._held(session)
         self.opened.append(session)
         return session
 
     async def adopt(self, key: PoolKey, session_id: str, info: ServerInfo) -> Any:
+        self.adopting.set()
         if self.adopt_gate is not None:
             await self.adopt_gate.wait()
         session = ScriptedSession(100 + len(self.adopted), self.receiving, session_id=session_id)
+        self._held(session)
         self.adopted.append(session)
         return session
+
+    def _held(self, session: ScriptedSession) -> None:
+        for what in self.holding:
+            session.hold(what)
 
     @property
     def last(self) -> ScriptedSession:
@@ -222,3 +236,26 @@ def engine(
 async def until_set(event: asyncio.Event) -> None:
     async with asyncio.timeout(5):
         await event.wait()
+
+
+def foreign_handle(eng: Engine, *, owner: str = "http://gone", request: int = 7, **changes: Any) -> str:
+    """A handle another replica (`owner`) sealed for a call parked on session `sid-1` of the upstream,
+    waiting for one elicitation (`elicit-1`, upstream id 5), sealed with the keys `eng` shares."""
+    req = eng.request()
+    now = int(eng.wall())
+    fields: dict[str, Any] = {
+        "upstream": UPSTREAM,
+        "session": "sid-1",
+        "call": "c-foreign",
+        "round": 1,
+        "pending": {"elicit-1": 5},
+        "owner": owner,
+        "principal": req.principal,
+        "target": target_digest(req.method, req.params),
+        "issued_at": now - 10,
+        "expires_at": now + 50,
+        "last_event": "ev-9",
+        "request": request,
+    }
+    fields.update(changes)
+    return eng.codec.seal(Claims(**fields))

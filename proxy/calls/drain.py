@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from proxy.calls.driver import CallDriver, log
+from proxy.calls.driver import CallDriver, EngineState, log
 from proxy.calls.registry import LiveCall
 from proxy.upstream.base import TransportLost
 
@@ -18,21 +18,27 @@ class NotCancellable(Exception):
         self.status = status
 
 
-class Draining(CallDriver):
+class Drain:
+    """Ends calls for the process (reaping, an operator's cancel, shutdown); each with `driver`."""
+
+    def __init__(self, state: EngineState, driver: CallDriver) -> None:
+        self._state = state
+        self._driver = driver
+
     async def reap_expired(self) -> int:
         """Cancel parked calls whose client never came back; the upstream is told."""
-        expired = self._registry.expired()
+        expired = self._state.registry.expired()
         for call in expired:
             log.info("call.reaped", call=call.id, upstream=call.upstream, round=call.exchange.round)
-            self._observer.reaped(call.upstream, self._registry.parked_for(call))
-            await self._abandon(call, "the client did not answer in time")
+            self._state.observer.reaped(call.upstream, self._state.registry.parked_for(call))
+            await self._driver.abandon(call, "the client did not answer in time")
         return len(expired)
 
     async def cancel_parked(self, call_id: str) -> LiveCall:
         """An operator cancels a parked call (proxy/process/admin.py): its pending requests are answered, the
         upstream gets notifications/cancelled, the session is closed; the client's retry is told an
         operator cancelled it. NotCancellable when the call is not here, running, or a task's."""
-        call = self._registry.get(call_id)
+        call = self._state.registry.get(call_id)
         if call is None:
             raise NotCancellable("no such call on this replica", 404)
         if not call.parked:
@@ -42,7 +48,7 @@ class Draining(CallDriver):
         log.info(
             "call.cancelled_by_operator", call=call.id, upstream=call.upstream, round=call.exchange.round
         )
-        await self._abandon(call, "cancelled by an operator", by_operator=True)
+        await self._driver.abandon(call, "cancelled by an operator", by_operator=True)
         return call
 
     async def drain(self, grace: float) -> None:
@@ -51,11 +57,11 @@ class Draining(CallDriver):
         upstream. The client always gets an answer: a completed call, a takeover, or "lost, not re-run"."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + grace
-        while len(self._registry) and loop.time() < deadline:  # noqa: ASYNC110 - calls end in many places
+        while len(self._state.registry) and loop.time() < deadline:  # noqa: ASYNC110 - calls end in many places
             await asyncio.sleep(0.1)
-        self._stopping = True  # also: a call unknown here from now on may be one left for a takeover
-        for call in self._registry:
-            pool = self._pools[call.upstream]
+        self._state.stopping = True  # also: a call unknown here from now on may be one left for a takeover
+        for call in self._state.registry:
+            pool = self._state.pools[call.upstream]
             # A task's call cannot be taken over (its task lives here only): it is cancelled like the rest.
             if (
                 call.parked
@@ -63,7 +69,7 @@ class Draining(CallDriver):
                 and call.session.last_event_id is not None
                 and pool.can_adopt
             ):
-                self._registry.remove(call)
+                self._state.registry.remove(call)
                 call.session.end_call()
                 pool.forget(call.key, call.session)
                 await call.session.detach()
@@ -71,13 +77,13 @@ class Draining(CallDriver):
             elif not call.parked:  # a round is running: its driver answers its client (-31011) and ends it
                 call.inbox.put_nowait(TransportLost("the proxy replica shut down"))
             else:
-                await self._abandon(call, "the proxy is shutting down")
+                await self._driver.abandon(call, "the proxy is shutting down")
         cut_until = loop.time() + 5.0  # bounded: the drivers just woke up
-        while any(not c.parked for c in self._registry) and loop.time() < cut_until:  # noqa: ASYNC110
+        while any(not c.parked for c in self._state.registry) and loop.time() < cut_until:  # noqa: ASYNC110
             await asyncio.sleep(0.05)
-        for call in self._registry:
-            await self._abandon(call, "the proxy is shutting down")
+        for call in self._state.registry:
+            await self._driver.abandon(call, "the proxy is shutting down")
 
     async def close(self) -> None:
-        for call in self._registry:
-            await self._abandon(call, "the proxy is shutting down")
+        for call in self._state.registry:
+            await self._driver.abandon(call, "the proxy is shutting down")

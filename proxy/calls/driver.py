@@ -1,17 +1,18 @@
 """The engine under the call service: drives a live call on its upstream session, parks it, ends it.
 
-`CallDriver` holds what every part of the service shares (pools, codec, registry, settings) and the moves
-they all make: `_drive` a call until it completes, fails or asks for input (then `_park` it with a sealed
-handle), `_deliver` the client's input, `_finish` or `_abandon` it. service.py (start, resume), takeover.py
-and drain.py build on it.
+`EngineState` is what every part of the service shares (pools, codec, registry, settings, and `stopping`);
+`CallDriver` makes the moves they all make: `drive` a call until it completes, fails or asks for input (then
+`park` it with a sealed handle), `deliver` the client's input, `finish` or `abandon` it. service.py (start,
+resume), takeover.py and drain.py hold a driver and the state, nothing of each other's.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 import structlog
@@ -59,71 +60,106 @@ def _asks_input(item: object) -> bool:
     return isinstance(item, jsonrpc.Request) and item.method in mcp.INPUT_REQUEST_METHODS
 
 
-class CallDriver:
-    def __init__(
-        self,
+class Expiry(Enum):
+    """What the deadline a `drive` waits for means when it passes."""
+
+    TIMEOUT = "timeout"  # the round's calls.call_timeout_s: the call is abandoned
+    PARK = "park"  # the gather window closed: the round is parked for its client
+    YIELD = "yield"  # `yield_after` ran out: the call is left Running for its task to drive on
+
+
+# As module globals: a global load in the drive loop, not an Enum class attribute look-up.
+_TIMEOUT, _PARK, _YIELD = Expiry.TIMEOUT, Expiry.PARK, Expiry.YIELD
+
+
+@dataclass(slots=True, eq=False)
+class EngineState:
+    """What the call service's parts (service, driver, takeover, drain) share; one per service."""
+
+    pools: Mapping[str, SessionPool]
+    codec: HandleCodec
+    registry: CallRegistry
+    settings: CallSettings
+    clock: Callable[[], float]  # the handles' clock (seconds since the epoch)
+    observer: CallObserver
+    roots: RootsBook | None  # the sessions' roots state (calls/roots.py); None: none kept
+    levels: SessionLevels  # the log level set on each upstream session (calls/scope.py)
+    gathering: GatherLearner  # what adaptive gathering learned on this replica (calls/gathering.py)
+    # Handles this replica issued since it started name calls it knows: one it no longer holds ended
+    # (unless it is stopping and left its calls for another replica to take over).
+    started: int
+    stopping: bool = False  # drain's grace is over: a call cut now was cut by this replica shutting down
+
+    @classmethod
+    def of(
+        cls,
         pools: Mapping[str, SessionPool],
         codec: HandleCodec,
         registry: CallRegistry,
         settings: CallSettings,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float],
         *,
-        observer: CallObserver | None = None,
-        roots: RootsBook | None = None,  # the sessions' roots state (calls/roots.py); None: none kept
-    ) -> None:
-        self._pools = pools
-        self._codec = codec
-        self._registry = registry
-        self._settings = settings
-        self._clock = clock
-        self._observer = observer or NoObserver()
-        self._levels = SessionLevels()  # the log level set on each upstream session (calls/scope.py)
-        self._roots = roots
-        self._stopping = False  # drain's grace is over: a call cut now was cut by this replica shutting down
-        # Handles this replica issued since it started name calls it knows: one it no longer holds ended
-        # (unless it is stopping and left its calls for another replica to take over).
-        self._started = int(clock())
-        self._gathering = GatherLearner(settings.gather_window)
+        observer: CallObserver | None,
+        roots: RootsBook | None,
+    ) -> EngineState:
+        return cls(
+            pools,
+            codec,
+            registry,
+            settings,
+            clock,
+            observer or NoObserver(),
+            roots,
+            SessionLevels(),
+            GatherLearner(settings.gather_window),
+            int(clock()),
+        )
 
-    @property
-    def registry(self) -> CallRegistry:
-        return self._registry
 
-    async def _lost(self, call: LiveCall, lost: TransportLost) -> Failed:
+class CallDriver:
+    """Drives, parks and ends calls. Its references to the shared parts are copied once: the drive loop
+    reads them as one attribute each, as before the parts were split."""
+
+    def __init__(self, state: EngineState) -> None:
+        self._state = state
+        self._pools = state.pools
+        self._codec = state.codec
+        self._registry = state.registry
+        self._settings = state.settings
+        self._clock = state.clock
+        self._roots = state.roots
+        self._gathering = state.gathering
+
+    async def lost(self, call: LiveCall, lost: TransportLost) -> Failed:
         """The call's session can no longer deliver its messages. Refused before it reached the tool (a
         forgotten session, a 4xx): "did not run", safe to send again; else it may have run, not re-run."""
-        if self._stopping:
-            await self._abandon(call, "the proxy is shutting down")
+        if self._state.stopping:
+            await self.abandon(call, "the proxy is shutting down")
             return Failed(shut_down("it was cancelled upstream"))
-        self._finish(call, reusable=False)
+        self.finish(call, reusable=False)
         unrun = lost.refused or not lost.delivered
         said = not_run(lost.reason) if unrun else upstream_failed(lost.reason)
         return Failed(said, undelivered=not lost.delivered, challenge=lost.challenge)
 
-    def _session_roots(self, call: LiveCall) -> SessionRoots | None:
+    def session_roots(self, call: LiveCall) -> SessionRoots | None:
         """The roots state of the call's session, when its client declared roots (calls/roots.py)."""
         if self._roots is None or not call.key.capabilities.roots:
             return None
         return self._roots.of(call.session)
 
-    @property
-    def gathering(self) -> GatherLearner:
-        """What adaptive gathering learned on this replica (calls/gathering.py)."""
-        return self._gathering
-
-    async def _deliver(self, call: LiveCall, responses: Mapping[str, Any]) -> Failed | None:
+    async def deliver(self, call: LiveCall, responses: Mapping[str, Any]) -> Failed | None:
         # Nothing of the parked round answered yet: a request waiting in the inbox was sent without waiting
         # for any answer, a burst that came apart (calls/gathering.py).
         if not call.exchange.answered and call.inbox.holds(_asks_input):
             self._gathering.split((call.upstream, call.tool), self._registry.parked_for(call))
         try:
-            await deliver_input(call, responses, self._session_roots(call))
+            await deliver_input(call, responses, self.session_roots(call))
         except UpstreamError as exc:
-            await self._abandon(call, "could not deliver the client's input")
+            await self.abandon(call, "could not deliver the client's input")
             return Failed(upstream_failed(f"could not deliver the input: {exc}"))
         return None
 
-    def _check_current(self, call: LiveCall, claims: Claims) -> None:
+    def check_current(self, call: LiveCall, claims: Claims) -> None:
         pending_ids, hashed = carried_ids({k: p.legacy_id for k, p in call.exchange.pending.items()})
         if claims.round != call.exchange.round or (dict(claims.pending), claims.hashed) != (
             pending_ids,
@@ -136,7 +172,7 @@ class CallDriver:
         ):
             raise InvalidRequestState("call_mismatch")
 
-    async def _drive(
+    async def drive(
         self,
         call: LiveCall,
         notify: NotificationSink | None,
@@ -157,11 +193,11 @@ class CallDriver:
                     window.open(loop.time(), len(call.exchange.pending))
                 # Which deadline is armed decides what its expiry means (not loop.time(): uvloop's timers may
                 # fire a little before the deadline they were set for).
-                deadline, on_expiry = round_deadline, "timeout"
+                deadline, on_expiry = round_deadline, _TIMEOUT
                 if window.deadline is not None and window.deadline <= deadline:
-                    deadline, on_expiry = window.deadline, "park"
+                    deadline, on_expiry = window.deadline, _PARK
                 elif yield_at is not None and window.deadline is None and yield_at <= deadline:
-                    deadline, on_expiry = yield_at, "yield"  # input being gathered: no yielding
+                    deadline, on_expiry = yield_at, _YIELD  # input being gathered: no yielding
                 # What the upstream sent next (here, not in a coroutine of its own: one frame fewer each time
                 # the call's task resumes). A window already over with nothing received parks at once,
                 # without arming a timer or waiting a loop iteration (a tool seen sending lone requests has
@@ -170,17 +206,17 @@ class CallDriver:
                 try:
                     if not call.inbox.empty():
                         item = call.inbox.get_nowait()
-                    elif on_expiry != "timeout" and deadline <= loop.time():
+                    elif on_expiry is not _TIMEOUT and deadline <= loop.time():
                         raise TimeoutError
                     else:
                         item = await call.inbox.get_by(deadline)
                 except TimeoutError:
-                    if on_expiry == "park":
+                    if on_expiry is _PARK:
                         window.parked()
-                        return await self._park(call, park_ttl)
-                    if on_expiry == "yield":
+                        return await self.park(call, park_ttl)
+                    if on_expiry is _YIELD:
                         return Running(call)
-                    await self._abandon(call, "the upstream did not answer in time")
+                    await self.abandon(call, "the upstream did not answer in time")
                     return Failed(
                         ErrorObject(
                             jsonrpc.UPSTREAM_TIMEOUT,
@@ -190,10 +226,10 @@ class CallDriver:
                     )
                 match item:
                     case jsonrpc.Result() | jsonrpc.Error():
-                        await settle_unasked(call, self._session_roots(call))
+                        await settle_unasked(call, self.session_roots(call))
                         if call.exchange.round > 0:  # its client answered every round it was asked
                             self._registry.prove(call.principal)
-                        self._finish(call, reusable=True)
+                        self.finish(call, reusable=True)
                         return Completed(item)
                     case jsonrpc.Request():
                         queued = await self._on_server_request(call, item)
@@ -205,14 +241,14 @@ class CallDriver:
                         if notify is not None:
                             await notify(item)
                     case TransportLost():
-                        return await self._lost(call, item)
+                        return await self.lost(call, item)
         except UpstreamError as exc:
-            await self._abandon(call, str(exc))
-            if self._stopping:
+            await self.abandon(call, str(exc))
+            if self._state.stopping:
                 return Failed(shut_down("it was cancelled upstream"))
             return Failed(upstream_failed(str(exc)))
         except BaseException:
-            await asyncio.shield(self._abandon(call, "the client went away"))
+            await asyncio.shield(self.abandon(call, "the client went away"))
             raise
 
     async def _on_server_request(self, call: LiveCall, req: jsonrpc.Request) -> bool | Failed:
@@ -223,7 +259,7 @@ class CallDriver:
             await call.session.send(reply.message())
             return False
         if len(call.exchange.pending) > MAX_PENDING:
-            await self._abandon(call, f"the upstream asked more than {MAX_PENDING} at once")
+            await self.abandon(call, f"the upstream asked more than {MAX_PENDING} at once")
             return Failed(too_many_inputs(MAX_PENDING))
         return True
 
@@ -231,14 +267,14 @@ class CallDriver:
         """How many calls may wait for input on `upstream` at once (calls.parked_share of its pool)."""
         return max(1, int(self._pools[upstream].max_sessions * self._settings.parked_share))
 
-    async def _park(self, call: LiveCall, ttl: float | None = None) -> NeedsInput | Failed:
+    async def park(self, call: LiveCall, ttl: float | None = None) -> NeedsInput | Failed:
         """Park the call for its client's answer, unless its upstream's share for parked calls is full:
         then the call ends (the upstream is told) with -31003, and the sessions stay free for calls that
         do not ask for input."""
         try:
             self._registry.may_park(call, self.park_cap(call.upstream))
         except LimitExceeded as exc:
-            await self._abandon(call, "too many calls wait for input")
+            await self.abandon(call, "too many calls wait for input")
             return Failed(too_many_calls(exc))
         ttl = self._registry.park(call, self._settings.parked_ttl if ttl is None else ttl)
         rnd = call.exchange.open_round()
@@ -268,12 +304,12 @@ class CallDriver:
         pass-through call), so there is nothing to tell apart from a lost call, and nothing to remember."""
         return self._settings.parked_ttl if call.exchange.round > 0 else 0.0
 
-    def _finish(self, call: LiveCall, *, reusable: bool) -> None:
+    def finish(self, call: LiveCall, *, reusable: bool) -> None:
         call.session.end_call()
         self._registry.remove(call, handle_ttl=self._handle_ttl(call))
         self._pools[call.upstream].release(call.key, call.session, reusable=reusable)
 
-    async def _abandon(self, call: LiveCall, reason: str, *, by_operator: bool = False) -> None:
+    async def abandon(self, call: LiveCall, reason: str, *, by_operator: bool = False) -> None:
         """Give up on a call: answer its pending requests, tell the upstream, drop the session."""
         if self._registry.get(call.id) is None:
             return

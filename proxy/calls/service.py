@@ -5,23 +5,27 @@ asks for input; then the live call is parked and the client gets `input_required
 `resume` unseals the handle, checks it against the retry, answers the parked legacy requests and drives on.
 A call is never re-sent upstream: it resumes, or it fails with a clear error.
 
-The parts: outcomes.py (what goes in and out), driver.py (driving, parking, ending a call), takeover.py (a
-call whose replica is gone), drain.py (reaping and shutdown); `CallService` puts them together.
+The parts: outcomes.py (what goes in and out), driver.py (the state the parts share; driving, parking, ending
+a call), takeover.py (a call whose replica is gone), drain.py (reaping and shutdown). `CallService` holds one
+of each and the state they share, and is all its callers see.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from proxy.calls.drain import Draining
-from proxy.calls.driver import log
-from proxy.calls.gathering import tool_of
+from proxy.calls.drain import Drain
+from proxy.calls.driver import CallDriver, EngineState, log
+from proxy.calls.gathering import GatherLearner, tool_of
 from proxy.calls.ids import call_id
 from proxy.calls.outcomes import (
+    CallObserver,
     CallRequest,
+    CallSettings,
     Failed,
     Forward,
     InvalidRequestState,
@@ -31,17 +35,17 @@ from proxy.calls.outcomes import (
     invalid_responses,
     too_many_calls,
 )
-from proxy.calls.registry import CallBusy, LimitExceeded, LiveCall
-from proxy.calls.roots import ask_first
+from proxy.calls.registry import CallBusy, CallRegistry, LimitExceeded, LiveCall
+from proxy.calls.roots import RootsBook, ask_first
 from proxy.calls.scope import scoped_sink
 from proxy.calls.takeover import Takeover
 from proxy.calls.wording import unavailable
-from proxy.handle import HandleError, target_digest
+from proxy.handle import HandleCodec, HandleError, target_digest
 from proxy.translate.exchange import Exchange
 from proxy.translate.notes import call_progress_token, with_progress_token
 from proxy.upstream.base import NotDelivered, UpstreamAuthChallenge, UpstreamError, UpstreamSession
 from proxy.upstream.inbox import LeanQueue
-from proxy.upstream.pool import PoolExhausted
+from proxy.upstream.pool import PoolExhausted, SessionPool
 from proxy.wire import jsonrpc, mcp
 from proxy.wire.jsonrpc import ErrorObject
 
@@ -53,9 +57,43 @@ CANCELLED_MESSAGE = (
 )
 
 
-class CallService(Takeover, Draining):
-    """Runs calls as MRTR rounds: `start`, `resume`, and for tasks `drive` and `answer` (see the module
-    docstring); the construction and the engine are `CallDriver`'s (driver.py)."""
+class CallService:
+    """Runs calls as MRTR rounds: `start`, `resume`, and for tasks `drive` and `answer`; ends them for the
+    process: `reap_expired`, `cancel_parked`, `drain`, `close` (see the module docstring)."""
+
+    def __init__(
+        self,
+        pools: Mapping[str, SessionPool],
+        codec: HandleCodec,
+        registry: CallRegistry,
+        settings: CallSettings,
+        clock: Callable[[], float] = time.time,
+        *,
+        observer: CallObserver | None = None,
+        roots: RootsBook | None = None,  # the sessions' roots state (calls/roots.py); None: none kept
+    ) -> None:
+        self._state = state = EngineState.of(
+            pools, codec, registry, settings, clock, observer=observer, roots=roots
+        )
+        self._driver = driver = CallDriver(state)
+        self._takeover = Takeover(state, driver)
+        self._drain = Drain(state, driver)
+        # What start and resume read on every call, as one attribute each.
+        self._pools, self._codec, self._registry, self._settings = pools, codec, registry, settings
+        self._roots, self._levels, self._observer = roots, state.levels, state.observer
+
+    @property
+    def registry(self) -> CallRegistry:
+        return self._registry
+
+    @property
+    def gathering(self) -> GatherLearner:
+        """What adaptive gathering learned on this replica (calls/gathering.py)."""
+        return self._state.gathering
+
+    def park_cap(self, upstream: str) -> int:
+        """How many calls may wait for input on `upstream` at once (calls.parked_share of its pool)."""
+        return self._driver.park_cap(upstream)
 
     async def start(
         self, req: CallRequest, notify: NotificationSink | None = None, *, yield_after: float | None = None
@@ -115,25 +153,27 @@ class CallService(Takeover, Draining):
             return Failed(too_many_calls(exc), refused=True)
         req.link.joined(call.id, 1, call.first_span)
         call.unsent = (req.method, with_progress_token(req.params, call_progress_token(call.id)))
-        roots = self._session_roots(call)
+        roots = self._driver.session_roots(call)
         try:
             await self._levels.ensure(session, req.log_level)
             if roots is not None:
                 await roots.settle()  # a new session: its server's start-up roots/list comes first
         except BaseException:  # the client went away before the call was sent: end it, tell nobody
-            await asyncio.shield(self._abandon(call, "the client went away"))
+            await asyncio.shield(self._driver.abandon(call, "the client went away"))
             raise
         if ask_first(call, roots):
-            return await self._park(call)  # sent by the retry that answers (roots.deliver_input)
+            return await self._driver.park(call)  # sent by the retry that answers (roots.deliver_input)
         method, params = call.unsent
         try:
             call.upstream_id = await session.call(method, params, call.inbox)
         except BaseException:  # the client went away while it was sent: else registered and busy for good
-            await asyncio.shield(self._abandon(call, "the client went away"))  # (unsent: no cancel upstream)
+            await asyncio.shield(
+                self._driver.abandon(call, "the client went away")
+            )  # (unsent: no cancel upstream)
             raise
         call.unsent = None
         sink = scoped_sink(notify, req.params, req.log_level, call.id)
-        return await self._drive(call, sink, yield_after=yield_after)
+        return await self._driver.drive(call, sink, yield_after=yield_after)
 
     async def _held_from_gone_process(
         self, req: CallRequest, session: UpstreamSession
@@ -188,8 +228,8 @@ class CallService(Takeover, Draining):
                 return Failed(ErrorObject(jsonrpc.CANCELLED_BY_OPERATOR, CANCELLED_MESSAGE))
             if self._registry.ended(claims.call) or (
                 claims.owner == self._settings.owner
-                and claims.issued_at >= self._started
-                and not self._stopping
+                and claims.issued_at >= self._state.started
+                and not self._state.stopping
             ):
                 raise InvalidRequestState("call_ended")
             if claims.owner != self._settings.owner:
@@ -197,10 +237,10 @@ class CallService(Takeover, Draining):
                     return Forward(claims.owner)
                 if owner_gone is None:  # forwarded here, but the handle names another owner
                     raise InvalidRequestState("not_owner")
-            return await self._take_over(
+            return await self._takeover.take_over(
                 req, claims, responses, notify, yield_after=yield_after, owner_gone=owner_gone
             )
-        self._check_current(call, claims)
+        self._driver.check_current(call, claims)
         problem = invalid_responses(call.exchange, responses)
         if problem is not None:
             return Failed(problem)
@@ -212,14 +252,14 @@ class CallService(Takeover, Draining):
         self._observer.resumed(call.upstream, parked_for)
         try:
             await self._levels.ensure(call.session, req.log_level)
-            failed = await self._deliver(call, responses)
+            failed = await self._driver.deliver(call, responses)
         except BaseException:  # the client went away mid-delivery: the call is no longer parked, end it
-            await asyncio.shield(self._abandon(call, "the client went away"))
+            await asyncio.shield(self._driver.abandon(call, "the client went away"))
             raise
         if failed is not None:
             return failed
         sink = scoped_sink(notify, req.params, req.log_level, call.id)
-        return await self._drive(call, sink, yield_after=yield_after)
+        return await self._driver.drive(call, sink, yield_after=yield_after)
 
     # -- driving a call detached from the request that started it (tasks, proxy/tasks) -------------------
 
@@ -231,7 +271,7 @@ class CallService(Takeover, Draining):
         `calls.parked_ttl_s`). Never `Running` or `Forward`."""
         if call.parked:
             self._registry.take(call)
-        return await self._drive(call, notify, park_ttl=park_ttl)
+        return await self._driver.drive(call, notify, park_ttl=park_ttl)
 
     async def answer(self, call: LiveCall, responses: Mapping[str, Any]) -> Failed | None:
         """Deliver the client's answers to some or all of a parked call's pending requests; the call stays
@@ -241,11 +281,11 @@ class CallService(Takeover, Draining):
         problem = invalid_responses(call.exchange, responses)
         if problem is not None:
             return Failed(problem)
-        return await asyncio.shield(self._deliver(call, responses))
+        return await asyncio.shield(self._driver.deliver(call, responses))
 
     async def cancel(self, call: LiveCall, reason: str) -> None:
         """End a call for its client: pending requests answered, the upstream told, the session dropped."""
-        await self._abandon(call, reason)
+        await self._driver.abandon(call, reason)
 
     async def end_parked(self, request_state: str, *, principal: str, reason: str) -> bool:
         """End the parked call `request_state` names for its own client, who will not retry it (a legacy
@@ -259,5 +299,22 @@ class CallService(Takeover, Draining):
         call = self._registry.get(claims.call)
         if call is None or not call.parked or claims.principal != principal:
             return False
-        await self._abandon(call, reason)
+        await self._driver.abandon(call, reason)
         return True
+
+    # -- ending calls for the process (drain.py) ----------------------------------------------------------
+
+    async def reap_expired(self) -> int:
+        """Cancel parked calls whose client never came back; the upstream is told. Returns how many."""
+        return await self._drain.reap_expired()
+
+    async def cancel_parked(self, call_id: str) -> LiveCall:
+        """An operator cancels a parked call (proxy/process/admin.py); NotCancellable when it cannot be."""
+        return await self._drain.cancel_parked(call_id)
+
+    async def drain(self, grace: float) -> None:
+        """Shutting down: live calls get `grace` seconds, then are left for a takeover or cancelled."""
+        await self._drain.drain(grace)
+
+    async def close(self) -> None:
+        await self._drain.close()

@@ -11,7 +11,7 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
-from proxy.calls.driver import CallDriver, log
+from proxy.calls.driver import CallDriver, EngineState, log
 from proxy.calls.gathering import tool_of
 from proxy.calls.outcomes import (
     CallRequest,
@@ -35,8 +35,14 @@ from proxy.upstream.inbox import LeanQueue
 from proxy.upstream.pool import PoolExhausted
 
 
-class Takeover(CallDriver):
-    async def _take_over(
+class Takeover:
+    """Takes over calls another replica held (for `CallService.resume`); drives them with `driver`."""
+
+    def __init__(self, state: EngineState, driver: CallDriver) -> None:
+        self._state = state
+        self._driver = driver
+
+    async def take_over(
         self,
         req: CallRequest,
         claims: Claims,
@@ -51,14 +57,14 @@ class Takeover(CallDriver):
         on as the new owner (an input the old owner delivered already is answered twice: the upstream
         ignores a response to a request it has its answer to). Otherwise the call is lost — and never
         re-run; if the old owner took this very input before it went away, its outcome is unknown."""
-        pool = self._pools[req.upstream]
+        pool = self._state.pools[req.upstream]
         if claims.last_event is None or claims.request is None or not claims.session or not pool.can_adopt:
-            self._observer.taken_over(req.upstream, ok=False)
+            self._state.observer.taken_over(req.upstream, ok=False)
             if owner_gone == "unknown":
                 return Failed(outcome_unknown("the upstream cannot resume the call's stream"))
             return Failed(lost("its replica is gone and the upstream cannot resume the call's stream"))
         if claims.hashed:  # the upstream's ids are not in the handle, only their digests (handle/claims.py)
-            self._observer.taken_over(req.upstream, ok=False)
+            self._state.observer.taken_over(req.upstream, ok=False)
             why = "the upstream's request ids are too long to carry in the handle"
             if owner_gone == "unknown":
                 return Failed(outcome_unknown(why))
@@ -71,12 +77,12 @@ class Takeover(CallDriver):
         if problem is not None:
             return Failed(problem)
         try:
-            self._registry.admit(req.principal, req.address)
+            self._state.registry.admit(req.principal, req.address)
             session = await pool.adopt(req.key, claims.session)
         except (LimitExceeded, PoolExhausted) as exc:
             return Failed(too_many_calls(exc))
         except UpstreamError as exc:
-            self._observer.taken_over(req.upstream, ok=False)
+            self._state.observer.taken_over(req.upstream, ok=False)
             return Failed(lost(f"taking it over failed: {failed_during_call(str(exc))}"))
         call = LiveCall(
             id=claims.call,
@@ -94,7 +100,7 @@ class Takeover(CallDriver):
             tool=tool_of(req.method, req.params),
         )
         try:
-            self._registry.add(call)
+            self._state.registry.add(call)
         except LimitExceeded as exc:  # admitted, then others took the last places while it was adopting
             pool.forget(req.key, session)  # left as it was upstream: a later retry may still take it over
             await asyncio.shield(session.detach())
@@ -111,12 +117,12 @@ class Takeover(CallDriver):
             for reply in exchange.accept(responses):
                 await session.send(reply.message())
         except UpstreamError as exc:
-            await self._abandon(call, "could not take the call over")
-            self._observer.taken_over(req.upstream, ok=False)
+            await self._driver.abandon(call, "could not take the call over")
+            self._state.observer.taken_over(req.upstream, ok=False)
             return Failed(lost(f"taking it over failed: {failed_during_call(str(exc))}"))
         except BaseException:
-            await asyncio.shield(self._abandon(call, "the client went away"))
+            await asyncio.shield(self._driver.abandon(call, "the client went away"))
             raise
-        self._observer.taken_over(req.upstream, ok=True)
+        self._state.observer.taken_over(req.upstream, ok=True)
         sink = scoped_sink(notify, req.params, req.log_level, call.id)
-        return await self._drive(call, sink, yield_after=yield_after)
+        return await self._driver.drive(call, sink, yield_after=yield_after)

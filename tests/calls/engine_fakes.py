@@ -20,7 +20,7 @@ from proxy.calls.registry import CallRegistry
 from proxy.calls.service import CallService
 from proxy.handle import Claims, HandleCodec, KeyRing, target_digest
 from proxy.translate.capabilities import ClientCapabilities
-from proxy.upstream.base import Inbox, ServerInfo, SessionListener
+from proxy.upstream.base import Inbox, ServerInfo, SessionListener, UpstreamError
 from proxy.upstream.pool import PoolKey, SessionPool
 from proxy.wire import jsonrpc
 
@@ -54,6 +54,7 @@ class ScriptedSession:
         self.waiting: dict[str, asyncio.Event] = {}  # set while an await is held at its gate
         self.done: defaultdict[str, asyncio.Event] = defaultdict(asyncio.Event)  # set as each await returns
         self._next_id = 100
+        self.failing: set[str] = set()  # awaits that raise UpstreamError
 
     # -- scripting ------------------------------------------------------------------------------------
 
@@ -74,6 +75,8 @@ class ScriptedSession:
         elif gate is not None:
             self.waiting[what].set()
             await gate.wait()
+        if what in self.failing:
+            raise UpstreamError(f"scripted: {what} failed")
 
     def push(self, *messages: jsonrpc.Message) -> None:
         assert self.inbox is not None, "no call runs on this session"
@@ -143,6 +146,7 @@ class Upstream:
     receiving: asyncio.Event = field(default_factory=asyncio.Event)
     adopting: asyncio.Event = field(default_factory=asyncio.Event)
     holding: tuple[str, ...] = ()  # what every new session holds (ScriptedSession.hold) from the start
+    failing: tuple[str, ...] = ()  # what every new session fails with UpstreamError
 
     async def next_call(self) -> ScriptedSession:
         """The session of the next call to be sent (or resumed) upstream, once it is."""
@@ -169,6 +173,7 @@ class Upstream:
     def _held(self, session: ScriptedSession) -> None:
         for what in self.holding:
             session.hold(what)
+        session.failing = set(self.failing)
 
     @property
     def last(self) -> ScriptedSession:
@@ -194,13 +199,16 @@ class Engine:
     codec: HandleCodec
     wall: WallClock
 
-    def request(self, *, principal: str = "alice", key: PoolKey = KEY, tool: str = "t") -> CallRequest:
+    def request(
+        self, *, principal: str = "alice", key: PoolKey = KEY, tool: str = "t", log_level: str | None = None
+    ) -> CallRequest:
         return CallRequest(
             upstream=UPSTREAM,
             method="tools/call",
             params={"name": tool, "arguments": {}},
             key=key,
             principal=principal,
+            log_level=log_level,
         )
 
     @property
@@ -217,6 +225,7 @@ def engine(
     max_sessions: int = 4,
     max_calls: int = 100,
     owner: str = "http://me",
+    parked_share: float = 1.0,
     **service_options: Any,
 ) -> Engine:
     upstream = Upstream()
@@ -225,12 +234,21 @@ def engine(
         UPSTREAM, upstream.open, max_sessions=max_sessions, idle_ttl=60.0, adopter=upstream.adopt
     )
     codec = HandleCodec(KeyRing.ephemeral(), clock=wall)
-    registry = CallRegistry(max_calls=max_calls, max_per_principal=max_calls)
+    registry = CallRegistry(max_calls=max_calls, max_per_principal=max_calls, clock=loop_time)
     settings = CallSettings(
-        gather_window=gather_window, parked_ttl=parked_ttl, call_timeout=call_timeout, owner=owner
+        gather_window=gather_window,
+        parked_ttl=parked_ttl,
+        call_timeout=call_timeout,
+        owner=owner,
+        parked_share=parked_share,
     )
     service = CallService({UPSTREAM: pool}, codec, registry, settings, wall, **service_options)
     return Engine(service, pool, registry, upstream, codec, wall)
+
+
+def loop_time() -> float:
+    """The registry's clock in these tests: the running loop's (virtual under `virtual_time`)."""
+    return asyncio.get_running_loop().time()
 
 
 async def until_set(event: asyncio.Event) -> None:

@@ -4,16 +4,20 @@ hang up during any await of it, and nothing may leak (no busy session, no regist
 from __future__ import annotations
 
 import asyncio
+from typing import Any, Literal
 
 import pytest
 
 from proxy.calls.outcomes import Completed, Failed, NeedsInput
 from proxy.wire import jsonrpc
 from tests.calls.engine_fakes import ACCEPT, engine, foreign_handle, until_set
+from tests.calls.virtual_time import virtual_time
 
 ANSWER = {"elicit-1": ACCEPT}
+HASHED = {"pending": {"elicit-1": "digest"}, "hashed": ("elicit-1",)}  # an id too long to carry
 
 
+@virtual_time
 async def test_a_takeover_resumes_the_stream_delivers_the_input_and_drives_on() -> None:
     eng = engine()
     resume = asyncio.ensure_future(
@@ -29,6 +33,7 @@ async def test_a_takeover_resumes_the_stream_delivers_the_input_and_drives_on() 
 
 
 @pytest.mark.parametrize("at", ["adopt", "resume_call", "send", "drive"])
+@virtual_time
 async def test_a_hang_up_during_any_await_of_a_takeover_leaks_nothing(at: str) -> None:
     eng = engine()
     if at == "adopt":
@@ -54,6 +59,7 @@ async def test_a_hang_up_during_any_await_of_a_takeover_leaks_nothing(at: str) -
     assert eng.leaked == (0, 0)
 
 
+@virtual_time
 async def test_a_takeover_that_finds_the_replica_full_once_adopted_gives_the_session_back() -> None:
     """The takeover was admitted, then waited for its session while other calls took the last places:
     adding the call failed with LimitExceeded, raised to the front, and the adopted session stayed busy."""
@@ -71,3 +77,35 @@ async def test_a_takeover_that_finds_the_replica_full_once_adopted_gives_the_ses
     assert isinstance(outcome, Failed) and outcome.error.code == jsonrpc.LIMIT_EXCEEDED
     assert eng.leaked == (1, 1)  # the parked call's own, nothing more
     assert eng.upstream.adopted[0].detached  # not ended upstream: a later retry may take it over
+
+
+@pytest.mark.parametrize(
+    ("changes", "owner_gone", "code"),
+    [
+        ({"last_event": None}, "unreachable", jsonrpc.CALL_LOST),
+        ({"last_event": None}, "unknown", jsonrpc.OUTCOME_UNKNOWN),
+        ({"session": ""}, "unreachable", jsonrpc.CALL_LOST),
+        (HASHED, "unreachable", jsonrpc.CALL_LOST),
+        (HASHED, "unknown", jsonrpc.OUTCOME_UNKNOWN),
+    ],
+    ids=["no-event-id", "no-event-id-input-taken", "no-session", "hashed-ids", "hashed-ids-input-taken"],
+)
+@virtual_time
+async def test_a_call_the_upstream_cannot_resume_is_reported_lost_never_re_run(
+    changes: dict[str, Any], owner_gone: Literal["unreachable", "unknown"], code: int
+) -> None:
+    eng = engine()
+    handle = foreign_handle(eng, **changes)
+    outcome = await eng.service.resume(eng.request(), handle, ANSWER, owner_gone=owner_gone)
+    assert isinstance(outcome, Failed) and outcome.error.code == code
+    assert eng.upstream.adopted == [] and eng.upstream.opened == [] and eng.leaked == (0, 0)
+
+
+@virtual_time
+async def test_a_takeover_whose_stream_cannot_be_resumed_ends_the_adopted_session() -> None:
+    eng = engine()
+    eng.upstream.failing = ("resume_call",)
+    outcome = await eng.service.resume(eng.request(), foreign_handle(eng), ANSWER, owner_gone="unreachable")
+    assert isinstance(outcome, Failed) and outcome.error.code == jsonrpc.CALL_LOST
+    # dropped, not kept idle: what is left is the session opened to learn the server's info
+    assert eng.leaked == (0, 0) and eng.pool.size == len(eng.upstream.opened) == 1

@@ -41,11 +41,13 @@ async def eventually(
     every_s: float = DEFAULT_EVERY_S,
     *,
     retry_on: tuple[type[BaseException], ...] = (),
+    seen: Callable[[], object] | None = None,
 ) -> T:
     """Poll ``check`` until it returns a truthy value (returned); fail after ``limit_s`` saying what and why.
 
     An exception from ``check`` propagates at once unless its type is in ``retry_on`` (for example a
-    connection refused while a server comes up), in which case it counts as "not yet".
+    connection refused while a server comes up), in which case it counts as "not yet". ``seen``, if given,
+    says what there was instead (the log lines, say) in the failure, in place of ``check``'s last value.
     """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + limit_s
@@ -63,7 +65,7 @@ async def eventually(
             return value  # type: ignore[return-value]
         last = value
         if loop.time() >= deadline:
-            raise _timed_out(what, limit_s, last, error)
+            raise _timed_out(what, limit_s, seen() if seen is not None else last, error)
         await asyncio.sleep(every_s)
 
 
@@ -74,6 +76,7 @@ def eventually_sync(
     every_s: float = DEFAULT_EVERY_S,
     *,
     retry_on: tuple[type[BaseException], ...] = (),
+    seen: Callable[[], object] | None = None,
 ) -> T:
     """``eventually`` for code that has no event loop (a thread, a subprocess's output file)."""
     deadline = time.monotonic() + limit_s
@@ -89,5 +92,5 @@ def eventually_sync(
             return value
         last = value
         if time.monotonic() >= deadline:
-            raise _timed_out(what, limit_s, last, error)
+            raise _timed_out(what, limit_s, seen() if seen is not None else last, error)
         time.sleep(every_s)

@@ -16,6 +16,7 @@ from typing import Any
 import aiohttp
 import pytest
 import pytest_asyncio
+from waiting import eventually
 
 from e2e.harness import ALL_CAPS, RawClient, Reply, RunningProxy, accept_name, running_proxy
 from e2e.replicas import log_lines, replica_set, url_of
@@ -46,14 +47,14 @@ async def get(client: RawClient, task_id: str) -> dict[str, Any]:
 
 
 async def wait_for(client: RawClient, task_id: str, *statuses: str, limit_s: float = 10.0) -> dict[str, Any]:
-    """Poll tasks/get (bounded) until the task has one of `statuses`."""
-    async with asyncio.timeout(limit_s):
-        while True:
-            task = await get(client, task_id)
-            if task["status"] in statuses:
-                return task
-            assert task["status"] not in TERMINAL, task
-            await asyncio.sleep(0.05)
+    """Poll tasks/get (bounded) until the task has one of `statuses`; a task ended otherwise fails at once."""
+
+    async def reached() -> dict[str, Any] | None:
+        task = await get(client, task_id)
+        assert task["status"] in statuses or task["status"] not in TERMINAL, task
+        return task if task["status"] in statuses else None
+
+    return await eventually(reached, f"task {task_id} to be {' or '.join(statuses)}", limit_s)
 
 
 async def plain_text(client: RawClient, tool: str) -> str:

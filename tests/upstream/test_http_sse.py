@@ -225,7 +225,7 @@ async def test_stream_end_kills_the_session_and_is_never_reconnected(fake: Runni
         inbox: Inbox = Inbox()
         rid = await session.call("tools/call", {"name": "slow", "arguments": {}}, inbox)
         plain = asyncio.create_task(session.request("prompts/list", {}, timeout=30))  # never answered
-        await asyncio.sleep(0.1)
+        await eventually(lambda: fake.server.received("prompts/list"), "the prompts/list to reach the server")
         assert fake.server.received("tools/call")[0]["id"] == rid
         fake.server.push(None)  # answer nothing, end the stream
         lost = await _next(inbox)
@@ -264,7 +264,7 @@ async def test_all_messages_of_the_call_go_to_its_inbox_and_session_wide_ones_do
         await session.open()
         inbox: Inbox = Inbox()
         rid = await session.call("tools/call", {"name": "t", "arguments": {}}, inbox)
-        await asyncio.sleep(0.05)
+        await eventually(lambda: fake.server.received("tools/call"), "the tools/call to reach the server")
         fake.server.push({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
         fake.server.push({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progress": 1}})
         fake.server.push({"jsonrpc": "2.0", "id": 0, "method": "sampling/createMessage", "params": {}})

@@ -79,13 +79,13 @@ class Script:
             await stream.write(sse(result(rid, "asked")))
         elif tool == "slowend":  # the result, then the end of the stream a moment later
             await stream.write(sse(result(rid, "slowend")))
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(0.05)  # the scripted server: the end comes a moment later
         elif tool == "lateend":  # the result, then the end only after FINISH_WITHIN
             await stream.write(sse(result(rid, "lateend")))
-            await asyncio.sleep(FINISH_WITHIN + 0.5)
+            await asyncio.sleep(FINISH_WITHIN + 0.5)  # the scripted server: the end comes after FINISH_WITHIN
         elif tool == "huge":
             await stream.write(b"data: " + b"x" * (2 * LIMIT) + b"\n\n")
-            await asyncio.sleep(1)
+            await asyncio.sleep(1)  # the scripted server: holds the huge stream open
         elif tool == "drop":  # an event, then the connection closes under the stream
             await stream.write(b": begun\n\n")
             assert request.transport is not None

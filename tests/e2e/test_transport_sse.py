@@ -20,6 +20,7 @@ import aiohttp
 import peers
 import pytest
 import pytest_asyncio
+from waiting import eventually
 
 from e2e import flows
 from e2e.flows import text_of
@@ -375,9 +376,7 @@ async def test_stream_dropping_mid_call_fails_it_and_the_proxy_recovers(http: ai
 
         # 1. The tool is running upstream when the server dies: the call fails at once, not re-run.
         running = asyncio.create_task(client.call("slow_echo", {"text": "never", "delay_s": 30}))
-        async with asyncio.timeout(10):
-            while proxy.live == 0:  # noqa: ASYNC110 - polling the proxy's registry
-                await asyncio.sleep(0.02)
+        await eventually(lambda: proxy.live == 1, "the call in the proxy's registry", 10)
         await asyncio.sleep(0.3)  # the POST is accepted; the tool sleeps
         kill(url)
         async with asyncio.timeout(10):

@@ -20,6 +20,7 @@ import aiohttp
 import peers
 import pytest
 import pytest_asyncio
+from waiting import eventually
 
 from e2e import flows
 from e2e.flows import text_of
@@ -304,12 +305,15 @@ async def test_everything_prompt_and_resource(everything: RawClient) -> None:
 
 async def only_child(tag: str) -> int:
     """The pid of the one stdio child started with `tag`, once it is there."""
-    for _ in range(int(WAIT / 0.05)):
+
+    def one() -> list[int] | None:
         children = stdio_children(tag)
-        if len(children) == 1:
-            return children[0]
-        await asyncio.sleep(0.05)
-    pytest.fail(f"expected exactly one stdio child, found {stdio_children(tag)}")
+        return children if len(children) == 1 else None
+
+    (pid,) = await eventually(
+        one, f"exactly one stdio child tagged {tag}", WAIT, seen=lambda: stdio_children(tag)
+    )
+    return pid
 
 
 async def test_child_killed_while_parked(http: aiohttp.ClientSession) -> None:
@@ -344,10 +348,7 @@ async def test_child_killed_while_running(http: aiohttp.ClientSession) -> None:
         assert await proxy.app[ERAS].era("default") == "legacy"
         slow = asyncio.ensure_future(client.call("slow_echo", {"text": "never", "delay_s": 60}))
         victim = await only_child("running")
-        for _ in range(int(WAIT / 0.05)):
-            if proxy.live == 1:
-                break
-            await asyncio.sleep(0.05)
+        await eventually(lambda: proxy.live == 1, "the call in the proxy's registry", WAIT)
         await asyncio.sleep(0.3)  # the call is on the child's stdin by now
         os.kill(victim, signal.SIGKILL)
         async with asyncio.timeout(WAIT):

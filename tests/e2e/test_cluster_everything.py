@@ -106,7 +106,7 @@ async def test_rolling_rotation_on_server_everything_loses_no_flow() -> None:
         try:
             for i in range(3):  # step 1: the new key reaches each replica as `next` (unseal only)
                 group.write_keys(i, {"0-current": old, "2-next": new})
-                await asyncio.sleep(STAGGER_S)
+                await asyncio.sleep(STAGGER_S)  # the scenario: a rollout staggered across replicas
             await until(
                 lambda: all_replicas(http, group, lambda k: kid(new) in [x["key_id"] for x in k["keys"]]),
                 "every replica to hold the next key",
@@ -114,10 +114,10 @@ async def test_rolling_rotation_on_server_everything_loses_no_flow() -> None:
             parked += await park(client, PARKED)
             for i in range(3):  # step 2: promoted
                 group.write_keys(i, {"0-current": new, "1-previous": old})
-                await asyncio.sleep(STAGGER_S)
+                await asyncio.sleep(STAGGER_S)  # the scenario: a rollout staggered across replicas
             await until(lambda: all_replicas(http, group, lambda k: k["sealing"] == kid(new)), "sealing anew")
             parked += await park(client, PARKED)
-            await asyncio.sleep(STAGGER_S)
+            await asyncio.sleep(STAGGER_S)  # the scenario: a rollout staggered across replicas
         finally:
             stop.set()
             await asyncio.wait_for(asyncio.gather(*runners), 60)

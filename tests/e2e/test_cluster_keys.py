@@ -88,7 +88,7 @@ async def test_rolling_rotation_loses_no_flow(fastmcp_url: str, procedure: str) 
             if procedure == "two-step":
                 for i in range(3):  # step 1: the new key reaches each replica in turn, as `next`
                     group.write_keys(i, {"0-current": old, "2-next": new})
-                    await asyncio.sleep(STAGGER_S)
+                    await asyncio.sleep(STAGGER_S)  # the scenario: a rollout staggered across replicas
                 await until(
                     lambda: all_replicas(http, group, lambda k: kid(new) in [x["key_id"] for x in k["keys"]]),
                     "every replica to hold the next key",
@@ -96,13 +96,13 @@ async def test_rolling_rotation_loses_no_flow(fastmcp_url: str, procedure: str) 
                 parked += await park(client, PARKED)  # parked while the new key is staged
             for i in range(3):  # (two-step: step 2) promote: new key current, old one previous
                 group.write_keys(i, {"0-current": new, "1-previous": old})
-                await asyncio.sleep(STAGGER_S)
+                await asyncio.sleep(STAGGER_S)  # the scenario: a rollout staggered across replicas
             await until(
                 lambda: all_replicas(http, group, lambda k: k["sealing"] == kid(new)),
                 "every replica to seal anew",
             )
             parked += await park(client, PARKED)  # sealed with the new key
-            await asyncio.sleep(STAGGER_S)
+            await asyncio.sleep(STAGGER_S)  # the scenario: a rollout staggered across replicas
         finally:
             stop.set()
             await asyncio.wait_for(asyncio.gather(*flows), 60)

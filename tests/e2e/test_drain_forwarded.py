@@ -65,7 +65,7 @@ async def test_forwarded_retries_across_the_drains_end_are_all_answered() -> Non
         )
         # ... the rest follow across the grace's end and after it.
         for i in range(1, PARKED):
-            await asyncio.sleep(SPACING_S)
+            await asyncio.sleep(SPACING_S)  # the scenario: retries spread across the grace's end
             sent.append(retry(i))
         replies = await asyncio.wait_for(asyncio.gather(*sent), 60)
         exit_code = await asyncio.wait_for(owner.process.wait(), 30)

@@ -125,7 +125,7 @@ async def test_cancel_a_running_task_cancels_it_upstream(always: RunningProxy) -
         client = tasks_client(always.url, http)
         before = await plain_text(client, "side_effects")
         task_id = created(await client.call("slow_count", {"delay_s": 1.5}))["taskId"]
-        await asyncio.sleep(0.3)
+        await eventually(lambda: always.live > live_before, "the task's call to run in the proxy", 10)
         ack = await client.request("tasks/cancel", {"taskId": task_id})
         assert ack.result == {"resultType": "complete"}
         cancelled = await get(client, task_id)

@@ -86,3 +86,13 @@ soak:
 	scripts/setup-venv.sh
 	scripts/setup-peers.sh legacy
 	.venv/bin/python -m soak.run --seconds $(SOAK_S)
+
+# The fast lane (docs/getting-started.md "The fast lane"): every test that starts no real peer and no proxy
+# process — the conftest marks the others `peers` at collection — in a few minutes on one core. Needs only
+# .venv (scripts/setup-venv.sh), not the peers. Extra arguments: FAST_ARGS='tests/calls -x'.
+FAST_ARGS ?=
+
+.PHONY: test-fast
+
+test-fast:
+	.venv/bin/pytest -q -p no:cacheprovider -n 0 -m "not peers" $(FAST_ARGS)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import os
 import signal
@@ -11,6 +10,7 @@ from pathlib import Path
 
 import peers
 import pytest
+from waiting import eventually
 
 from proxy.cli.main import main
 from proxy.handle import generate_key_b64
@@ -77,11 +77,9 @@ async def test_sighup_reloads_the_key_ring(tmp_path: Path) -> None:
     ) as peer:
         (keys / "0-new").write_text(generate_key_b64())
         os.kill(peer.process.pid, signal.SIGHUP)
-        for _ in range(50):
-            if '"keys.reloaded"' in peer.log_text():
-                break
-            await asyncio.sleep(0.1)
-        assert '"keys.reloaded"' in peer.log_text()
+        await eventually(
+            lambda: '"keys.reloaded"' in peer.log_text(), "the keys.reloaded line", seen=peer.log_text
+        )
         assert peer.log_text().count('"key_ids"') >= 1
 
 

@@ -149,7 +149,7 @@ async def hold(resp: web.StreamResponse, limit_s: float = 60) -> web.StreamRespo
         async with asyncio.timeout(limit_s):
             while True:
                 await resp.write(b": still here\n\n")
-                await asyncio.sleep(0.1)
+                await asyncio.sleep(0.1)  # the hostile part: keep-alives, never an answer
     return resp
 
 

@@ -243,14 +243,6 @@ async def readyz(http: aiohttp.ClientSession, replica: peers.PeerProcess) -> tup
         return resp.status, await resp.json()
 
 
-async def until(check: Callable[[], Any], what: str, limit_s: float = 30.0) -> None:
-    for _ in range(int(limit_s / 0.1)):
-        if await check():
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 async def all_replicas(
     http: aiohttp.ClientSession, group: Cluster, ok: Callable[[dict[str, Any]], bool]
 ) -> bool:

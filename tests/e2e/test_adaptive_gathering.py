@@ -128,7 +128,7 @@ async def test_a_burst_that_came_apart_is_noticed_and_gathered_on_the_next_call(
     args = {"apart_s": 0.1}
     first = await past_roots(client, await client.call("ask_two_apart", args), "ask_two_apart", args)
     assert [r["params"]["message"] for r in first.result["inputRequests"].values()] == ["What is your name?"]
-    await asyncio.sleep(0.3)
+    await asyncio.sleep(0.3)  # the scenario: the client thinks 300 ms before answering
     (name_key,) = first.result["inputRequests"]
     second = await client.retry(first, {name_key: accept_name("Ann")}, "ask_two_apart", args)
     assert [r["params"]["message"] for r in second.result["inputRequests"].values()] == ["Favourite colour?"]

@@ -10,10 +10,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import replace
+from typing import Any
 
 import aiohttp
 import pytest
 import pytest_asyncio
+from waiting import eventually
 
 from e2e.harness import ALL_CAPS, RawClient, accept_name, running_proxy
 from proxy.config import PoolConfig, TasksConfig, UpstreamConfig
@@ -110,9 +112,8 @@ async def test_parked_calls_of_principals_that_never_answered_die_young(
 
         await flood(proxy.url, http, 5)
         assert proxy.parked == 6
-        async with asyncio.timeout(BOUND_S):  # the reaper ends the attackers' parks after ~1 s
-            while proxy.parked > 1:  # noqa: ASYNC110 - polling the reaper from outside
-                await asyncio.sleep(0.2)
+        # The reaper ends the attackers' parks after ~1 s.
+        await eventually(lambda: proxy.parked <= 1, "the reaper to end the attackers' parks", BOUND_S)
         assert (await readyz(http, proxy.url))[0] == 200
         done = await alice.retry(kept, {"elicit-1": accept_name("Al")}, "ask_name")
         assert done.result["content"][0]["text"] == "accept:Al"
@@ -180,12 +181,12 @@ async def test_a_task_of_a_principal_that_never_answered_dies_young_too(
         client = RawClient(proxy.url, http, capabilities={**ALL_CAPS, "extensions": {TASKS_EXT: {}}})
         client.authorization = "Bearer minted-task"
         task_id = (await client.call("ask_name")).result["taskId"]
-        async with asyncio.timeout(BOUND_S):
-            while True:
-                task = (await client.request("tasks/get", {"taskId": task_id})).result
-                if task["status"] not in ("working", "input_required"):
-                    break
-                await asyncio.sleep(0.1)
+
+        async def ended() -> dict[str, Any] | None:
+            task: dict[str, Any] = (await client.request("tasks/get", {"taskId": task_id})).result
+            return task if task["status"] not in ("working", "input_required") else None
+
+        task = await eventually(ended, "the task to end", BOUND_S)
         assert task["status"] == "failed"
         assert task["error"] == {
             "code": -31002,

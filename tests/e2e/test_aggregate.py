@@ -21,6 +21,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 from oauth_keys import SigningKey, claims, jwks
 from structlog.testing import capture_logs
+from waiting import eventually
 
 from e2e.harness import EVERYTHING_FORM, NO_ROOTS_CAPS, RawClient, RunningProxy, accept_name, running_proxy
 from e2e.oauth_peers import jwks_server
@@ -108,6 +109,17 @@ async def all_names(
             return names, pages
         params = {"cursor": reply.result["nextCursor"]}
     raise AssertionError("more than 100 pages")
+
+
+async def shorter_than(client: RawClient, before: list[str]) -> list[str] | None:
+    """The aggregated list when it has fewer tools than `before` (for eventually)."""
+    names, _ = await all_names(client)
+    return names if len(names) < len(before) else None
+
+
+async def same_as(client: RawClient, before: list[str]) -> list[str] | None:
+    names, _ = await all_names(client)
+    return names if names == before else None
 
 
 def text_of(reply: Any) -> str:
@@ -366,11 +378,10 @@ async def test_one_upstream_killed_mid_run_then_back() -> None:
         fast.peer.process.send_signal(signal.SIGKILL)
         await asyncio.wait_for(fast.peer.process.wait(), 10)
         with capture_logs() as logs:
-            for _ in range(50):  # its cached pages are given until list_cache_ms (0.5 s) has passed
-                during, _ = await all_names(client)
-                if len(during) < len(before):
-                    break
-                await asyncio.sleep(0.1)
+            # Its cached pages are given until list_cache_ms (0.5 s) has passed.
+            during = await eventually(
+                lambda: shorter_than(client, before), "the list to leave the dead upstream out"
+            )
         assert during == [n for n in before if n.startswith("memory__")]  # the list shrinks, still answers
         assert any(e["event"] == "route.upstream_left_out" and e["upstream"] == "fast" for e in logs)
         assert "entities" in text_of(await client.call("memory__read_graph"))  # the others keep working
@@ -390,12 +401,8 @@ async def test_one_upstream_killed_mid_run_then_back() -> None:
             not in metrics
         )
         async with peers.start_fastmcp(port=port):  # it comes back on the same address
-            for _ in range(50):
-                after, _ = await all_names(client)
-                if after == before:
-                    break
-                await asyncio.sleep(0.1)
-            assert after == before  # and the list grows back
+            after = await eventually(lambda: same_as(client, before), "the list to grow back")
+            assert after == before
             assert text_of(await client.call("fast__echo", {"text": "back"})) == "back"
             async with http.get(proxy.url.replace("/mcp", "/readyz")) as resp:
                 assert (await resp.json())["routes"]["pair"]["upstreams"]["fast"] == "listed"
@@ -528,14 +535,16 @@ async def test_three_replicas_behind_nginx_serve_the_aggregate() -> None:
 
             results = await asyncio.gather(*(flow(i) for i in range(12)))
             assert results == [f"accept:r{i}" for i in range(12)]
-            for _ in range(50):  # bounded: a request's line is written just after its response
-                lines = [
-                    line for r in group.replicas for line in log_lines(r) if line.get("event") == "request"
-                ]
-                if any(line.get("forwarded_by") and line.get("route") == "fleet" for line in lines):
-                    break
-                await asyncio.sleep(0.1)
-            assert any(line.get("forwarded_by") and line.get("route") == "fleet" for line in lines)
+            # A request's line is written just after its response.
+            await eventually(
+                lambda: any(
+                    line.get("forwarded_by") and line.get("route") == "fleet"
+                    for r in group.replicas
+                    for line in log_lines(r)
+                    if line.get("event") == "request"
+                ),
+                "a forwarded request line on the fleet route",
+            )
 
 
 @contextlib.asynccontextmanager

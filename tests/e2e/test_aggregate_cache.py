@@ -19,6 +19,7 @@ import aiohttp
 import peers
 import pytest
 import pytest_asyncio
+from waiting import eventually
 
 from e2e.harness import NO_ROOTS_CAPS, RawClient, RunningProxy, running_proxy
 from e2e.recording import Recording, recording_relay
@@ -149,10 +150,11 @@ async def test_list_changed_heard_on_a_pooled_session_without_any_listener(trio:
     await client.request("tools/list")
     before = trio.asked()
     assert int(text_of(await client.call("fast__change_tools"))) >= 1
-    for _ in range(100):  # the notification travels on another connection than the call's answer
+
+    async def asked_again() -> bool:  # the notification travels on another connection than the answer
         await client.request("tools/list")
-        if trio.asked()["fast"] > before["fast"]:
-            break
-        await asyncio.sleep(0.05)
+        return bool(trio.asked()["fast"] > before["fast"])
+
+    await eventually(asked_again, "the route to ask fast again", seen=trio.asked)
     assert trio.asked()["fast"] == before["fast"] + 1  # asked again once, well within the route's 60 s
     assert trio.asked()["mine"] == before["mine"]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +22,7 @@ import aiohttp
 import peers
 import pytest
 import pytest_asyncio
+from waiting import eventually
 
 from e2e.harness import NO_ROOTS_CAPS, RawClient, Reply, RunningProxy, accept_name, running_proxy
 from e2e.recording import Recording, Sent, recording_relay
@@ -32,7 +33,6 @@ from proxy.config import RouteConfig, RouteMember, TasksConfig
 
 pytestmark = [pytest.mark.peers, pytest.mark.asyncio(loop_scope="session")]
 
-LIMIT_S = 15.0
 WORK = {"delay_s": 0, "after_s": 30}  # work_then_ask: elicits at once, then works 30 s
 
 
@@ -64,14 +64,6 @@ async def pair(fastmcp_url: str) -> AsyncIterator[Setup]:
         yield Setup(proxy, relay)
 
 
-async def until(found: Callable[[], Any], what: str) -> Any:
-    for _ in range(int(LIMIT_S / 0.05)):
-        if value := found():
-            return value
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def calls_of(relay: Recording, tool: str) -> list[Sent]:
     return [s for s in relay.posts("tools/call") if s.message["params"]["name"] == tool]
 
@@ -95,13 +87,13 @@ async def test_a_client_closing_its_resumed_rounds_stream_cancels_the_call_upstr
         resumed = asyncio.create_task(
             client.retry(first, {key: accept_name("Ada")}, "fast__work_then_ask", WORK)
         )
-        await until(
+        await eventually(
             lambda: len(pair.relay.posts("response")) > answers_before, "the answer to reach upstream"
         )
         resumed.cancel()  # the client gives up on the running round: its connection closes
         with pytest.raises(asyncio.CancelledError):
             await resumed
-        (cancel,) = await until(lambda: cancels_of(pair.relay, call), "notifications/cancelled upstream")
+        (cancel,) = await eventually(lambda: cancels_of(pair.relay, call), "notifications/cancelled upstream")
         assert cancel.message["params"]["reason"].endswith("the client went away")
         assert len(calls_of(pair.relay, "work_then_ask")) == 1  # ended, never re-run
 
@@ -116,7 +108,7 @@ async def test_tasks_cancel_of_a_task_parked_on_elicitation_cancels_it_upstream(
         call = calls_of(pair.relay, "work_then_ask")[before]
         ack = await client.request("tasks/cancel", {"taskId": task["taskId"]})
         assert "error" not in ack.body, ack.body
-        await until(lambda: cancels_of(pair.relay, call), "notifications/cancelled upstream")
+        await eventually(lambda: cancels_of(pair.relay, call), "notifications/cancelled upstream")
         done = await wait_for(client, task["taskId"], "cancelled")
         assert done["status"] == "cancelled"
 
@@ -184,7 +176,7 @@ async def test_a_retry_on_another_replica_is_forwarded_to_the_owner_on_the_aggre
                 if line.get("forwarded_by") and line.get("tool") == "fast__ask_name"
             ]
 
-        (line,) = await until(served, "the owner's line for the forwarded retry")
+        (line,) = await eventually(served, "the owner's line for the forwarded retry")
         assert line["route"] == "fleet" and line["upstream"] == "fast", line
         assert not lines_of(other, "call.taken_over")
 

@@ -50,7 +50,7 @@ async def hanging_jwks() -> AsyncIterator[HangingJwks]:
                         if request.transport is None or request.transport.is_closing():
                             state.hung_up += 1
                             break
-                        await asyncio.sleep(0.02)
+                        await asyncio.sleep(0.02)  # the hostile JWKS server holds the fetch until released
             finally:
                 state.hanging -= 1
         state.served += 1
@@ -98,7 +98,7 @@ async def test_known_kids_never_wait_on_a_hanging_jwks_fetch(fastmcp_url: str, m
             replies = []
             for wave in range(3):  # waves spread over the fetch, as a steady stream of users would be
                 replies += await asyncio.gather(*(good.call("echo", {"text": f"{wave}"}) for _ in range(15)))
-                await asyncio.sleep(0.3)
+                await asyncio.sleep(0.3)  # the scenario: waves of users spread over the hung fetch
             assert all(r.status == 200 for r in replies), [r.status for r in replies]
             # Every good request was answered while the stale-keys fetch still hung, not after the proxy
             # gave up on it: none of them waited for it.

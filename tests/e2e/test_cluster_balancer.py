@@ -14,6 +14,7 @@ import signal
 
 import aiohttp
 import pytest
+from waiting import eventually
 
 from e2e.harness import RawClient, Reply, accept_name
 from e2e.replicas import Cluster, cluster, round_robin, url_of
@@ -115,11 +116,12 @@ async def test_nginx_settings_make_a_drain_invisible_to_clients(fastmcp_url: str
         owner = RawClient(url_of(draining), http)
         parked = await owner.call("ask_name")  # keeps it draining (not exited) while new calls arrive
         draining.process.send_signal(signal.SIGTERM)
-        for _ in range(100):
+
+        async def out_of_rotation() -> bool:
             async with http.get(f"http://127.0.0.1:{draining.port}/readyz") as resp:
-                if resp.status == 503:
-                    break
-            await asyncio.sleep(0.05)
+                return resp.status == 503
+
+        await eventually(out_of_rotation, "the draining replica's /readyz to say 503")
         async with round_robin(group.replicas, next_upstream=True) as lb:
             client = RawClient(lb, http)
             replies = [await client.call("echo", {"text": f"t{i}"}) for i in range(6)]

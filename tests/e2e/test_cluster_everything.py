@@ -18,6 +18,7 @@ from typing import Any
 import aiohttp
 import peers
 import pytest
+from waiting import eventually
 
 from e2e.harness import EVERYTHING_FORM, RawClient, Reply
 from e2e.recording import Recording, recording_relay
@@ -29,7 +30,6 @@ from e2e.replicas import (
     log_lines,
     readyz,
     round_robin,
-    until,
     url_of,
 )
 from proxy.handle import generate_key_b64
@@ -106,18 +106,20 @@ async def test_rolling_rotation_on_server_everything_loses_no_flow() -> None:
         try:
             for i in range(3):  # step 1: the new key reaches each replica as `next` (unseal only)
                 group.write_keys(i, {"0-current": old, "2-next": new})
-                await asyncio.sleep(STAGGER_S)
-            await until(
+                await asyncio.sleep(STAGGER_S)  # the scenario: a rollout staggered across replicas
+            await eventually(
                 lambda: all_replicas(http, group, lambda k: kid(new) in [x["key_id"] for x in k["keys"]]),
                 "every replica to hold the next key",
             )
             parked += await park(client, PARKED)
             for i in range(3):  # step 2: promoted
                 group.write_keys(i, {"0-current": new, "1-previous": old})
-                await asyncio.sleep(STAGGER_S)
-            await until(lambda: all_replicas(http, group, lambda k: k["sealing"] == kid(new)), "sealing anew")
+                await asyncio.sleep(STAGGER_S)  # the scenario: a rollout staggered across replicas
+            await eventually(
+                lambda: all_replicas(http, group, lambda k: k["sealing"] == kid(new)), "sealing anew"
+            )
             parked += await park(client, PARKED)
-            await asyncio.sleep(STAGGER_S)
+            await asyncio.sleep(STAGGER_S)  # the scenario: a rollout staggered across replicas
         finally:
             stop.set()
             await asyncio.wait_for(asyncio.gather(*runners), 60)
@@ -148,7 +150,7 @@ async def test_a_wrong_key_replica_in_front_of_server_everything_loses_no_health
             status, body = await readyz(http, odd)
             return status == 503 and body["status"] == "key_mismatch"
 
-        await until(odd_refused, "the odd replica to refuse readiness")
+        await eventually(odd_refused, "the odd replica to refuse readiness")
         parked = await park(RawClient(url_of(group.replicas[0]), http, capabilities=CAPS), PARKED)
         parked += await park(RawClient(url_of(group.replicas[1]), http, capabilities=CAPS), PARKED)
         async with round_robin(group.replicas, next_upstream=True) as lb:
@@ -184,7 +186,7 @@ async def test_drain_cutting_a_running_round_on_server_everything_says_the_repli
         async def reached() -> bool:
             return bool(relay.posts("tools/call"))
 
-        await until(reached, "the call to reach the upstream")
+        await eventually(reached, "the call to reach the upstream")
         replica.process.send_signal(signal.SIGTERM)
         reply = await asyncio.wait_for(running, 30)
         assert await asyncio.wait_for(replica.process.wait(), 30) == 0
@@ -217,7 +219,7 @@ async def test_owner_dies_after_taking_a_forwarded_retry_on_server_everything() 
 
         # The survivor has not met the upstream yet: it forwards the retry at once, without probing the
         # upstream's era first (a probe would wait here on the held-back relay until initialize_s passed).
-        await until(delivered, "the owner to deliver the forwarded answer upstream", 10)
+        await eventually(delivered, "the owner to deliver the forwarded answer upstream", 10)
         probes = [s for s in relay.sent if s.message and s.message.get("method") == "server/discover"]
         assert len(probes) == 1, "only the owner probed the era (for its first call)"
         owner.process.send_signal(signal.SIGKILL)

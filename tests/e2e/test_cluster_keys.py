@@ -14,6 +14,7 @@ import re
 import aiohttp
 import peers
 import pytest
+from waiting import eventually
 
 from e2e.harness import RawClient, Reply, accept_name
 from e2e.replicas import (
@@ -24,7 +25,6 @@ from e2e.replicas import (
     log_lines,
     readyz,
     round_robin,
-    until,
     url_of,
 )
 from proxy.handle import generate_key_b64
@@ -88,21 +88,21 @@ async def test_rolling_rotation_loses_no_flow(fastmcp_url: str, procedure: str) 
             if procedure == "two-step":
                 for i in range(3):  # step 1: the new key reaches each replica in turn, as `next`
                     group.write_keys(i, {"0-current": old, "2-next": new})
-                    await asyncio.sleep(STAGGER_S)
-                await until(
+                    await asyncio.sleep(STAGGER_S)  # the scenario: a rollout staggered across replicas
+                await eventually(
                     lambda: all_replicas(http, group, lambda k: kid(new) in [x["key_id"] for x in k["keys"]]),
                     "every replica to hold the next key",
                 )
                 parked += await park(client, PARKED)  # parked while the new key is staged
             for i in range(3):  # (two-step: step 2) promote: new key current, old one previous
                 group.write_keys(i, {"0-current": new, "1-previous": old})
-                await asyncio.sleep(STAGGER_S)
-            await until(
+                await asyncio.sleep(STAGGER_S)  # the scenario: a rollout staggered across replicas
+            await eventually(
                 lambda: all_replicas(http, group, lambda k: k["sealing"] == kid(new)),
                 "every replica to seal anew",
             )
             parked += await park(client, PARKED)  # sealed with the new key
-            await asyncio.sleep(STAGGER_S)
+            await asyncio.sleep(STAGGER_S)  # the scenario: a rollout staggered across replicas
         finally:
             stop.set()
             await asyncio.wait_for(asyncio.gather(*flows), 60)
@@ -142,7 +142,7 @@ async def test_a_replica_with_the_wrong_key_is_caught_and_loses_no_healthy_call(
             seen.append((status, body["status"]))
             return body["status"] != "checking peers' keys"
 
-        await until(odd_settled, "the odd replica's first key check")
+        await eventually(odd_settled, "the odd replica's first key check")
         assert all(status == 503 for status, _ in seen), seen  # never ready: detected before it serves
         assert seen[-1] == (503, "key_mismatch")
         _, odd_body = await readyz(http, odd)
@@ -153,7 +153,7 @@ async def test_a_replica_with_the_wrong_key_is_caught_and_loses_no_healthy_call(
                 _, body = await readyz(http, replica)
                 return bool(body["key_ring"]["agreement"] == "differs")
 
-            await until(sees_it, "a healthy replica to notice the odd one")  # it may have started first
+            await eventually(sees_it, "a healthy replica to notice the odd one")  # it may have started first
             status, body = await readyz(http, replica)
             assert status == 200, body
             assert body["key_ring"]["agreement"] == "differs"

@@ -14,6 +14,7 @@ from typing import Any
 import aiohttp
 import peers
 import pytest
+from waiting import eventually
 
 from e2e.harness import RawClient, Reply, accept_name, running_proxy
 from e2e.replicas import cluster, log_lines, url_of
@@ -30,15 +31,6 @@ KEY = generate_key_b64()
 async def outcomes(client: RawClient) -> list[str]:
     text = (await client.call("outcomes")).result["content"][0]["text"]
     return [o for o in str(text).split(",") if o]
-
-
-async def wait_for(predicate: Any, what: str, limit_s: float = 15.0) -> None:
-    """Poll an async predicate (bounded)."""
-    for _ in range(int(limit_s / 0.1)):
-        if await predicate():
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def ring_of(key_b64: str) -> KeyRing:
@@ -166,8 +158,10 @@ async def test_owner_dies_after_taking_a_forwarded_retry(resumable: bool, stream
         survivor, retry = await park_and_forward(group, http, "Applied", after_s=4)
         # The owner takes the forwarded retry (its metrics count the parked call resumed), answers the
         # upstream with one POST, and the tool then works for 4 s: kill the owner in between.
-        await wait_for(_resumed_on(http, owner), "the owner to take the forwarded retry")
-        await asyncio.sleep(1.0 if streaming else 0.5)  # streaming: a few keep-alives have been relayed
+        await eventually(_resumed_on(http, owner), "the owner to take the forwarded retry")
+        # Not synchronisation (the owner has taken the retry, awaited above): the scenario kills the owner
+        # part-way through the tool's 4 s of work; streaming, after a few keep-alives have gone out.
+        await asyncio.sleep(1.0 if streaming else 0.5)
         owner.process.send_signal(signal.SIGKILL)
         await asyncio.wait_for(owner.process.wait(), 10)
         reply = await asyncio.wait_for(retry, 60)
@@ -180,7 +174,7 @@ async def test_owner_dies_after_taking_a_forwarded_retry(resumable: bool, stream
             assert "may already have applied" in reply.error["message"]
             assert "start over" not in reply.error["message"]
         # Either way the tool ran once, to its end, with the answer the owner had delivered.
-        await wait_for(_async_outcome(survivor, "accept:Applied"), "the tool to finish upstream")
+        await eventually(_async_outcome(survivor, "accept:Applied"), "the tool to finish upstream")
         assert (await outcomes(survivor)).count("accept:Applied") == 1
         lost = [line for line in log_lines(other) if line.get("owner_lost")]
         assert len(lost) == 1
@@ -189,11 +183,12 @@ async def test_owner_dies_after_taking_a_forwarded_retry(resumable: bool, stream
             assert reply.headers["Content-Type"].startswith("text/event-stream")
 
 
-def _resumed_on(http: aiohttp.ClientSession, replica: peers.PeerProcess) -> Any:
+def _resumed_on(http: aiohttp.ClientSession, replica: peers.PeerProcess, count: int = 1) -> Any:
     async def check() -> bool:
         async with http.get(f"http://127.0.0.1:{replica.port}/metrics") as resp:
             text = await resp.text()
-        return re.search(r'parked_call_age_seconds_count\{[^}]*end="resumed"[^}]*\} 1\.0', text) is not None
+        pattern = rf'parked_call_age_seconds_count\{{[^}}]*end="resumed"[^}}]*\}} {count}\.0'
+        return re.search(pattern, text) is not None
 
     return check
 
@@ -222,7 +217,8 @@ async def test_drain_cutting_running_rounds_says_the_replica_shut_down() -> None
             )
         )
         _, forwarded = await park_and_forward(group, http, "CutToo", after_s=30)
-        await asyncio.sleep(0.5)  # both rounds are running on the owner now (the tool works for 30 s)
+        # Both rounds are running on the owner once it has resumed both parked calls (the tool works 30 s).
+        await eventually(_resumed_on(http, owner, 2), "the owner to resume both parked calls")
         owner.process.send_signal(signal.SIGTERM)
         replies = await asyncio.wait_for(asyncio.gather(direct, forwarded), 30)
         exit_code = await asyncio.wait_for(owner.process.wait(), 30)

@@ -10,6 +10,7 @@ import aiohttp
 import peers
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from waiting import eventually
 
 from e2e.harness import RawClient, accept_name
 from e2e.replicas import log_lines, replica_set, url_of
@@ -31,11 +32,11 @@ async def test_sigterm_finishes_parked_calls_within_the_grace(fastmcp_url: str) 
         first = await client.call("ask_name")
         assert await readyz(http, replica) == 200
         replica.process.send_signal(signal.SIGTERM)
-        for _ in range(50):
-            if await readyz(http, replica) == 503:
-                break
-            await asyncio.sleep(0.05)
-        assert await readyz(http, replica) == 503  # out of rotation before it exits
+
+        async def out_of_rotation() -> bool:
+            return await readyz(http, replica) == 503
+
+        await eventually(out_of_rotation, "/readyz to say 503 before the replica exits")
         async with http.get(f"http://127.0.0.1:{replica.port}/metrics") as resp:  # the drain alert's input
             gauges = {
                 s.name: s.value for f in text_string_to_metric_families(await resp.text()) for s in f.samples

@@ -17,9 +17,10 @@ import signal
 import aiohttp
 import peers
 import pytest
+from waiting import eventually
 
 from e2e.harness import RawClient, Reply, accept_name
-from e2e.replicas import cluster, log_lines, until, url_of
+from e2e.replicas import cluster, log_lines, url_of
 
 pytestmark = [pytest.mark.peers, pytest.mark.asyncio(loop_scope="session")]
 
@@ -59,10 +60,12 @@ async def test_forwarded_retries_across_the_drains_end_are_all_answered() -> Non
         owner.process.send_signal(signal.SIGTERM)
         # The first retry is forwarded to the draining owner and taken (its parked call resumes there) ...
         sent = [retry(0)]
-        await until(lambda: _resumed_greater(http, owner), "the draining owner to take a forwarded retry")
+        await eventually(
+            lambda: _resumed_greater(http, owner), "the draining owner to take a forwarded retry", limit_s=30
+        )
         # ... the rest follow across the grace's end and after it.
         for i in range(1, PARKED):
-            await asyncio.sleep(SPACING_S)
+            await asyncio.sleep(SPACING_S)  # the scenario: retries spread across the grace's end
             sent.append(retry(i))
         replies = await asyncio.wait_for(asyncio.gather(*sent), 60)
         exit_code = await asyncio.wait_for(owner.process.wait(), 30)

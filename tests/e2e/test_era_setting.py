@@ -9,13 +9,13 @@ with four refusals of `initialize`, never naming the setting."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import aiohttp
 import peers
 import pytest
 from structlog.testing import capture_logs
+from waiting import eventually
 
 from e2e.harness import RawClient, running_proxy
 from proxy.config import UpstreamConfig
@@ -63,10 +63,7 @@ async def test_a_failed_request_under_a_wrong_era_modern_names_it_in_the_log(fas
         async with running_proxy(upstream) as proxy, aiohttp.ClientSession() as http:
             assert "error" in (await RawClient(proxy.url, http).request("tools/list")).body
             settings = proxy.app[ERA_SETTINGS]
-            for _ in range(100):  # bounded: the check is one local request
-                if "default" in settings.checked:
-                    break
-                await asyncio.sleep(0.05)
+            await eventually(lambda: "default" in settings.checked, "the era setting to be checked")
             assert settings.wrong["default"].startswith(MODERN_ON_LEGACY)
     assert any(e["event"] == "upstream.era_setting_wrong" for e in logs)
 
@@ -81,10 +78,7 @@ async def test_a_2026_only_server_under_era_legacy_is_named_once() -> None:
                 client = RawClient(proxy.url, http)
                 assert "error" in (await client.request("tools/list")).body
                 settings = proxy.app[ERA_SETTINGS]
-                for _ in range(100):  # bounded: the check is one local request
-                    if "default" in settings.wrong:
-                        break
-                    await asyncio.sleep(0.05)
+                await eventually(lambda: "default" in settings.wrong, "the era setting to be found wrong")
                 body = await readyz(http, proxy.url)
                 assert "error" in (await client.request("tools/list")).body
     assert body["upstreams"]["default"] == "wrong era"

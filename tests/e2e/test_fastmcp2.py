@@ -135,9 +135,10 @@ async def test_each_round_has_its_own_log_level(client: RawClient) -> None:
 
 
 async def test_an_unknown_log_level_is_refused(client: RawClient, proxy: RunningProxy) -> None:
+    live_before = proxy.live  # the module's proxy: what this test leaves
     reply = await call(client, "log_levels", {}, {LOG_LEVEL: "verbose"})
     assert reply.status == 200
     assert reply.error["code"] == -32602
     assert "io.modelcontextprotocol/logLevel" in reply.error["message"]
     assert "debug, info, notice" in reply.error["message"]
-    assert proxy.live == 0  # nothing started upstream
+    assert proxy.live == live_before  # nothing started upstream

@@ -28,6 +28,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from structlog.contextvars import merge_contextvars
 from structlog.testing import capture_logs
+from waiting import eventually
 
 from e2e.harness import RawClient, RunningProxy, accept_name, running_proxy
 from proxy.config import PoolConfig, UpstreamConfig
@@ -185,11 +186,8 @@ async def test_a_full_pool_answers_31003_with_its_log_line_and_metric(
         first = await holder.call("ask_name")
         assert first.result["resultType"] == "input_required"
         slow = asyncio.ensure_future(runner.call("slow_echo", {"text": "s", "delay_s": 3}))
-        for _ in range(200):
-            if proxy.live == 2:  # the parked call and the running one: every session taken
-                break
-            await asyncio.sleep(0.02)
-        assert proxy.live == 2
+        # The parked call and the running one: every session taken.
+        await eventually(lambda: proxy.live == 2, "two calls in the registry")
         with capture_logs(processors=[merge_contextvars]) as logs:
             full = await RawClient(proxy.url, http, authorization="Bearer third").request("tools/list")
         async with http.get(proxy.url.replace("/mcp", "/metrics")) as r:

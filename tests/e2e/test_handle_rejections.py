@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import aiohttp
 import pytest
 import pytest_asyncio
+from waiting import eventually
 
 from e2e.harness import RawClient, Reply, RunningProxy, accept_name, running_proxy
 
@@ -195,11 +196,7 @@ async def test_expired_handle_and_reaped_call(fastmcp_url: str, http: aiohttp.Cl
         client = RawClient(short.url, http)
         first = await client.call("ask_name")
         assert short.parked == 1
-        for _ in range(50):  # bounded: the reaper runs every second
-            if short.live == 0:
-                break
-            await asyncio.sleep(0.1)
-        assert short.live == 0
+        await eventually(lambda: short.live == 0, "the reaper (every second) to end the call")
         late = await client.retry(first, {"elicit-1": accept_name("Late")}, "ask_name")
         assert late.error == INVALID
         outcomes = await client.call("outcomes")

@@ -21,6 +21,7 @@ from typing import Any
 import aiohttp
 import pytest
 from structlog.testing import capture_logs
+from waiting import eventually
 
 from e2e.harness import RawClient, running_proxy
 from e2e.replicas import cluster, log_lines, url_of
@@ -34,15 +35,6 @@ ACCEPT = "application/json, text/event-stream"
 LIMIT_S = 15.0  # every wait here is bounded by this
 # Without handler cancellation a stream notices its client is gone at its next write: keep-alives come soon.
 KEEPALIVES = FrontConfig(keepalive_s=0.2)
-
-
-async def until(found: Callable[[], Any], what: str, seen: Callable[[], str] = lambda: "") -> Any:
-    """Poll `found` (bounded) until it returns something truthy; `seen` says what there was instead."""
-    for _ in range(int(LIMIT_S / 0.05)):
-        if value := found():
-            return value
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}; seen: {seen()}")
 
 
 def request_lines(logs: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
@@ -166,7 +158,7 @@ async def test_a_hang_up_gets_its_line_and_its_count_and_no_error(
                 return lines[-1] if lines and lines[-1].get("outcome") in (outcome, "client_gone") else None
 
             seen = lambda: f"{request_lines(logs)[-2:]}; errors: {[e.get('event') for e in errors(logs)]}"  # noqa: E731
-            line = await until(the_line, f"the {method or 'GET'} line of the hang-up", seen)
+            line = await eventually(the_line, f"the {method or 'GET'} line of the hang-up", seen=seen)
             assert line["outcome"] == outcome, line
             if outcome == "client_gone":
                 assert line["status"] == 499, line
@@ -199,10 +191,10 @@ async def test_a_hang_up_on_a_forwarded_retry_is_traced_on_both_replicas(fastmcp
                 if line.get("event") == "request" and line.get("outcome") == "client_gone"
             ]
 
-        forwarder = (await until(lambda: gone(other), "the forwarder's line"))[0]
+        forwarder = (await eventually(lambda: gone(other), "the forwarder's line"))[0]
         assert forwarder["owner"] == f"127.0.0.1:{group.peer_ports[0]}", forwarder
         assert forwarder["method"] == "tools/call" and forwarder["status"] == 499, forwarder
-        served = (await until(lambda: gone(owner), "the owner's line"))[0]
+        served = (await eventually(lambda: gone(owner), "the owner's line"))[0]
         assert served["forwarded_by"] == f"127.0.0.1:{group.peer_ports[1]}", served
         for replica in (owner, other):
             assert [x for x in log_lines(replica) if x.get("level") == "error"] == [], json.dumps(

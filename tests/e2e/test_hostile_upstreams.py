@@ -20,6 +20,7 @@ import aiohttp
 import peers
 import pytest
 from aiohttp import web
+from waiting import eventually
 
 from e2e.harness import RawClient, Reply, accept_name
 from e2e.hostile import (
@@ -360,7 +361,7 @@ async def test_a_slow_drip_is_cut_at_the_call_timeout(fastmcp_url: peers.PeerUrl
             async with asyncio.timeout(BOUND_S * 2):
                 while True:
                     await resp.write(b" ")
-                    await asyncio.sleep(0.2)
+                    await asyncio.sleep(0.2)  # the hostile part: a byte at a time, never an answer
         return resp
 
     async with under_attack(on_call, fastmcp_url, tmp_path, call_timeout_s=2) as attack:
@@ -394,11 +395,10 @@ async def test_a_long_id_round_trips_when_the_retry_lands_on_another_replica() -
         final = await bounded(other.retry(first, {key: accept_name("Bo")}, "attack"))
         assert final.result["content"][0]["text"] == "hello Bo"
         # The owner served it for its peer (its request line is written just after the answer: bounded wait).
-        for _ in range(50):
-            served = [line for line in log_lines(replicas[0]) if line.get("forwarded_by")]
-            if served:
-                break
-            await asyncio.sleep(0.1)
+        served = await eventually(
+            lambda: [line for line in log_lines(replicas[0]) if line.get("forwarded_by")],
+            "the owner's request line for its peer",
+        )
         assert len(served) == 1 and served[0]["outcome"] == "complete"
 
 

@@ -22,6 +22,7 @@ import aiohttp
 import peers
 import pytest
 import pytest_asyncio
+from waiting import eventually
 
 from e2e.harness import RunningProxy, running_proxy
 from e2e.test_legacy_clients import EXPECTED, run_client
@@ -196,9 +197,7 @@ async def test_delete_stops_the_stdio_child(http: aiohttp.ClientSession) -> None
         (child,) = stdio_children("bridge-delete")
         async with http.delete(proxy.url, headers=client.headers()) as resp:
             assert resp.status == 200
-        async with asyncio.timeout(WAIT):
-            while child in stdio_children("bridge-delete"):  # noqa: ASYNC110 - polls /proc
-                await asyncio.sleep(0.05)
+        await eventually(lambda: child not in stdio_children("bridge-delete"), "the child to exit", WAIT)
         status, body = await client.request("tools/list")
         assert status == 404 and body[0]["error"]["message"] == "Session not found"
         async with http.delete(proxy.url, headers=client.headers()) as resp:
@@ -210,9 +209,7 @@ async def test_idle_sessions_are_closed(http: aiohttp.ClientSession) -> None:
         client = Legacy(proxy.url, http)
         await client.initialize()
         assert len(stdio_children("bridge-idle")) == 1
-        async with asyncio.timeout(WAIT):
-            while stdio_children("bridge-idle"):  # noqa: ASYNC110 - polls /proc
-                await asyncio.sleep(0.1)
+        await eventually(lambda: not stdio_children("bridge-idle"), "the idle child to exit", WAIT)
         status, _ = await client.request("tools/list")
         assert status == 404
 
@@ -304,10 +301,15 @@ async def test_a_server_request_with_no_call_goes_to_the_get_stream(
             ask = await next_message(stream, "roots/list")
             answer = {"jsonrpc": "2.0", "id": ask["id"], "result": {"roots": [{"uri": ROOT, "name": "b"}]}}
             assert (await client.post(answer))[0] == 202
-            await asyncio.sleep(0.3)
-            status, messages = await client.request("tools/call", {"name": "get-roots-list", "arguments": {}})
-    assert status == 200
-    assert ROOT in messages[-1]["result"]["content"][0]["text"]
+
+            async def roots_applied() -> bool:  # the server takes the answer a moment after the 202
+                status, messages = await client.request(
+                    "tools/call", {"name": "get-roots-list", "arguments": {}}
+                )
+                assert status == 200
+                return ROOT in messages[-1]["result"]["content"][0]["text"]
+
+            await eventually(roots_applied, "the server to hold the answered roots")
 
 
 async def test_session_wide_notifications_go_to_the_get_stream(

@@ -19,6 +19,7 @@ import aiohttp
 import peers
 import pytest
 import pytest_asyncio
+from waiting import eventually
 
 from e2e.harness import ALL_CAPS, RawClient, RunningProxy, running_proxy
 from proxy.config import FrontConfig, TasksConfig
@@ -106,6 +107,7 @@ async def test_list_changed_reaches_a_listener(proxy: RunningProxy) -> None:
 
 
 async def test_resource_updates_for_subscribed_uris_and_unsubscribe_on_close(proxy: RunningProxy) -> None:
+    live_before = proxy.live  # the module's proxy: what this test leaves
     uri = "fixture://watched"
     async with aiohttp.ClientSession() as http:
         client = RawClient(proxy.url, http)
@@ -122,12 +124,12 @@ async def test_resource_updates_for_subscribed_uris_and_unsubscribe_on_close(pro
             assert update["params"]["_meta"][SUB_ID] == ack["params"]["_meta"][SUB_ID]
             await text(client, "change_prompts")
             assert (await stream.next())["method"] == "notifications/prompts/list_changed"
-        for _ in range(40):  # bounded: the client closed its stream, the proxy undoes the subscription
-            if await text(client, "subscribed", {"uri": uri}) == "0":
-                break
-            await asyncio.sleep(0.05)
-        assert await text(client, "subscribed", {"uri": uri}) == "0"
-    assert proxy.live == 0
+
+        async def unsubscribed() -> bool:  # the client closed its stream: the proxy undoes the subscription
+            return await text(client, "subscribed", {"uri": uri}) == "0"
+
+        await eventually(unsubscribed, "the upstream subscription to be undone")
+    assert proxy.live == live_before
 
 
 async def test_the_filter_is_required_and_checked(proxy: RunningProxy) -> None:

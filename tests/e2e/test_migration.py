@@ -17,6 +17,7 @@ import aiohttp
 import peers
 import pytest
 import pytest_asyncio
+from waiting import eventually
 
 from e2e.harness import RawClient
 from e2e.migration_fleet import (
@@ -31,7 +32,7 @@ from e2e.migration_fleet import (
     report,
     verdict_texts,
 )
-from e2e.replicas import cluster, until, url_of
+from e2e.replicas import cluster, url_of
 from e2e.test_browser import browser_python, require_browser
 from proxy.migration.report import combine
 from proxy.migration.tally import PATHS
@@ -288,7 +289,7 @@ async def test_three_mrtr_proxy_serve_processes_summed_by_the_cli(fastmcp_url: s
                         return (await report(http, admin))["upstreams"]["default"]["life"]["total"] == 2
                     return False
 
-                await until(answers, f"the admin listener at {admin}")
+                await eventually(answers, f"the admin listener at {admin}", limit_s=30)
         argv = [sys.executable, "-m", "proxy", "migration", "--admin", ",".join(admins)]
         run = await peers.run_once([*argv, "--token-file", str(token_file), "--json"], limit_s=60)
     assert run.returncode == 0, run.stderr

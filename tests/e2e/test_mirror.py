@@ -21,6 +21,7 @@ import aiohttp
 import peers
 import pytest
 import pytest_asyncio
+from waiting import eventually
 
 from e2e.harness import running_proxy
 from e2e.replicas import cluster, log_lines, round_robin
@@ -525,11 +526,8 @@ async def test_a_client_that_goes_away_mid_round_leaves_nothing(kinds_url: str) 
                     break
             assert asked
             resp.close()  # gone, with the inline request unanswered
-        for _ in range(100):  # bounded: the call looks at its client once a second
-            if len(proxy.app[MIRROR].calls) == 0:
-                break
-            await asyncio.sleep(0.1)
-        assert len(proxy.app[MIRROR].calls) == 0
+        # The call looks at its client once a second.
+        await eventually(lambda: len(proxy.app[MIRROR].calls) == 0, "the mirror to forget the call")
         after = await client.call("calls")
     count = [int(json.loads(m[1][-1]["result"]["content"][0]["text"])) for m in (before, after)]
     # The refused legacy attempt (guard_counted asks natively only) and one native round; nothing retried.

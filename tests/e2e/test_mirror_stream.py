@@ -17,6 +17,7 @@ import aiohttp
 import peers
 import pytest
 import pytest_asyncio
+from waiting import eventually
 
 from e2e.harness import RunningProxy, running_proxy
 from e2e.test_listen import Stream
@@ -106,11 +107,8 @@ async def test_a_second_get_of_the_session_replaces_the_first(mixed: RunningProx
             assert len(mixed.app[MIRROR].streams) == 1
             assert int(await text(client, "add_tool", {"name": "added_twice"})) >= 1
             assert await second.next() == TOOLS_CHANGED
-        for _ in range(50):  # the handler notices the hang-up within its tick
-            if len(mixed.app[MIRROR].streams) == 0:
-                break
-            await asyncio.sleep(0.1)
-        assert len(mixed.app[MIRROR].streams) == 0
+        # The handler notices the hang-up within its tick.
+        await eventually(lambda: len(mixed.app[MIRROR].streams) == 0, "the mirror to drop the stream")
 
 
 async def test_a_get_stream_needs_accept_event_stream_and_the_session(mixed: RunningProxy) -> None:

@@ -20,6 +20,7 @@ import aiohttp
 import peers
 import pytest
 import pytest_asyncio
+from waiting import eventually
 
 from e2e.harness import RawClient, RunningProxy, accept_name, running_proxy
 from e2e.test_mirror import NATIVE, python_client, texts
@@ -109,13 +110,13 @@ async def test_readyz_shows_the_stdio_upstreams_era(proxied: tuple[str, RunningP
     _, proxy = proxied
     base = proxy.url.removesuffix("/mcp")
     async with aiohttp.ClientSession() as http:
-        for _ in range(40):  # the probe starts the child: a /readyz answers within 1.5 s, the probe goes on
+
+        async def probed() -> dict[str, Any] | None:  # the probe starts the child: /readyz does not wait
             async with http.get(f"{base}/readyz") as resp:
-                ready = await resp.json()
-            if ready["upstream_eras"] == {"default": "modern"}:
-                break
-            await asyncio.sleep(0.25)
-        assert ready["upstream_eras"] == {"default": "modern"}, ready
+                ready: dict[str, Any] = await resp.json()
+            return ready if ready["upstream_eras"] == {"default": "modern"} else None
+
+        await eventually(probed, "/readyz to show the upstream modern", every_s=0.25)
         async with http.get(f"{base}/readyz") as resp:
             ready = await resp.json()
         assert resp.status == 200 and ready["upstreams"] == {"default": "reachable"}, ready
@@ -131,10 +132,7 @@ async def test_a_child_killed_mid_call_fails_the_call_clearly_and_the_next_call_
         child = children_of(proxy).child("default")
         pid = child.pid
         slow = asyncio.ensure_future(client.call("slow", {"seconds": 30}))
-        for _ in range(100):  # until the call is on the child
-            if child.in_flight:
-                break
-            await asyncio.sleep(0.05)
+        await eventually(lambda: child.in_flight, "the call to be on the child")
         os.kill(pid, signal.SIGKILL)
         failed = await asyncio.wait_for(slow, 30)
         assert failed.error["code"] == -31001, failed.body

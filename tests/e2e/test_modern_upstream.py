@@ -15,6 +15,7 @@ import peers
 import pytest
 import pytest_asyncio
 from oauth_keys import SigningKey, claims, jwks
+from waiting import eventually
 
 from e2e.harness import RawClient, accept_name, running_proxy
 from e2e.oauth_peers import jwks_server
@@ -181,13 +182,12 @@ async def test_a_mixed_gateway_serves_every_era_and_shows_each_upstreams_era(fas
         ):
             base = proxy.url.removesuffix("/mcp")
             eras = {"legacy": "legacy", "two": "both", "modern": "modern", "local": "legacy"}
-            for _ in range(40):  # stdio: probed on a child of its own, which may take longer than a /readyz
+
+            async def probed() -> bool:  # stdio: probed on a child of its own, which may outlast a /readyz
                 async with http.get(f"{base}/readyz") as resp:
-                    ready = await resp.json()
-                if ready["upstream_eras"] == eras:
-                    break
-                await asyncio.sleep(0.25)
-            assert ready["upstream_eras"] == eras
+                    return bool((await resp.json())["upstream_eras"] == eras)
+
+            await eventually(probed, f"/readyz to show the eras {eras}", every_s=0.25)
             legacy = RawClient(f"{base}/servers/legacy/mcp", http)
             first = await legacy.call("ask_name")
             assert first.result["resultType"] == "input_required" and proxy.parked == 1  # the proxy's MRTR
@@ -254,14 +254,11 @@ async def test_a_client_closing_its_stream_cancels_the_upstream_request() -> Non
             assert resp.content_type == "text/event-stream"
             first = await resp.content.readuntil(b"\n\n")  # the first progress event: the tool runs
             assert b"notifications/progress" in first
-        counted = None
-        for _ in range(50):  # bounded: the upstream notices the closed stream within moments
-            reply = await client.call("cancelled")
-            counted = reply.result["content"][0]["text"]
-            if counted == "1":
-                break
-            await asyncio.sleep(0.1)
-        assert counted == "1"
+
+        async def counted() -> bool:  # the upstream notices the closed stream within moments
+            return bool((await client.call("cancelled")).result["content"][0]["text"] == "1")
+
+        await eventually(counted, "the upstream to count one cancelled call")
 
 
 async def test_subscriptions_listen_passes_through(upstream_url: str) -> None:

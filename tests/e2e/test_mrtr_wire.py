@@ -48,16 +48,18 @@ async def test_lists_are_relayed_as_complete_results(client: RawClient) -> None:
 
 
 async def test_plain_tool_completes_in_one_request(client: RawClient, proxy: RunningProxy) -> None:
+    live_before = proxy.live  # the proxy is the module's: count what this test adds
     reply = await client.call("echo", {"text": "hello"})
     assert reply.result == {
         "content": [{"type": "text", "text": "hello"}],
         "isError": False,
         "resultType": "complete",
     }
-    assert proxy.live == 0
+    assert proxy.live == live_before
 
 
 async def test_form_elicitation_round_trip_shape(client: RawClient, proxy: RunningProxy) -> None:
+    live_before, parked_before = proxy.live, proxy.parked  # the module's proxy: count this test's
     first = await client.call("ask_name")
     result = first.result
     assert set(result) == {"resultType", "inputRequests", "requestState"}
@@ -68,13 +70,13 @@ async def test_form_elicitation_round_trip_shape(client: RawClient, proxy: Runni
     assert request["params"]["message"] == "What is your name?"
     assert request["params"]["requestedSchema"]["properties"]["name"]["type"] == "string"
     assert isinstance(result["requestState"], str) and len(result["requestState"]) <= 512
-    assert proxy.parked == 1
+    assert proxy.parked == parked_before + 1
 
     final = await client.retry(first, {key: accept_name("Alice")}, "ask_name")
     assert final.body["id"] != first.body["id"]
     assert final.result["resultType"] == "complete"
     assert text_of(final.result) == "accept:Alice"
-    assert proxy.live == 0
+    assert proxy.live == live_before
 
 
 @pytest.mark.parametrize("action", ["decline", "cancel"])
@@ -115,8 +117,9 @@ async def test_sampling_and_roots_on_either_stream(
 
 
 async def test_two_sequential_elicitations_are_two_rounds(client: RawClient, proxy: RunningProxy) -> None:
+    live_before = proxy.live  # the proxy is the module's: count what this test adds
     await flows.two_rounds(client)
-    assert proxy.live == 0
+    assert proxy.live == live_before
 
 
 async def test_concurrent_requests_arrive_as_one_round_of_three_keys(client: RawClient) -> None:

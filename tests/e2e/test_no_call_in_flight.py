@@ -22,7 +22,7 @@ ROOTS_ONLY = {"roots": {}}
 async def open_idle_session(client: RawClient) -> None:
     """server/discover opens a session with the client's capabilities; then let it sit with no call."""
     assert (await client.request("server/discover")).status == 200
-    await asyncio.sleep(1.0)
+    await asyncio.sleep(1.0)  # the scenario: a session that sits idle, no call
 
 
 async def test_held_for_the_first_call_without_static_roots() -> None:

@@ -408,7 +408,7 @@ async def off_origin_sse() -> AsyncIterator[str]:
         for _ in range(500):  # held open (bounded: 10 s) until the client goes
             if request.transport is None or request.transport.is_closing():
                 break
-            await asyncio.sleep(0.02)
+            await asyncio.sleep(0.02)  # the hostile server holds the request until the client goes
         return response
 
     app = web.Application()

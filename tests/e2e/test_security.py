@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 from collections.abc import AsyncIterator
@@ -11,6 +10,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 import pytest_asyncio
+from waiting import eventually
 
 from e2e.harness import RawClient, accept_name, running_proxy
 from proxy.config import FrontConfig, KeysConfig, PrincipalConfig, UpstreamConfig
@@ -73,10 +73,8 @@ async def test_changed_key_files_are_picked_up(fastmcp_url: str, tmp_path: Path)
     async with running_proxy(fastmcp_url, keys=KeysConfig(dirs=(tmp_path,))) as proxy:
         before = proxy.app[CODEC].ring.kids
         (tmp_path / "0-new").write_text(generate_key_b64())
-        for _ in range(40):  # bounded: housekeeping looks every second
-            if len(proxy.app[CODEC].ring.kids) == 2:
-                break
-            await asyncio.sleep(0.1)
+        # Housekeeping looks every second.
+        await eventually(lambda: len(proxy.app[CODEC].ring.kids) == 2, "housekeeping to add the key")
         assert proxy.app[CODEC].ring.kids[1:] == before
 
 

@@ -10,7 +10,6 @@ roots asynchronously, so the test waits for them (bounded polling of `list_allow
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ import aiohttp
 import peers
 import pytest
 import pytest_asyncio
+from waiting import eventually
 
 from e2e.harness import RawClient, Reply, RunningProxy, running_proxy
 from proxy.config import UpstreamConfig
@@ -27,7 +27,6 @@ from proxy.process.app import POOLS
 pytestmark = [pytest.mark.peers, pytest.mark.asyncio(loop_scope="session")]
 
 ROUNDS = 4  # a call here needs at most two rounds; more is a bug
-POLLS = 100  # list_allowed_directories at most this often while the server applies roots
 
 
 def filesystem() -> UpstreamConfig:
@@ -81,12 +80,11 @@ def text(reply: Reply) -> str:
 
 
 async def allowed_once_applied(client: RawClient, roots: dict[str, Any], directory: Path) -> str:
-    for _ in range(POLLS):
+    async def allowed() -> str | None:  # the server applies roots a moment after it asked for them
         reply, _ = await call(client, roots, "list_allowed_directories")
-        if str(directory) in text(reply):
-            return text(reply)
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"{directory} never became an allowed directory: {text(reply)!r}")
+        return text(reply) if str(directory) in text(reply) else None
+
+    return await eventually(allowed, f"{directory} to become an allowed directory")
 
 
 async def test_the_start_up_request_is_asked_of_the_first_call(

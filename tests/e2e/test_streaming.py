@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 import aiohttp
 import pytest
 import pytest_asyncio
+from waiting import eventually
 
 from e2e.harness import RawClient, RunningProxy, running_proxy
 from proxy.config import FrontConfig
@@ -63,17 +64,14 @@ async def test_closing_the_stream_cancels_the_call_upstream(proxy: RunningProxy)
     async with aiohttp.ClientSession() as http:
         client = RawClient(proxy.url, http)
         before = (await client.call("side_effects")).result["content"][0]["text"]
+        live_before = proxy.live
         body = client.body("tools/call", {"name": "slow_count", "arguments": {"delay_s": 1.5}})
         request = asyncio.ensure_future(client.send(body))
-        await asyncio.sleep(0.3)
+        await eventually(lambda: proxy.live > live_before, "the call to be running in the proxy")
         request.cancel()  # the client goes away: its connection closes
         with pytest.raises(asyncio.CancelledError):
             await request
-        for _ in range(30):  # bounded
-            if proxy.live == 0:
-                break
-            await asyncio.sleep(0.1)
-        assert proxy.live == 0
+        await eventually(lambda: proxy.live == live_before, "the proxy to end the cancelled call")
         await asyncio.sleep(1.8)  # past the tool's sleep: had it not been cancelled, it would have counted
         after = (await client.call("side_effects")).result["content"][0]["text"]
     assert after == before

@@ -16,6 +16,7 @@ from typing import Any
 import aiohttp
 import pytest
 import pytest_asyncio
+from waiting import eventually
 
 from e2e.harness import ALL_CAPS, RawClient, Reply, RunningProxy, accept_name, running_proxy
 from e2e.replicas import log_lines, replica_set, url_of
@@ -46,14 +47,14 @@ async def get(client: RawClient, task_id: str) -> dict[str, Any]:
 
 
 async def wait_for(client: RawClient, task_id: str, *statuses: str, limit_s: float = 10.0) -> dict[str, Any]:
-    """Poll tasks/get (bounded) until the task has one of `statuses`."""
-    async with asyncio.timeout(limit_s):
-        while True:
-            task = await get(client, task_id)
-            if task["status"] in statuses:
-                return task
-            assert task["status"] not in TERMINAL, task
-            await asyncio.sleep(0.05)
+    """Poll tasks/get (bounded) until the task has one of `statuses`; a task ended otherwise fails at once."""
+
+    async def reached() -> dict[str, Any] | None:
+        task = await get(client, task_id)
+        assert task["status"] in statuses or task["status"] not in TERMINAL, task
+        return task if task["status"] in statuses else None
+
+    return await eventually(reached, f"task {task_id} to be {' or '.join(statuses)}", limit_s)
 
 
 async def plain_text(client: RawClient, tool: str) -> str:
@@ -79,6 +80,7 @@ async def test_discover_advertises_the_extension(always: RunningProxy) -> None:
 
 
 async def test_a_task_that_elicits_working_input_required_update_completed(always: RunningProxy) -> None:
+    live_before = always.live  # the module's proxy: what this test leaves
     async with aiohttp.ClientSession() as http:
         client = tasks_client(always.url, http)
         task = created(await client.call("work_then_ask", {"delay_s": 0.6, "after_s": 0.6}))
@@ -114,20 +116,21 @@ async def test_a_task_that_elicits_working_input_required_update_completed(alway
         )
         assert again.result == {"resultType": "complete"}
         assert (await get(client, task_id))["result"] == done["result"]
-    assert always.live == 0
+    assert always.live == live_before
 
 
 async def test_cancel_a_running_task_cancels_it_upstream(always: RunningProxy) -> None:
+    live_before = always.live  # the module's proxy: what this test leaves
     async with aiohttp.ClientSession() as http:
         client = tasks_client(always.url, http)
         before = await plain_text(client, "side_effects")
         task_id = created(await client.call("slow_count", {"delay_s": 1.5}))["taskId"]
-        await asyncio.sleep(0.3)
+        await eventually(lambda: always.live > live_before, "the task's call to run in the proxy", 10)
         ack = await client.request("tasks/cancel", {"taskId": task_id})
         assert ack.result == {"resultType": "complete"}
         cancelled = await get(client, task_id)
         assert cancelled["status"] == "cancelled"
-        assert always.live == 0
+        assert always.live == live_before
         await asyncio.sleep(1.6)  # past the tool's sleep: had it not been cancelled, it would have counted
         assert await plain_text(client, "side_effects") == before
         # Cancelling a finished task is the same empty ack, and changes nothing.
@@ -138,17 +141,20 @@ async def test_cancel_a_running_task_cancels_it_upstream(always: RunningProxy) -
 
 
 async def test_cancel_while_input_is_required(always: RunningProxy) -> None:
+    live_before = always.live  # the module's proxy: what this test leaves
     async with aiohttp.ClientSession() as http:
         client = tasks_client(always.url, http)
         task_id = created(await client.call("ask_name"))["taskId"]
         await wait_for(client, task_id, "input_required")
         await client.request("tasks/cancel", {"taskId": task_id})
         assert (await get(client, task_id))["status"] == "cancelled"
-        await asyncio.sleep(0.3)
         # The parked legacy elicitation was answered `cancel`: the tool finished with that answer.
-        outcomes = await plain_text(client, "outcomes")
-    assert outcomes.split(",")[-1] == "cancel"
-    assert always.live == 0
+
+        async def finished() -> bool:
+            return (await plain_text(client, "outcomes")).split(",")[-1] == "cancel"
+
+        await eventually(finished, "the tool to finish with the `cancel` answer")
+    assert always.live == live_before
 
 
 async def test_partial_update_leaves_the_other_request_outstanding(always: RunningProxy) -> None:
@@ -300,7 +306,7 @@ async def test_a_finished_task_is_readable_until_its_ttl(fastmcp_url: str) -> No
         task = created(await client.call("echo", {"text": "x"}))
         assert task["ttlMs"] == 1500
         assert (await wait_for(client, task["taskId"], *TERMINAL))["status"] == "completed"
-        await asyncio.sleep(1.8)
+        await asyncio.sleep(1.8)  # the scenario: past the task's 1.5 s TTL
         expired = await client.request("tasks/get", {"taskId": task["taskId"]})
         assert expired.error == {"code": -32602, "message": "Failed to retrieve task: Task has expired"}
         running = created(await client.call("slow_count", {"delay_s": 5}))

@@ -20,6 +20,7 @@ import aiohttp
 import peers
 import pytest
 import pytest_asyncio
+from waiting import eventually
 
 from e2e import flows
 from e2e.flows import text_of
@@ -132,25 +133,27 @@ async def test_fastmcp_discover_and_lists(fastmcp: RawClient) -> None:
 
 
 async def test_fastmcp_plain_tool(fastmcp: RawClient, fastmcp_proxy: RunningProxy) -> None:
+    live_before = fastmcp_proxy.live  # the proxy is the module's: count what this test adds
     reply = await fastmcp.call("echo", {"text": "hello"})
     assert reply.result == {
         "content": [{"type": "text", "text": "hello"}],
         "isError": False,
         "resultType": "complete",
     }
-    assert fastmcp_proxy.live == 0
+    assert fastmcp_proxy.live == live_before
 
 
 async def test_fastmcp_form_accept(fastmcp: RawClient, fastmcp_proxy: RunningProxy) -> None:
+    live_before, parked_before = fastmcp_proxy.live, fastmcp_proxy.parked  # the module's proxy
     first = await fastmcp.call("ask_name")
     ((key, request),) = first.result["inputRequests"].items()
     assert key == "elicit-1"
     assert request["method"] == "elicitation/create"
     assert request["params"]["requestedSchema"]["properties"]["name"]["type"] == "string"
-    assert fastmcp_proxy.parked == 1
+    assert fastmcp_proxy.parked == parked_before + 1
     final = await fastmcp.retry(first, {key: accept_name("Alice")}, "ask_name")
     assert text_of(final.result) == "accept:Alice"
-    assert fastmcp_proxy.live == 0
+    assert fastmcp_proxy.live == live_before
 
 
 @pytest.mark.parametrize("action", ["decline", "cancel"])
@@ -184,8 +187,9 @@ async def test_fastmcp_sampling_and_roots(
 
 
 async def test_fastmcp_two_rounds(fastmcp: RawClient, fastmcp_proxy: RunningProxy) -> None:
+    live_before = fastmcp_proxy.live  # the proxy is the module's: count what this test adds
     await flows.two_rounds(fastmcp)
-    assert fastmcp_proxy.live == 0
+    assert fastmcp_proxy.live == live_before
 
 
 async def test_fastmcp_all_three_at_once(fastmcp: RawClient) -> None:
@@ -301,12 +305,15 @@ async def test_everything_prompt_and_resource(everything: RawClient) -> None:
 
 async def only_child(tag: str) -> int:
     """The pid of the one stdio child started with `tag`, once it is there."""
-    for _ in range(int(WAIT / 0.05)):
+
+    def one() -> list[int] | None:
         children = stdio_children(tag)
-        if len(children) == 1:
-            return children[0]
-        await asyncio.sleep(0.05)
-    pytest.fail(f"expected exactly one stdio child, found {stdio_children(tag)}")
+        return children if len(children) == 1 else None
+
+    (pid,) = await eventually(
+        one, f"exactly one stdio child tagged {tag}", WAIT, seen=lambda: stdio_children(tag)
+    )
+    return pid
 
 
 async def test_child_killed_while_parked(http: aiohttp.ClientSession) -> None:
@@ -341,10 +348,7 @@ async def test_child_killed_while_running(http: aiohttp.ClientSession) -> None:
         assert await proxy.app[ERAS].era("default") == "legacy"
         slow = asyncio.ensure_future(client.call("slow_echo", {"text": "never", "delay_s": 60}))
         victim = await only_child("running")
-        for _ in range(int(WAIT / 0.05)):
-            if proxy.live == 1:
-                break
-            await asyncio.sleep(0.05)
+        await eventually(lambda: proxy.live == 1, "the call in the proxy's registry", WAIT)
         await asyncio.sleep(0.3)  # the call is on the child's stdin by now
         os.kill(victim, signal.SIGKILL)
         async with asyncio.timeout(WAIT):

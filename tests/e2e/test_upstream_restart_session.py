@@ -7,7 +7,6 @@ works, and a call's first round never asks the client a roots/list the dead proc
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
@@ -17,6 +16,7 @@ import peers
 import pytest
 from aiohttp import web
 from structlog.testing import capture_logs
+from waiting import eventually
 
 from e2e.harness import NO_ROOTS_CAPS, RawClient, accept_name, running_proxy
 from e2e.hostile import Call, HostileServer, hostile_server, result
@@ -37,14 +37,6 @@ SERVERS: dict[str, tuple[Start, str, str, dict[str, Any], str]] = {
     "fastmcp-1.30": (lambda port: peers.start_fastmcp(port=port), "/mcp", "echo", {"text": "back"}, "back"),
     "fastmcp-2.14": (lambda port: peers.start_fastmcp2(port=port), "/mcp", "echo", {"text": "back"}, "back"),
 }
-
-
-async def _until(condition: Callable[[], bool], limit_s: float = 10.0) -> None:
-    for _ in range(int(limit_s / 0.05)):
-        if condition():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError("condition never held")
 
 
 def _text(reply: Any) -> str:
@@ -85,7 +77,10 @@ async def test_an_idle_pooled_session_is_replaced_after_a_restart_on_the_next_li
                         assert (await client.request("tools/list")).result["resultType"] == "complete"
                     assert _text(await plain.call(tool, arguments)) == said
                     if server == "server-everything":  # it asks 350 ms after initialize: wait till held
-                        await _until(lambda: any(e["event"] == "upstream.roots_held" for e in seen))
+                        await eventually(
+                            lambda: any(e["event"] == "upstream.roots_held" for e in seen),
+                            "the upstream.roots_held line",
+                        )
             except BaseException:
                 await proxy_cm.__aexit__(None, None, None)
                 raise

@@ -249,7 +249,7 @@ async def test_a_large_body_arriving_in_pieces_is_read_whole(client: RawClient) 
         data = json.dumps(body).encode()
         for i in range(0, len(data), 500):
             yield data[i : i + 500]
-            await asyncio.sleep(0.01)
+            await asyncio.sleep(0.01)  # the scenario: a client that trickles its body
 
     async with client.http.post(client.url, data=trickle(), headers=client.headers(body)) as resp:
         reply = await resp.json()

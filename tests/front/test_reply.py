@@ -15,6 +15,7 @@ import pytest
 import pytest_asyncio
 from aiohttp import web
 from aiohttp.test_utils import TestServer, make_mocked_request
+from waiting import eventually
 
 from proxy.front import reply
 from proxy.front.reply import Replier
@@ -68,11 +69,8 @@ async def test_a_quick_call_is_plain_json_and_leaves_no_ticker_running(server: T
         assert (await r.json())["result"] == {"ok": True}
     ticker = reply._ticker(INTERVAL)
     assert not ticker.due  # nothing registered once the answers are written
-    for _ in range(200):  # the ticker's timer ends at its next tick with nothing due
-        if ticker._timer is None:
-            break
-        await asyncio.sleep(INTERVAL / 4)
-    assert ticker._timer is None
+    # The ticker's timer ends at its next tick with nothing due.
+    await eventually(lambda: ticker._timer is None, "the ticker's timer to end", 200 * INTERVAL / 4)
 
 
 async def test_a_kept_alive_replier_is_freed_without_the_collector() -> None:
@@ -98,5 +96,5 @@ async def test_keep_alive_ticks_are_written_then_stop_with_the_work() -> None:
     replier.keepalive = keepalive  # type: ignore[method-assign]
     assert await replier.kept_alive(asyncio.sleep(0.05, "answer"), 0.01) == "answer"
     seen = ticks
-    await asyncio.sleep(0.03)
+    await asyncio.sleep(0.03)  # a negative check: no further tick comes in this time
     assert seen >= 1 and ticks == seen

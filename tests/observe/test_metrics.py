@@ -3,7 +3,6 @@ exposition shows exactly what happened — and only in the app it happened in (o
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import contextlib
 import re
@@ -18,6 +17,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 from e2e.harness import RawClient, accept_name, running_proxy
 from prometheus_client.parser import text_string_to_metric_families
+from waiting import eventually
 
 from proxy.config import Config, ListenConfig, UpstreamConfig
 from proxy.handle import KeyRing
@@ -78,13 +78,6 @@ def tamper(state: str) -> str:
     return base64.urlsafe_b64encode(bytes(raw)).rstrip(b"=").decode()
 
 
-async def until(condition: object, seconds: float = 10.0) -> None:
-    assert callable(condition)
-    async with asyncio.timeout(seconds):
-        while not condition():  # noqa: ASYNC110 - polls a count the app changes
-            await asyncio.sleep(0.05)
-
-
 CALL = "tools/call"
 UP = "default"
 
@@ -126,7 +119,7 @@ async def test_scripted_flow_shows_the_expected_counters(fastmcp_url: str) -> No
 
         # A call nobody comes back for, on another app: reaped after parked_ttl_s.
         await RawClient(reaping.url, http).call("ask_name")
-        await until(lambda: reaping.live == 0)
+        await eventually(lambda: reaping.live == 0, "the registry to reap the call")
 
         m = await scrape(http, proxy.url)
         requests = "mrtr_proxy_requests_total"

@@ -11,7 +11,7 @@ import base64
 import io
 import json
 import sys
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +26,7 @@ from aiohttp.test_utils import TestServer
 from e2e.harness import RawClient, accept_name
 from e2e.recording import Recording, recording_relay
 from prometheus_client.parser import text_string_to_metric_families
+from waiting import eventually
 
 from proxy.config import (
     AdminConfig,
@@ -100,15 +101,6 @@ async def admin_proxy(
         finally:
             await runner.cleanup()
             await server.close()
-
-
-async def until(condition: Callable[[], bool], limit_s: float = 10.0) -> None:
-    """Wait (bounded) for `condition`; fail if it never holds."""
-    for _ in range(int(limit_s / 0.02)):
-        if condition():
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError("condition never held")
 
 
 def tamper(state: str) -> str:
@@ -275,11 +267,12 @@ async def test_operator_lists_and_cancels_a_parked_call(
         status, body = await admin.cancel(row["id"])
         assert (status, body) == (200, {"cancelled": row["id"], "upstream": "default"})
         # The session is not given back to the pool: it is closed (DELETE with its id).
-        await until(
+        await eventually(
             lambda: any(
                 s.method == "DELETE" and s.headers.get("mcp-session-id") == session_id
                 for s in admin.relay.sent
-            )
+            ),
+            "the DELETE of the upstream session",
         )
         # The legacy way: the pending elicitation answered with an error, then notifications/cancelled.
         cancels = admin.relay.posts("notifications/cancelled")
@@ -326,7 +319,7 @@ async def test_a_running_round_is_not_cancelled(fastmcp_url: str, tmp_path: Path
         running = asyncio.create_task(admin.proxy.call("slow_echo", {"text": "still here", "delay_s": 1.5}))
         try:
             registry = admin.app[CALLS].registry
-            await until(lambda: len(registry) == 1)
+            await eventually(lambda: len(registry) == 1, "one call in the registry")
             (row,) = (await admin.get("/admin/calls"))[1]["calls"]
             assert row["state"] == "running" and row["tool"] == "slow_echo" and row["expires_in_s"] is None
             status, body = await admin.cancel(row["id"])

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 from aiohttp import web
+from waiting import eventually
 
 from proxy.front.fallback import json_answers_with
 from proxy.process.listener import GuardedSite, ListenerGuard, ListenerLimits
@@ -84,7 +85,7 @@ async def test_an_idle_keepalive_connection_is_closed_and_a_quick_request_is_ser
 async def test_one_connection_over_the_cap_gets_503_json_rpc_and_the_others_still_work() -> None:
     async with guarded(ListenerLimits(max_connections=3)) as (guard, port):
         held = [await asyncio.open_connection("127.0.0.1", port) for _ in range(3)]
-        await asyncio.sleep(0.1)  # the server accepted them
+        await eventually(lambda: guard.stats.open == 3, "the server to accept three", BOUND)
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         data = await _closed_by_server(reader)
         writer.close()

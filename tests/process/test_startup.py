@@ -20,6 +20,7 @@ import aiohttp
 import peers
 import pytest
 import structlog
+from waiting import eventually
 
 from proxy.calls.wording import SEE_LOG
 from proxy.observe import logs
@@ -121,10 +122,9 @@ async def test_every_line_is_json_against_a_down_upstream_and_a_taken_port(tmp_p
                 assert (r.status, r.content_type) == (404, "application/json")
                 assert (await r.json())["error"]["code"] == -32600
         second = await peers.run_once([*argv, "--listen", f"127.0.0.1:{proxy.port}"], limit_s=30)
-        for _ in range(50):  # the request lines of the last answers are written by now, or soon
-            if proxy.log_text(tail=None).count('"event":"request"') >= 4:
-                break
-            await asyncio.sleep(0.1)
+        await eventually(
+            lambda: proxy.log_text(tail=None).count('"event":"request"') >= 4, "four request lines in the log"
+        )
         text = proxy.log_text(tail=None)
     # The wire: a short, stable message; no host:port, no exception class, no line per protocol version.
     for status, body, _ in answers:
@@ -167,10 +167,7 @@ async def test_a_second_sigint_during_the_drain_forces_the_exit(tmp_path: Path) 
                 parked = await r.json()
             assert parked["result"]["resultType"] == "input_required"  # a parked call holds the drain
             os.kill(proxy.pid, signal.SIGINT)
-            for _ in range(100):
-                if '"drain.started"' in proxy.log_text(tail=None):
-                    break
-                await asyncio.sleep(0.1)
+            await eventually(lambda: '"drain.started"' in proxy.log_text(tail=None), "the drain.started line")
             assert '"parked_calls":1' in proxy.log_text(tail=None)
             os.kill(proxy.pid, signal.SIGINT)
             code = await asyncio.wait_for(proxy.process.wait(), timeout=30)

@@ -14,6 +14,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
+from waiting import eventually
 
 from proxy.upstream.base import Inbox, TransportLost
 from proxy.upstream.inbox import LeanQueue
@@ -39,6 +40,7 @@ class Script:
         self.peers: list[object] = []  # each tools/call's client address: the same one, a reused connection
         self.answered = asyncio.Event()  # the client's answer to `ask`'s elicitation came
         self.closed = asyncio.Event()  # a `hang` stream saw its client go
+        self.hanging = asyncio.Event()  # a `hang` stream has begun: the client is reading its reply
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         if request.method == "GET":
@@ -77,13 +79,13 @@ class Script:
             await stream.write(sse(result(rid, "asked")))
         elif tool == "slowend":  # the result, then the end of the stream a moment later
             await stream.write(sse(result(rid, "slowend")))
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(0.05)  # the scripted server: the end comes a moment later
         elif tool == "lateend":  # the result, then the end only after FINISH_WITHIN
             await stream.write(sse(result(rid, "lateend")))
-            await asyncio.sleep(FINISH_WITHIN + 0.5)
+            await asyncio.sleep(FINISH_WITHIN + 0.5)  # the scripted server: the end comes after FINISH_WITHIN
         elif tool == "huge":
             await stream.write(b"data: " + b"x" * (2 * LIMIT) + b"\n\n")
-            await asyncio.sleep(1)
+            await asyncio.sleep(1)  # the scripted server: holds the huge stream open
         elif tool == "drop":  # an event, then the connection closes under the stream
             await stream.write(b": begun\n\n")
             assert request.transport is not None
@@ -93,7 +95,8 @@ class Script:
             try:
                 while True:
                     await stream.write(b": ping\n\n")
-                    await asyncio.sleep(0.05)
+                    self.hanging.set()
+                    await asyncio.sleep(0.05)  # the hostile part: a keep-alive, never an answer
             except ConnectionError:
                 return stream
             finally:  # a write failed, or the handler was cancelled: the client went
@@ -165,8 +168,8 @@ async def test_a_parked_calls_stream_is_read_by_callbacks_until_its_result(
     rid, inbox = await call(upstream, "ask")
     asked = await next_item(inbox)
     assert isinstance(asked, jsonrpc.Request) and asked.method == mcp.ELICIT
-    await asyncio.sleep(0.1)
-    assert not upstream._tasks and len(upstream._replies) == 1  # parked: no task, no frame waits on it
+    # Parked: no task, no frame waits on it.
+    await eventually(lambda: not upstream._tasks and len(upstream._replies) == 1, "the call to be parked")
     await upstream.send(jsonrpc.Result(asked.id, {"action": "decline"}))
     final = await next_item(inbox)
     assert isinstance(final, jsonrpc.Result) and final.id == rid and text(final) == "asked"
@@ -220,8 +223,7 @@ async def test_a_reply_that_fails_tells_the_call_why(
     _, inbox = await call(upstream, tool)
     item = await next_item(inbox)
     assert isinstance(item, TransportLost) and item.reason.startswith(reason) and item.delivered
-    await asyncio.sleep(0.05)
-    assert not upstream._replies
+    await eventually(lambda: not upstream._replies, "the call's reply slot to be released")
 
 
 async def test_a_closed_session_ends_the_reply_it_was_reading(
@@ -229,7 +231,7 @@ async def test_a_closed_session_ends_the_reply_it_was_reading(
 ) -> None:
     script, upstream = session
     _, inbox = await call(upstream, "hang")
-    await asyncio.sleep(0.1)
+    await asyncio.wait_for(script.hanging.wait(), 10)
     assert len(upstream._replies) == 1
     await upstream.close()
     item = await next_item(inbox)

@@ -16,6 +16,7 @@ import aiohttp
 import peers
 import pytest
 import pytest_asyncio
+from waiting import eventually
 
 from proxy.upstream.event_stream import EventHandler, EventStream, StreamEnded, open_event_stream
 from proxy.wire.http1 import ResponseHead
@@ -78,13 +79,13 @@ async def test_the_stream_carries_the_servers_roots_request_and_close_hangs_up(
         stream.close()
     assert stream.ended.result() == ""  # ended by us
     # The server holds one standalone stream per session: a second one is taken only once the first is gone.
-    for _ in range(50):
+
+    async def taken() -> bool:
         again, head = await _open(url, {**headers, "Accept": "text/event-stream"})
         again.close()
-        if head.status == 200:
-            break
-        await asyncio.sleep(0.1)
-    assert head.status == 200
+        return bool(head.status == 200)
+
+    await eventually(taken, "a second standalone stream once the first is gone")
 
 
 @pytest.mark.peers

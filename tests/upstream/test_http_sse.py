@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,6 +15,7 @@ import pytest
 import pytest_asyncio
 from aiohttp import web
 from aiohttp.test_utils import TestServer
+from waiting import eventually
 
 from proxy.upstream.base import Inbox, NotDelivered, TransportLost, UpstreamError
 from proxy.upstream.http_sse import LOST_REASON, HttpSseSession, resolve_endpoint
@@ -187,15 +188,6 @@ async def _next(inbox: Inbox, timeout: float = 5.0) -> Any:
         return await inbox.get()
 
 
-async def until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
-    """Poll `condition` every 10 ms; fail after `timeout`."""
-    for _ in range(int(timeout / 0.01)):
-        if condition():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"condition not met within {timeout:g}s")
-
-
 # -- the session ------------------------------------------------------------------------------------------
 
 
@@ -233,7 +225,7 @@ async def test_stream_end_kills_the_session_and_is_never_reconnected(fake: Runni
         inbox: Inbox = Inbox()
         rid = await session.call("tools/call", {"name": "slow", "arguments": {}}, inbox)
         plain = asyncio.create_task(session.request("prompts/list", {}, timeout=30))  # never answered
-        await asyncio.sleep(0.1)
+        await eventually(lambda: fake.server.received("prompts/list"), "the prompts/list to reach the server")
         assert fake.server.received("tools/call")[0]["id"] == rid
         fake.server.push(None)  # answer nothing, end the stream
         lost = await _next(inbox)
@@ -258,7 +250,7 @@ async def test_stream_end_with_no_call_marks_the_session_dead(fake: Running) -> 
     try:
         await session.open()
         fake.server.push(None)
-        await until(lambda: not session.alive)
+        await eventually(lambda: not session.alive, "the session to end")
         with pytest.raises(UpstreamError, match="cannot be resumed"):
             await session.request("tools/list", {}, timeout=5)
     finally:
@@ -272,7 +264,7 @@ async def test_all_messages_of_the_call_go_to_its_inbox_and_session_wide_ones_do
         await session.open()
         inbox: Inbox = Inbox()
         rid = await session.call("tools/call", {"name": "t", "arguments": {}}, inbox)
-        await asyncio.sleep(0.05)
+        await eventually(lambda: fake.server.received("tools/call"), "the tools/call to reach the server")
         fake.server.push({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
         fake.server.push({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progress": 1}})
         fake.server.push({"jsonrpc": "2.0", "id": 0, "method": "sampling/createMessage", "params": {}})
@@ -297,7 +289,10 @@ async def test_server_request_with_no_call_gets_the_no_call_answer(fake: Running
     try:
         await session.open()
         fake.server.push({"jsonrpc": "2.0", "id": 7, "method": "roots/list"})
-        await until(lambda: any(b.get("id") == 7 for b, _ in fake.server.posts))
+        await eventually(
+            lambda: any(b.get("id") == 7 for b, _ in fake.server.posts),
+            "the answer to request 7 to be POSTed",
+        )
     finally:
         await session.close()
     assert {"jsonrpc": "2.0", "id": 7, "result": {"roots": []}} in [b for b, _ in fake.server.posts]
@@ -350,7 +345,11 @@ async def test_a_flood_of_server_requests_is_answered_in_turn_and_bounded(fake: 
         await session.call("tools/call", {"name": "slow", "arguments": {}}, inbox)
         for i in range(1000):  # nobody drives the call: its inbox fills, then the rest are refused
             fake.server.push({"jsonrpc": "2.0", "id": f"r-{i}", "method": "ping"})
-        await until(lambda: len([b for b, _ in fake.server.posts if "error" in b]) == 1000 - 256, 20)
+        await eventually(
+            lambda: len([b for b, _ in fake.server.posts if "error" in b]) == 1000 - 256,
+            "an error POSTed for each refused request",
+            20,
+        )
         assert inbox.qsize() == 256
         refused = [b for b, _ in fake.server.posts if "error" in b]
         assert refused[0]["id"] == "r-256"
@@ -374,7 +373,7 @@ async def test_a_burst_of_notifications_never_costs_the_call_a_request(fake: Run
                 {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progress": i}}
             )
         fake.server.push({"jsonrpc": "2.0", "id": "q", "method": "ping"})
-        await until(lambda: inbox.qsize() == 129)
+        await eventually(lambda: inbox.qsize() == 129, "129 messages in the inbox")
         items = [inbox.get_nowait() for _ in range(129)]
         assert [n.params["progress"] for n in items[:128]] == list(range(128))
         assert isinstance(items[128], jsonrpc.Request) and items[128].id == "q"
@@ -411,7 +410,7 @@ async def test_stream_ending_before_the_endpoint_fails_open_without_reconnecting
     session = fake.session()
     try:
         opening = asyncio.create_task(session.open())
-        await until(lambda: bool(fake.server.streams))
+        await eventually(lambda: bool(fake.server.streams), "the SSE stream to open")
         fake.server.push(None)
         with pytest.raises(UpstreamError, match="before sending its endpoint"):
             async with asyncio.timeout(5):
@@ -485,7 +484,7 @@ async def test_nothing_sent_on_a_dead_session_is_marked_not_delivered(fake: Runn
     try:
         await session.open()
         fake.server.push(None)
-        await until(lambda: not session.alive)
+        await eventually(lambda: not session.alive, "the session to end")
         with pytest.raises(NotDelivered):
             await session.request("tools/list", {}, timeout=5)
         inbox: Inbox = Inbox()
@@ -503,7 +502,9 @@ async def test_a_call_cut_off_after_it_was_accepted_counts_as_delivered(fake: Ru
         await session.open()
         inbox: Inbox = Inbox()
         await session.call("tools/call", {"name": "t", "arguments": {}}, inbox)
-        await until(lambda: bool(fake.server.received("tools/call")))
+        await eventually(
+            lambda: bool(fake.server.received("tools/call")), "the tools/call to reach the server"
+        )
         fake.server.push(None)
         lost = await _next(inbox)
         assert isinstance(lost, TransportLost) and lost.delivered is True  # it may be running: never re-sent

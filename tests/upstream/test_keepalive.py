@@ -29,7 +29,7 @@ async def _never_ends(request: web.Request) -> web.StreamResponse:
     await resp.prepare(request)
     await resp.write(b'data: {"jsonrpc":"2.0","id":1,"result":{}}\n\n')
     for _ in range(600):
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.05)  # the scripted server: keep-alives every 50 ms
         await resp.write(b": still here\n\n")
     return resp
 

@@ -369,7 +369,7 @@ async def test_connection_close_is_honoured() -> None:
 async def test_unsolicited_bytes_on_an_idle_connection_drop_it_without_an_error() -> None:
     async def script(_: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await answering(OK)(0, reader, writer)
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.05)  # the hostile server: unsolicited bytes a moment later
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n[]")  # nobody asked
 
     async with raw(script) as server:
@@ -557,7 +557,7 @@ async def test_a_connection_is_not_reused_past_the_servers_keep_alive_time() -> 
         client = LeanClient(idle_ttl=ttl)
         try:
             assert await post(client, server.url) == b"{}"
-            await asyncio.sleep(keep_alive_s + 0.1)
+            await asyncio.sleep(keep_alive_s + 0.1)  # the scenario: past the pooled connection's idle TTL
             return await post(client, server.url)
         finally:
             await client.close()

@@ -41,7 +41,7 @@ async def in_pieces(request: web.Request, body: bytes, content_type: str) -> web
     with contextlib.suppress(ConnectionError):
         for start in range(0, len(body), 100_000):  # many chunks, a moment apart
             await resp.write(body[start : start + 100_000])
-            await asyncio.sleep(0.01)
+            await asyncio.sleep(0.01)  # the scripted server: chunks a moment apart
     return resp
 
 

@@ -154,7 +154,7 @@ async def test_a_listen_stream_cancelled_by_its_client_closes_its_connection() -
         try:
             await resp.write(f"data: {json.dumps(note)}\n\n".encode())
             for _ in range(600):  # a keep-alive comment every 50 ms: the write fails once the client left
-                await asyncio.sleep(0.05)
+                await asyncio.sleep(0.05)  # the scripted server: keep-alives every 50 ms
                 await resp.write(b": ping\n\n")
         except (ConnectionError, asyncio.CancelledError):
             gone.set()

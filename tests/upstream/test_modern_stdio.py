@@ -9,6 +9,7 @@ import sys
 import textwrap
 
 import pytest
+from waiting import eventually
 
 from proxy.config import UpstreamConfig
 from proxy.upstream.base import UpstreamError
@@ -62,6 +63,12 @@ def request(rid: jsonrpc.RequestId, method: str, token: str | None = None) -> js
     return jsonrpc.Request(rid, method, {"_meta": meta})
 
 
+def on_the_child(kids: ModernChildren) -> bool:
+    """The first request is pending on the child (so the second goes after it)."""
+    child = kids.child("up")
+    return child is not None and child.in_flight == 1
+
+
 async def test_answers_out_of_order_reach_their_callers_under_their_own_ids() -> None:
     kids = children(REVERSED)
     notes: list[jsonrpc.Notification] = []
@@ -71,7 +78,7 @@ async def test_answers_out_of_order_reach_their_callers_under_their_own_ids() ->
 
     try:
         first = asyncio.ensure_future(kids.request("up", request("client-a", "tools/list", "mine"), note, 10))
-        await asyncio.sleep(0.1)
+        await eventually(lambda: on_the_child(kids), "the first request on the child")
         second = await kids.request("up", request(7, "prompts/list"), None, 10)
         answer = await first
         assert answer == jsonrpc.Result("client-a", {"said": "tools/list"})
@@ -138,7 +145,7 @@ async def test_a_caller_slow_to_take_its_notes_holds_up_no_other_request() -> No
 
     try:
         first = asyncio.ensure_future(kids.request("up", request("a", "tools/list", "t"), stuck, 10))
-        await asyncio.sleep(0.1)
+        await eventually(lambda: on_the_child(kids), "the first request on the child")
         second = await kids.request("up", request("b", "prompts/list"), None, 10)
         assert second == jsonrpc.Result("b", {"said": "prompts/list"}) and not first.done()
         release.set()

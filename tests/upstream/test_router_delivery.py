@@ -20,7 +20,7 @@ async def _ended_with(outcome: BaseException | None) -> TransportLost | None:
 
     async def deliver() -> None:
         if isinstance(outcome, asyncio.CancelledError):
-            await asyncio.sleep(60)
+            await asyncio.sleep(60)  # the scenario: an upstream that never answers
         if outcome is not None:
             raise outcome
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from structlog.testing import capture_logs
+from waiting import eventually
 
 from proxy.translate.capabilities import ClientCapabilities
 from proxy.upstream.base import Inbox, TransportLost, UpstreamError, UpstreamSession
@@ -90,14 +91,6 @@ async def call_tool(session: StdioSession, name: str, **arguments: Any) -> dict[
     reply = await session.request("tools/call", {"name": name, "arguments": arguments}, WAIT)
     assert isinstance(reply, jsonrpc.Result), reply
     return dict(reply.result)
-
-
-async def eventually(predicate: Any, what: str) -> None:
-    for _ in range(int(WAIT / 0.02)):
-        if predicate():
-            return
-        await asyncio.sleep(0.02)
-    pytest.fail(f"timed out waiting until {what}")
 
 
 # -- environment ----------------------------------------------------------------------------------------

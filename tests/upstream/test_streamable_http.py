@@ -58,7 +58,7 @@ class Script:
                 return resp
             with contextlib.suppress(ConnectionError):
                 while True:  # until the client goes (the transport closes under the write)
-                    await asyncio.sleep(0.05)
+                    await asyncio.sleep(0.05)  # the scripted server: keep-alives until the client goes
                     await resp.write(b": ping\n\n")
             return resp
         finally:
@@ -108,5 +108,5 @@ async def test_an_ended_get_stream_is_opened_again_with_its_last_event_id_and_cl
         assert not session._tasks  # nothing waits on a stream that is up
         await session.close()
         await script.until(lambda: script.open_streams == 0, "the session's close closed its stream")
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(0.2)  # a negative check: nothing re-opens the stream meanwhile
         assert len(script.last_event_ids) == 2  # and it was not opened again

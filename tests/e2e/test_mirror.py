@@ -525,7 +525,7 @@ async def test_a_client_that_goes_away_mid_round_leaves_nothing(kinds_url: str) 
                     break
             assert asked
             resp.close()  # gone, with the inline request unanswered
-        for _ in range(100):  # bounded: the call looks at its client once a second
+        for _ in range(100):  # bounded: the hang-up cancels the handler, the call ends with it
             if len(proxy.app[MIRROR].calls) == 0:
                 break
             await asyncio.sleep(0.1)

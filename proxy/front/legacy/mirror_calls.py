@@ -29,8 +29,8 @@ from typing import Any, Protocol
 
 import structlog
 
-from proxy.calls.outcomes import shut_down, too_many_calls
 from proxy.calls.registry import LimitExceeded
+from proxy.calls.wording import cannot_go_on, shut_down, state_too_large, too_many_calls, unanswered
 from proxy.front.legacy.bridge_streams import BridgeReply
 from proxy.front.legacy.hangup import hangup
 from proxy.handle import HandleCodec
@@ -262,12 +262,10 @@ class MirrorCalls:
         pending = set(call.waiting.values())
         await self._wait(reply, call, pending, deadline=deadline)
         if not all(w.done() for w in pending):
-            unanswered = sorted(a.method for a in asks if not call.waiting[a.key].done())
-            why = (
-                f"no answer to {', '.join(unanswered)} within {settings.answer_timeout:g}s; the call was "
-                "ended and not retried upstream"
+            unanswered_methods = sorted(a.method for a in asks if not call.waiting[a.key].done())
+            raise Ended(
+                jsonrpc.Error(call.client_id, unanswered(unanswered_methods, settings.answer_timeout))
             )
-            raise Ended(jsonrpc.error(call.client_id, jsonrpc.INVALID_REQUEST, why))
         out: dict[str, Any] = {}
         for ask in asks:
             value = input_response(ask.method, call.waiting[ask.key].result())
@@ -318,12 +316,8 @@ def _reason(exc: BaseException) -> str:
 
 
 def _state_too_large(rid: jsonrpc.RequestId, size: int) -> jsonrpc.Error:
-    why = (
-        f"Upstream failed during the call (it asked for input with a requestState of {size} characters; "
-        f"the proxy holds at most {MAX_STATE_CHARS}); the call was ended and not retried upstream"
-    )
-    return jsonrpc.error(rid, jsonrpc.UPSTREAM_FAILED, why)
+    return jsonrpc.Error(rid, state_too_large(size, MAX_STATE_CHARS))
 
 
 def _cannot_go_on(rid: jsonrpc.RequestId, why: str) -> jsonrpc.Error:
-    return jsonrpc.error(rid, jsonrpc.INVALID_REQUEST, f"The call cannot go on: {why}")
+    return jsonrpc.Error(rid, cannot_go_on(why))

@@ -221,6 +221,12 @@ def shut_down(what: str) -> ErrorObject:
     )
 
 
+def shutting_down(again: str) -> ErrorObject:
+    """-31005 for a new call (or session, or stream) refused by a replica that is draining: nothing was
+    started, so `again` (send it again, initialize again, open it again) is safe; another replica takes it."""
+    return ErrorObject(jsonrpc.SHUTTING_DOWN, f"This proxy replica is shutting down; {again}")
+
+
 def replica_stopped() -> ErrorObject:
     """-31005 for a forwarded retry reaching a replica that has stopped: nothing was done with it."""
     return ErrorObject(jsonrpc.SHUTTING_DOWN, "This proxy replica has stopped; the retry was not processed")

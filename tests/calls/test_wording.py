@@ -197,6 +197,12 @@ TABLE: list[tuple[str, ErrorObject, int, str]] = [
         "the session's previous call is still running; send it again later",
     ),
     (
+        "shutting down",
+        wording.shutting_down("send the request again (another replica will take it)"),
+        -31005,
+        "This proxy replica is shutting down; send the request again (another replica will take it)",
+    ),
+    (
         "replica stopped",
         wording.replica_stopped(),
         -31005,

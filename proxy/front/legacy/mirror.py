@@ -58,7 +58,7 @@ from proxy.calls.wording import (
 from proxy.config import Config, UpstreamConfig
 from proxy.front.address import TCP_PEER, AddressSource
 from proxy.front.legacy.bridge_session import RuntimeStateView
-from proxy.front.legacy.bridge_streams import BridgeReply, error_response
+from proxy.front.legacy.bridge_streams import BridgeReply, draining_response, error_response
 from proxy.front.legacy.mirror_answers import MIRROR_PEER_PATH, MirrorAnswers
 from proxy.front.legacy.mirror_calls import Admission, End, MirrorCalls, MirrorSettings, Post
 from proxy.front.legacy.mirror_paths import either, two_era_tool
@@ -328,7 +328,7 @@ class LegacyMirror:
             caller.request[MIRRORED_KEY] = "inline" if end is not None and caller.route is None else True
         answer: jsonrpc.Response | None
         if msg.method in mcp.MRTR_METHODS and self._state is not None and self._state.draining:
-            response = error_response(503, "This proxy replica is shutting down; send the request again")
+            response = draining_response("send the request again")
             response.headers.update({NOT_PROCESSED: "1", "Retry-After": "0"})
             return response
         try:

@@ -583,7 +583,10 @@ async def test_a_draining_replica_tells_waiting_clients_and_turns_new_calls_away
         assert messages[-1]["error"]["code"] == -31011
         assert "it was not retried upstream" in messages[-1]["error"]["message"]
         status, messages = await client.call("guard_name")
-        assert status == 503 and "shutting down" in messages[0]["error"]["message"]
+        assert status == 503 and messages[0]["error"] == {
+            "code": -31005,  # as a modern client is told (calls/wording.py shutting_down)
+            "message": "This proxy replica is shutting down; send the request again",
+        }
         assert len(proxy.app[MIRROR].calls) == 0
 
 

@@ -192,6 +192,11 @@ def too_many_calls(reason: object) -> ErrorObject:
     return ErrorObject(jsonrpc.LIMIT_EXCEEDED, f"Too many calls: {reason}")
 
 
+def too_many_sessions(reason: object) -> ErrorObject:
+    """-31003 for a listen that found its upstream's pool full (a listen holds a session, it is no call)."""
+    return ErrorObject(jsonrpc.LIMIT_EXCEEDED, f"Too many sessions: {reason}")
+
+
 def too_many_inputs(limit: int) -> ErrorObject:
     """-31003 for a call whose upstream asked more than one round can carry (`limit` input requests)."""
     return ErrorObject(

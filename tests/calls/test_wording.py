@@ -171,6 +171,12 @@ TABLE: list[tuple[str, ErrorObject, int, str]] = [
         "Too many calls: the proxy holds 2 parked or running calls (calls.max_parked)",
     ),
     (
+        "too many sessions",
+        wording.too_many_sessions("upstream 'up' has 2 sessions open (pool.max_sessions)"),
+        -31003,
+        "Too many sessions: upstream 'up' has 2 sessions open (pool.max_sessions)",
+    ),
+    (
         "too many inputs",
         wording.too_many_inputs(64),
         -31003,

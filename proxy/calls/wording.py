@@ -197,6 +197,20 @@ def too_many_sessions(reason: object) -> ErrorObject:
     return ErrorObject(jsonrpc.LIMIT_EXCEEDED, f"Too many sessions: {reason}")
 
 
+def too_many_requests(per_s: float, wait: float) -> ErrorObject:
+    """-31003 for a principal over front.rate_limit_per_s (HTTP 429): when its bucket has a token again."""
+    return ErrorObject(
+        jsonrpc.LIMIT_EXCEEDED,
+        f"Too many requests: at most {per_s:g}/s for this client (front.rate_limit_per_s); "
+        f"retry in {wait:.1f}s",
+    )
+
+
+def too_many_connections(limit: int) -> ErrorObject:
+    """-31003 for a connection over front.max_connections (HTTP 503, then closed)."""
+    return ErrorObject(jsonrpc.LIMIT_EXCEEDED, f"Too many connections: {limit} open (front.max_connections)")
+
+
 def too_many_inputs(limit: int) -> ErrorObject:
     """-31003 for a call whose upstream asked more than one round can carry (`limit` input requests)."""
     return ErrorObject(

@@ -177,6 +177,18 @@ TABLE: list[tuple[str, ErrorObject, int, str]] = [
         "Too many sessions: upstream 'up' has 2 sessions open (pool.max_sessions)",
     ),
     (
+        "too many requests",
+        wording.too_many_requests(2, 0.4),
+        -31003,
+        "Too many requests: at most 2/s for this client (front.rate_limit_per_s); retry in 0.4s",
+    ),
+    (
+        "too many connections",
+        wording.too_many_connections(1024),
+        -31003,
+        "Too many connections: 1024 open (front.max_connections)",
+    ),
+    (
         "too many inputs",
         wording.too_many_inputs(64),
         -31003,

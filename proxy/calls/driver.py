@@ -36,13 +36,12 @@ from proxy.calls.outcomes import (
 from proxy.calls.registry import CallRegistry, LimitExceeded, LiveCall
 from proxy.calls.roots import RootsBook, SessionRoots, deliver_input, settle_unasked
 from proxy.calls.scope import SessionLevels
-from proxy.calls.wording import not_run, upstream_failed
+from proxy.calls.wording import not_run, timed_out, upstream_failed
 from proxy.handle import Claims, HandleCodec, carried_ids, carried_session
 from proxy.handle.claims import MAX_PENDING, MAX_STR
 from proxy.upstream.base import TransportLost, UpstreamError
 from proxy.upstream.pool import SessionPool
 from proxy.wire import jsonrpc, mcp
-from proxy.wire.jsonrpc import ErrorObject
 
 log = structlog.get_logger("proxy.calls.service")
 
@@ -217,13 +216,7 @@ class CallDriver:
                     if on_expiry is _YIELD:
                         return Running(call)
                     await self.abandon(call, "the upstream did not answer in time")
-                    return Failed(
-                        ErrorObject(
-                            jsonrpc.UPSTREAM_TIMEOUT,
-                            f"Upstream did not answer within {self._settings.call_timeout:g}s; "
-                            "the call was cancelled upstream",
-                        )
-                    )
+                    return Failed(timed_out(self._settings.call_timeout, cancelled=True))
                 match item:
                     case jsonrpc.Result() | jsonrpc.Error():
                         await settle_unasked(call, self.session_roots(call))

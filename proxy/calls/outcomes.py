@@ -11,12 +11,37 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from proxy.calls.registry import LiveCall
+from proxy.calls.wording import lost, outcome_unknown, shut_down, too_many_calls, too_many_inputs
 from proxy.translate.exchange import Exchange
 from proxy.translate.validate import invalid_input_response
 from proxy.upstream.base import UpstreamAuthChallenge
 from proxy.upstream.pool import PoolKey
 from proxy.wire import jsonrpc
 from proxy.wire.jsonrpc import ErrorObject
+
+# The errors the call service gives are worded in calls/wording.py; named here too for its parts.
+__all__ = [
+    "CallLink",
+    "CallObserver",
+    "CallRequest",
+    "CallSettings",
+    "Completed",
+    "Failed",
+    "Forward",
+    "InvalidRequestState",
+    "NeedsInput",
+    "NoObserver",
+    "NotificationSink",
+    "Outcome",
+    "OwnerGone",
+    "Running",
+    "invalid_responses",
+    "lost",
+    "outcome_unknown",
+    "shut_down",
+    "too_many_calls",
+    "too_many_inputs",
+]
 
 NotificationSink = Callable[[jsonrpc.Notification], Awaitable[None]]
 # Why a retry for a call parked elsewhere is handled here: this replica itself found the owner unreachable
@@ -126,45 +151,6 @@ class CallRequest:
     link: CallLink = field(default_factory=CallLink, compare=False)  # filled in by the service
     log_level: str | None = None  # the request's `io.modelcontextprotocol/logLevel` opt-in, if any
     address: str = ""  # the client's address, for its share of the calls ("" when unknown)
-
-
-def too_many_calls(reason: object) -> ErrorObject:
-    """-31003 for a limit reached (a share, the pool, the parked share): `reason` names the setting."""
-    return ErrorObject(jsonrpc.LIMIT_EXCEEDED, f"Too many calls: {reason}")
-
-
-def too_many_inputs(limit: int) -> ErrorObject:
-    """-31003 for a call whose upstream asked more than one round can carry (`limit` input requests)."""
-    return ErrorObject(
-        jsonrpc.LIMIT_EXCEEDED,
-        f"Too many input requests: the upstream asked more than {limit} at once, more than one round "
-        "carries; the call was cancelled upstream and not re-run",
-    )
-
-
-def outcome_unknown(why: str) -> ErrorObject:
-    return ErrorObject(
-        jsonrpc.OUTCOME_UNKNOWN,
-        f"The replica holding the call stopped after it took this request, and {why}: the upstream may "
-        "already have applied the input, and whether the call finished is unknown. It was not re-run; "
-        "check its effect before sending the request again.",
-    )
-
-
-def shut_down(what: str) -> ErrorObject:
-    return ErrorObject(
-        jsonrpc.REPLICA_SHUT_DOWN,
-        f"This proxy replica shut down while the call was running; {what}. It was not re-run: the "
-        "upstream may have done part of it.",
-    )
-
-
-def lost(why: str = "it expired, or the proxy that held it restarted") -> ErrorObject:
-    return ErrorObject(
-        jsonrpc.CALL_LOST,
-        f"The parked call is gone ({why}); it was not re-run. "
-        "Send the request again without requestState to start over.",
-    )
 
 
 def invalid_responses(exchange: Exchange, responses: Mapping[str, Any]) -> ErrorObject | None:

@@ -39,22 +39,16 @@ from proxy.calls.registry import CallBusy, CallRegistry, LimitExceeded, LiveCall
 from proxy.calls.roots import RootsBook, ask_first
 from proxy.calls.scope import scoped_sink
 from proxy.calls.takeover import Takeover
-from proxy.calls.wording import unavailable
+from proxy.calls.wording import cancelled_by_operator, unavailable
 from proxy.handle import HandleCodec, HandleError, target_digest
 from proxy.translate.exchange import Exchange
 from proxy.translate.notes import call_progress_token, with_progress_token
 from proxy.upstream.base import NotDelivered, UpstreamAuthChallenge, UpstreamError, UpstreamSession
 from proxy.upstream.inbox import LeanQueue
 from proxy.upstream.pool import PoolExhausted, SessionPool
-from proxy.wire import jsonrpc, mcp
-from proxy.wire.jsonrpc import ErrorObject
+from proxy.wire import mcp
 
 HELD_CHECK_S = 5.0  # the ping that checks a session holding server requests is still its server's
-
-CANCELLED_MESSAGE = (
-    "The call was cancelled by an operator of this proxy; it was cancelled upstream and will not resume. "
-    "Start it over if it is still wanted."
-)
 
 
 class CallService:
@@ -225,7 +219,7 @@ class CallService:
         call = self._registry.get(claims.call)
         if call is None:
             if self._registry.cancelled_by_operator(claims.call):
-                return Failed(ErrorObject(jsonrpc.CANCELLED_BY_OPERATOR, CANCELLED_MESSAGE))
+                return Failed(cancelled_by_operator())
             if self._registry.ended(claims.call) or (
                 claims.owner == self._settings.owner
                 and claims.issued_at >= self._state.started

@@ -25,8 +25,10 @@ import time
 from collections.abc import Callable, Mapping
 
 import aiohttp
+import structlog
 from aiohttp import web
 
+from proxy.calls.wording import outcome_unknown
 from proxy.handle import KeyRing
 from proxy.handle.peer_auth import PEER_AUTH, PeerAuthError, sign, verify
 from proxy.upstream.propagation import with_propagated
@@ -43,6 +45,8 @@ _SKIP_REQUEST = frozenset(
      "transfer-encoding", "upgrade", FORWARDED_BY.lower(), PEER_AUTH.lower()}
 )  # fmt: skip
 _KEEP_RESPONSE = ("Content-Type", "Cache-Control", "X-Accel-Buffering", "Retry-After", "WWW-Authenticate")
+
+log = structlog.get_logger(__name__)
 
 
 class PeerUnreachable(Exception):
@@ -183,15 +187,9 @@ class Peers:
                 if sse and upstream.status == 200 and tail == b"\n\n":
                     raise PeerLost(f"{owner}: {type(exc).__name__} mid-answer", stream=out) from None
                 if sse:
-                    error = jsonrpc.error(request_id, jsonrpc.OUTCOME_UNKNOWN, outcome_unknown(str(exc)))
+                    # the reason names the owner's address: the log has it, the client the proxy's words
+                    log.warning("peer.answer_cut", owner=owner, error=f"{type(exc).__name__}: {exc}")
+                    error = jsonrpc.Error(request_id, outcome_unknown("its answer was cut off"))
                     await out.write(b"\n\n" + encode_event(jsonrpc.dumps(error).decode()))  # ends the cut one
             await out.write_eof()
             return out
-
-
-def outcome_unknown(why: str) -> str:
-    return (
-        f"The replica holding the call stopped after it took this request ({why}): the upstream may "
-        "already have applied the input, and whether the call finished is unknown. It was not re-run; "
-        "check its effect before sending the request again."
-    )

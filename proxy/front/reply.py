@@ -26,6 +26,12 @@ def wants(request: web.Request) -> tuple[bool, bool]:
     return "application/json" in accept, "text/event-stream" in accept
 
 
+def status_of(answer: jsonrpc.Response) -> int:
+    """The HTTP status that carries `answer` on the modern front: 404 for a method nobody serves here
+    (-32601: docs/errors.md), else 200. The one place this is decided; every path of the front asks it."""
+    return 404 if isinstance(answer, jsonrpc.Error) and answer.error.code == jsonrpc.METHOD_NOT_FOUND else 200
+
+
 def json_response(msg: jsonrpc.Message | None, status: int = 200) -> web.Response:
     if msg is None:
         return web.Response(status=status)

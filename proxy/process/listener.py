@@ -34,6 +34,7 @@ from aiohttp.web_protocol import RequestHandler
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from proxy.calls.wording import too_many_connections
 from proxy.wire import jsonrpc
 
 log = structlog.get_logger(__name__)
@@ -133,13 +134,7 @@ class ListenerGuard:
     def admit(self, inner: RequestHandler, transport: asyncio.Transport, site: str) -> bool:
         if self.per_site[site] >= self.limits.max_connections:
             self.stats.refused += 1
-            body = jsonrpc.dumps(
-                jsonrpc.error(
-                    None,
-                    jsonrpc.LIMIT_EXCEEDED,
-                    f"Too many connections: {self.limits.max_connections} open (front.max_connections)",
-                )
-            )
+            body = jsonrpc.dumps(jsonrpc.Error(None, too_many_connections(self.limits.max_connections)))
             with contextlib.suppress(Exception):
                 transport.write(_REFUSED % (len(body), body))
             transport.close()

@@ -23,6 +23,7 @@ import structlog
 from proxy.calls.outcomes import CallRequest, Completed, Failed, NeedsInput, Outcome, Running
 from proxy.calls.registry import LiveCall
 from proxy.calls.service import CallService
+from proxy.calls.wording import internal_error, task_ended
 from proxy.handle import HandleCodec
 from proxy.tasks.ids import TaskClaims, seal_task_id
 from proxy.tasks.state import TaskState
@@ -142,16 +143,13 @@ class TaskManager:
         registry = self.calls.registry
         for record in [r for r in self._tasks.values() if r.call is not None and registry.overdue(r.call)]:
             # Parked for less than the task's TTL (calls.first_round_ttl_s): nobody answered in time.
-            unanswered = ErrorObject(jsonrpc.CALL_LOST, "Nobody answered the task's input requests in time")
-            if record.state.fail(unanswered, now):
+            if record.state.fail(task_ended("unanswered"), now):
                 self._changed(record)
                 await self._stop(record, "nobody answered the task's input requests in time")
         expired = [r for r in self._tasks.values() if r.state.expires_at <= now]
         for record in expired:
             del self._tasks[record.key]
-            if record.state.fail(
-                ErrorObject(jsonrpc.CALL_LOST, "The task's TTL elapsed; it was cancelled"), now
-            ):
+            if record.state.fail(task_ended("expired"), now):
                 self._changed(record)
                 await self._stop(record, "the task's TTL elapsed")
         return len(expired)
@@ -159,8 +157,7 @@ class TaskManager:
     async def close(self) -> None:
         """Shutting down: every unfinished task fails and its call is cancelled upstream."""
         for record in self:
-            stopping = ErrorObject(jsonrpc.SHUTTING_DOWN, "The proxy replica running the task shut down")
-            if record.state.fail(stopping, self._clock()):
+            if record.state.fail(task_ended("shut_down"), self._clock()):
                 self._changed(record)
             await self._stop(record, "the proxy is shutting down")
         if self._drivers:
@@ -178,7 +175,7 @@ class TaskManager:
         else:
             call = self.calls.registry.get(outcome.call)
             if call is None:  # pragma: no cover - parked calls are found until something awaits
-                record.state.fail(ErrorObject(jsonrpc.CALL_LOST, "The call was lost"), now)
+                record.state.fail(task_ended("call_gone"), now)
             else:
                 record.call, call.task = call, record.key
                 self.calls.registry.park(call, self._remaining(record))  # parked for the task's lifetime
@@ -198,13 +195,13 @@ class TaskManager:
         if call is None or record.state.terminal:
             return
         if self.calls.registry.get(call.id) is not call:  # reaped or abandoned while it waited
-            self._settle(record, Failed(ErrorObject(jsonrpc.CALL_LOST, "The task's call is gone")))
+            self._settle(record, Failed(task_ended("call_gone")))
             return
         try:
             outcome = await self.calls.drive(call, park_ttl=self._remaining(record))
         except Exception as exc:  # a bug must fail the task, not leave it "working" forever
             log.exception("task.driver_failed", task=record.key)
-            outcome = Failed(ErrorObject(jsonrpc.INTERNAL_ERROR, f"Internal error: {type(exc).__name__}"))
+            outcome = Failed(internal_error(exc))
         if isinstance(outcome, Failed) and outcome.undelivered and not record.relaunched:
             # The upstream certainly never got the call (it restarted): start it once more, as `start` does.
             record.relaunched = True

@@ -526,7 +526,7 @@ async def test_a_client_that_goes_away_mid_round_leaves_nothing(kinds_url: str) 
                     break
             assert asked
             resp.close()  # gone, with the inline request unanswered
-        # The call looks at its client once a second.
+        # The hang-up is noticed by the connection's loss (front/legacy/hangup.py).
         await eventually(lambda: len(proxy.app[MIRROR].calls) == 0, "the mirror to forget the call")
         after = await client.call("calls")
     count = [int(json.loads(m[1][-1]["result"]["content"][0]["text"])) for m in (before, after)]
@@ -581,7 +581,10 @@ async def test_a_draining_replica_tells_waiting_clients_and_turns_new_calls_away
         assert messages[-1]["error"]["code"] == -31011
         assert "it was not retried upstream" in messages[-1]["error"]["message"]
         status, messages = await client.call("guard_name")
-        assert status == 503 and "shutting down" in messages[0]["error"]["message"]
+        assert status == 503 and messages[0]["error"] == {
+            "code": -31005,  # as a modern client is told (calls/wording.py shutting_down)
+            "message": "This proxy replica is shutting down; send the request again",
+        }
         assert len(proxy.app[MIRROR].calls) == 0
 
 

@@ -98,3 +98,18 @@ async def test_keep_alive_ticks_are_written_then_stop_with_the_work() -> None:
     seen = ticks
     await asyncio.sleep(0.03)  # a negative check: no further tick comes in this time
     assert seen >= 1 and ticks == seen
+
+
+@pytest.mark.parametrize(
+    ("answer", "status"),
+    [
+        (jsonrpc.error(1, -32601, "Method not found: tools/frobnicate"), 404),
+        (jsonrpc.error(1, -32602, "Invalid requestState"), 200),
+        (jsonrpc.error(1, -31001, "Upstream 'up' unavailable"), 200),
+        (jsonrpc.Result(1, {}), 200),
+    ],
+)
+async def test_an_unknown_method_is_the_one_answer_carried_by_404(
+    answer: jsonrpc.Response, status: int
+) -> None:
+    assert reply.status_of(answer) == status

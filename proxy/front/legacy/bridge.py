@@ -50,7 +50,7 @@ from proxy.config import UpstreamConfig
 from proxy.front.address import TCP_PEER, AddressSource
 from proxy.front.legacy.bridge_calls import BridgeCalls
 from proxy.front.legacy.bridge_session import TICK, BridgedSession, BridgeSettings, RuntimeStateView
-from proxy.front.legacy.bridge_streams import BridgeReply, error_response, serve_get_stream
+from proxy.front.legacy.bridge_streams import BridgeReply, draining_response, error_response, serve_get_stream
 from proxy.front.legacy.bridge_wire import declared_capabilities, initialize_result, offered_versions
 from proxy.front.legacy.quota import SessionQuota
 from proxy.handle import HandleCodec, HandleError
@@ -169,9 +169,7 @@ class LegacyBridge:
         challenge: Callable[[str | None], str | None] | None,
     ) -> web.StreamResponse:
         if self._state is not None and self._state.draining:
-            return error_response(
-                503, "This proxy replica is shutting down; initialize again (another replica serves it)"
-            )
+            return draining_response("initialize again (another replica serves it)")
         address = self._addresses.of(request)
         refusal = self._quota.refusal(
             config.name, principal, address, config.pool.max_sessions, config.pool.max_sessions_per_principal

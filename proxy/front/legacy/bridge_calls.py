@@ -8,7 +8,7 @@ import asyncio
 import structlog
 from aiohttp import web
 
-from proxy.calls.wording import failed_during_call, unavailable
+from proxy.calls.wording import session_busy, unavailable, upstream_failed, went_silent
 from proxy.front.legacy.bridge_session import TICK, BridgedCall, BridgedSession, BridgeSettings
 from proxy.front.legacy.bridge_streams import BridgeReply
 from proxy.front.legacy.bridge_wire import upstream_cancel, with_id
@@ -41,8 +41,7 @@ class BridgeCalls:
             async with asyncio.timeout(self._settings.call_timeout):
                 await bridged.turn.acquire()
         except TimeoutError:
-            busy = "the session's previous call is still running; send it again later"
-            return await reply.finish(jsonrpc.error(msg.id, jsonrpc.UPSTREAM_TIMEOUT, busy))
+            return await reply.finish(jsonrpc.Error(msg.id, session_busy()))
         call: BridgedCall | None = None
         handed_off = False
         try:
@@ -104,16 +103,14 @@ class BridgeCalls:
                         return None
                     cancel = {"requestId": call.upstream_id, "reason": "timed out in mrtr-proxy"}
                     await bridged.send_quietly(jsonrpc.Notification(mcp.CANCELLED, cancel))
-                    why = f"Upstream silent for {limit:g}s; the call was cancelled upstream"
-                    return jsonrpc.error(call.client_id, jsonrpc.UPSTREAM_TIMEOUT, why)
+                    return jsonrpc.Error(call.client_id, went_silent(limit))
                 if reply is not None and 0 < settings.keepalive <= now - written:
                     await reply.keepalive()
                     written = now
                 continue
             last = loop.time()
             if isinstance(item, TransportLost):
-                why = f"Upstream failed: {failed_during_call(item.reason)}; the call was not re-run"
-                return jsonrpc.error(call.client_id, jsonrpc.UPSTREAM_FAILED, why)
+                return jsonrpc.Error(call.client_id, upstream_failed(item.reason))
             if isinstance(item, jsonrpc.Result | jsonrpc.Error):
                 return with_id(item, call.client_id)
             if isinstance(item, jsonrpc.Request):

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 
 from aiohttp import web
 
+from proxy.calls.wording import shutting_down
 from proxy.front.legacy.bridge_session import TICK, BridgedSession, BridgeSettings, RuntimeStateView
 from proxy.front.reply import SSE_HEADERS, json_response, wants
 from proxy.wire import jsonrpc
@@ -99,6 +100,11 @@ async def serve_get_stream(
     finally:
         bridged.detach()
     return stream
+
+
+def draining_response(again: str) -> web.Response:
+    """503 with -31005 for what a draining replica does not start (calls/wording.py `shutting_down`)."""
+    return json_response(jsonrpc.Error(None, shutting_down(again)), 503)
 
 
 def error_response(status: int, message: str) -> web.Response:

@@ -48,11 +48,17 @@ from typing import Any, Protocol
 import structlog
 from aiohttp import web
 
-from proxy.calls.wording import relayed_failure, unavailable_message
+from proxy.calls.wording import (
+    credentials_refused,
+    no_longer_modern,
+    relayed_failure,
+    timed_out,
+    unavailable_message,
+)
 from proxy.config import Config, UpstreamConfig
 from proxy.front.address import TCP_PEER, AddressSource
 from proxy.front.legacy.bridge_session import RuntimeStateView
-from proxy.front.legacy.bridge_streams import BridgeReply, error_response
+from proxy.front.legacy.bridge_streams import BridgeReply, draining_response, error_response
 from proxy.front.legacy.mirror_answers import MIRROR_PEER_PATH, MirrorAnswers
 from proxy.front.legacy.mirror_calls import Admission, End, MirrorCalls, MirrorSettings, Post
 from proxy.front.legacy.mirror_paths import either, two_era_tool
@@ -322,7 +328,7 @@ class LegacyMirror:
             caller.request[MIRRORED_KEY] = "inline" if end is not None and caller.route is None else True
         answer: jsonrpc.Response | None
         if msg.method in mcp.MRTR_METHODS and self._state is not None and self._state.draining:
-            response = error_response(503, "This proxy replica is shutting down; send the request again")
+            response = draining_response("send the request again")
             response.headers.update({NOT_PROCESSED: "1", "Retry-After": "0"})
             return response
         try:
@@ -338,16 +344,13 @@ class LegacyMirror:
         except UpstreamAuthChallenge as exc:
             if not reply.started:
                 return _challenged(exc, caller.challenge)
-            answer = jsonrpc.error(msg.id, jsonrpc.UPSTREAM_FAILED, "The upstream refused the credentials")
+            answer = jsonrpc.Error(msg.id, credentials_refused(upstream, exc.status))
         except TimeoutError:
-            why = f"Upstream {upstream!r} did not answer within {self._call_timeout:g}s"
-            answer = jsonrpc.error(msg.id, jsonrpc.UPSTREAM_TIMEOUT, why)
+            answer = jsonrpc.Error(msg.id, timed_out(self._call_timeout, upstream))
         except NotModern:
             if not reply.started:
                 raise
-            answer = jsonrpc.error(
-                msg.id, jsonrpc.UPSTREAM_FAILED, "The upstream no longer speaks 2026-07-28"
-            )
+            answer = jsonrpc.Error(msg.id, no_longer_modern(upstream))
         except UpstreamError as exc:  # worded as the relay words it: "unavailable" only if it never ran
             answer = jsonrpc.Error(msg.id, relayed_failure(upstream, exc))
         return await reply.finish(answer)

@@ -102,4 +102,8 @@ class MirrorAnswers:
         found = await asyncio.gather(
             *(peers.deliver(a, MIRROR_PEER_PATH, body) for a in addresses), return_exceptions=True
         )
+        for address, failed in zip(addresses, found, strict=True):
+            if isinstance(failed, BaseException):  # that peer may hold the call: it then runs on to its end
+                error = f"{type(failed).__name__}: {failed}"
+                log.warning("mirror.cancel_not_sent", peer=address, error=error)
         log.info("mirror.cancel_sent_on", peers=len(addresses), found=sum(1 for f in found if f == 202))

@@ -21,7 +21,6 @@ the 2026-07-28 cancellation).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import secrets
 import time
 from collections.abc import Awaitable, Callable
@@ -30,9 +29,10 @@ from typing import Any, Protocol
 
 import structlog
 
-from proxy.calls.outcomes import shut_down, too_many_calls
 from proxy.calls.registry import LimitExceeded
+from proxy.calls.wording import cannot_go_on, shut_down, state_too_large, too_many_calls, unanswered
 from proxy.front.legacy.bridge_streams import BridgeReply
+from proxy.front.legacy.hangup import hangup
 from proxy.handle import HandleCodec
 from proxy.handle.mirror_ids import MirrorAsk, MirrorSession, seal_ask
 from proxy.handle.relay_state import MAX_STATE_CHARS
@@ -43,7 +43,6 @@ from proxy.wire import jsonrpc, mcp
 
 log = structlog.get_logger("proxy.front.mirror")
 
-TICK = 1.0  # how often waits look at cancellation and write keep-alives
 MAX_ROUNDS = 64  # an upstream that keeps asking is stopped at some point
 Post = Callable[[jsonrpc.Request, Notify], Awaitable[jsonrpc.Response]]
 End = Callable[[str, str], Awaitable[None]]  # (the last round's requestState, why): the call will not go on
@@ -79,9 +78,15 @@ class MirrorCall:
     session: str
     client_id: jsonrpc.RequestId
     waiting: dict[str, asyncio.Future[jsonrpc.Response]] = field(default_factory=dict)
-    cancelled: asyncio.Event = field(default_factory=asyncio.Event)
+    # Done when the client cancels the call or the replica shuts down: every wait of the call ends at once.
+    stopped: asyncio.Future[None] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
     shut_down: bool = False  # the replica is shutting down: the call ends with -31011
     state: str | None = None  # the last round's requestState, while the call waits for its client
+    gone: asyncio.Future[None] | None = None  # done when the client's connection is lost (hangup.py)
+
+    def stop(self) -> None:
+        if not self.stopped.done():
+            self.stopped.set_result(None)
 
 
 class MirrorCalls:
@@ -114,7 +119,7 @@ class MirrorCalls:
         """End every call (the replica stops): each client is told; nothing is retried upstream."""
         for call in self._calls.values():
             call.shut_down = True
-            call.cancelled.set()
+            call.stop()
         return len(self._calls)
 
     def cancel(self, session: str, client_id: object) -> bool:
@@ -124,7 +129,7 @@ class MirrorCalls:
         call = self._by_client.get((session, client_id))
         if call is None:
             return False
-        call.cancelled.set()
+        call.stop()
         return True
 
     async def run(
@@ -155,7 +160,10 @@ class MirrorCalls:
         self._by_client[(session.token, msg.id)] = call
         why = "the client ended the call"
         try:
-            return await self._rounds(reply, session=session, call=call, msg=msg, params=params, post=post)
+            with hangup(reply.request) as call.gone:
+                return await self._rounds(
+                    reply, session=session, call=call, msg=msg, params=params, post=post
+                )
         except Ended as ended:
             if ended.answer is not None:
                 why = "the call cannot go on: " + (
@@ -171,8 +179,11 @@ class MirrorCalls:
             for waiter in call.waiting.values():
                 waiter.cancel()
             if end is not None and call.state is not None:
-                with contextlib.suppress(Exception):
+                try:
                     await asyncio.shield(end(call.state, why))
+                except Exception as exc:  # the call is over for the client either way; its upstream's
+                    # side (the proxy's own parked call) then goes when its TTL ends: say so
+                    log.warning("mirror.end_failed", call=call.token, error=_reason(exc))
 
     async def _rounds(
         self,
@@ -231,8 +242,12 @@ class MirrorCalls:
         finally:
             if not work.done():
                 work.cancel()
-                with contextlib.suppress(BaseException):
+                try:
                     await work
+                except asyncio.CancelledError:
+                    pass  # what work.cancel() asked for (an outer cancel goes on from this `finally`)
+                except Exception as exc:  # the round failed as it was being closed: nobody reads it now
+                    log.warning("mirror.round_not_closed", call=call.token, error=_reason(exc))
         return work.result()
 
     async def _ask(self, reply: BridgeReply, call: MirrorCall, asks: tuple[Ask, ...]) -> dict[str, Any]:
@@ -247,12 +262,10 @@ class MirrorCalls:
         pending = set(call.waiting.values())
         await self._wait(reply, call, pending, deadline=deadline)
         if not all(w.done() for w in pending):
-            unanswered = sorted(a.method for a in asks if not call.waiting[a.key].done())
-            why = (
-                f"no answer to {', '.join(unanswered)} within {settings.answer_timeout:g}s; the call was "
-                "ended and not retried upstream"
+            unanswered_methods = sorted(a.method for a in asks if not call.waiting[a.key].done())
+            raise Ended(
+                jsonrpc.Error(call.client_id, unanswered(unanswered_methods, settings.answer_timeout))
             )
-            raise Ended(jsonrpc.error(call.client_id, jsonrpc.INVALID_REQUEST, why))
         out: dict[str, Any] = {}
         for ask in asks:
             value = input_response(ask.method, call.waiting[ask.key].result())
@@ -268,41 +281,43 @@ class MirrorCalls:
         pending: set[asyncio.Future[Any]],
         deadline: float | None = None,
     ) -> None:
-        """Until every future in `pending` is done, the deadline passes, or the client cancels the call
-        (Ended(None)); keep-alives on the client's stream meanwhile (a client gone: its write fails)."""
+        """Until every future in `pending` is done, the deadline passes, or the call is stopped: the
+        client cancels it (Ended(None)), the replica shuts down (Ended with -31011), or the client hangs up
+        (ConnectionResetError: nothing could deliver the result, so the call ends here and nothing is
+        retried). Each of these is a future it waits on, so each is noticed at once; the only timer is the
+        keep-alive on the client's stream (front.keepalive_s)."""
         loop = asyncio.get_running_loop()
-        written = loop.time()
+        interval = self._settings.keepalive if reply.sse else 0.0
+        alive_at = loop.time() + interval if interval > 0 else None  # the next keep-alive is due then
+        stops = {call.stopped} if call.gone is None else {call.stopped, call.gone}
         while not all(f.done() for f in pending):
+            if call.stopped.done() and call.shut_down:
+                why = "the call waited for its client or its upstream; it was not retried upstream"
+                raise Ended(jsonrpc.Error(call.client_id, shut_down(why)))
+            if call.stopped.done():
+                log.info("mirror.cancelled", call=call.token)
+                raise Ended(None)
+            if reply.gone or (call.gone is not None and call.gone.done()):
+                log.info("mirror.client_gone", call=call.token)
+                raise ConnectionResetError("the client went away")
             now = loop.time()
             if deadline is not None and now >= deadline:
                 return
-            if call.cancelled.is_set() and call.shut_down:
-                why = "the call waited for its client or its upstream; it was not retried upstream"
-                raise Ended(jsonrpc.Error(call.client_id, shut_down(why)))
-            if call.cancelled.is_set():
-                log.info("mirror.cancelled", call=call.token)
-                raise Ended(None)
-            if reply.gone:  # nothing could deliver the result: the call ends here, nothing is retried
-                log.info("mirror.client_gone", call=call.token)
-                raise ConnectionResetError("the client went away")
-            if reply.sse and 0 < self._settings.keepalive <= now - written:
-                await reply.keepalive()
-                written = now
-            left = TICK if deadline is None else max(0.0, min(TICK, deadline - now))
-            cancelled = asyncio.ensure_future(call.cancelled.wait())
-            try:
-                await asyncio.wait({*pending, cancelled}, timeout=left, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                cancelled.cancel()
+            wakes = [t for t in (deadline, alive_at) if t is not None]
+            left = max(0.0, min(wakes) - now) if wakes else None
+            await asyncio.wait({*pending, *stops}, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+            if alive_at is not None and loop.time() >= alive_at:
+                await reply.keepalive()  # quiet for front.keepalive_s (a client gone: its write fails)
+                alive_at = loop.time() + interval
+
+
+def _reason(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
 def _state_too_large(rid: jsonrpc.RequestId, size: int) -> jsonrpc.Error:
-    why = (
-        f"Upstream failed during the call (it asked for input with a requestState of {size} characters; "
-        f"the proxy holds at most {MAX_STATE_CHARS}); the call was ended and not retried upstream"
-    )
-    return jsonrpc.error(rid, jsonrpc.UPSTREAM_FAILED, why)
+    return jsonrpc.Error(rid, state_too_large(size, MAX_STATE_CHARS))
 
 
 def _cannot_go_on(rid: jsonrpc.RequestId, why: str) -> jsonrpc.Error:
-    return jsonrpc.error(rid, jsonrpc.INVALID_REQUEST, f"The call cannot go on: {why}")
+    return jsonrpc.Error(rid, cannot_go_on(why))

@@ -37,7 +37,7 @@ from typing import Any, Protocol
 import structlog
 from aiohttp import web
 
-from proxy.front.legacy.bridge_streams import error_response
+from proxy.front.legacy.bridge_streams import draining_response, error_response
 from proxy.front.reply import wants
 from proxy.front.standalone import LegacyStream
 from proxy.handle.mirror_ids import MirrorSession
@@ -102,7 +102,7 @@ class MirrorStreams:
         if not wants(request)[1]:
             return error_response(406, "The GET stream is text/event-stream; accept it")
         if self._state is not None and self._state.draining:
-            refused = error_response(503, "This proxy replica is shutting down; open the stream again")
+            refused = draining_response("open the stream again")
             refused.headers["Retry-After"] = "0"
             return refused
         previous = self._open.pop(session.token, None)

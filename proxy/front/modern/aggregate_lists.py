@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 import structlog
 
+from proxy.calls.wording import no_route_member
 from proxy.front.modern.list_cache import Freshness, ListCache
 from proxy.front.modern.plain import complete
 from proxy.front.modern.relay import NativeRelay
@@ -153,8 +154,7 @@ class RouteLists:
         reached = [(m, info) for m, info in zip(route.members, infos, strict=True) if info is not None]
         if not reached:
             line["outcome"] = f"failed:{jsonrpc.UPSTREAM_FAILED}"
-            message = f"No upstream of route {route.name!r} is reachable (details in the proxy log)"
-            return jsonrpc.error(msg.id, jsonrpc.UPSTREAM_FAILED, message)
+            return jsonrpc.Error(msg.id, no_route_member(route.name))
         capabilities: dict[str, Any] = {}
         for _, info in reached:
             for name, value in info.capabilities.items():

@@ -7,8 +7,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from proxy.calls.outcomes import too_many_calls
 from proxy.calls.registry import CallRegistry
+from proxy.calls.wording import too_many_calls, too_many_requests
 from proxy.config import FrontConfig
 from proxy.front.checks import Refusal
 from proxy.front.ratelimit import RateLimiter
@@ -30,11 +30,7 @@ class RateGate:
             wait = self._bucket.retry_after(principal)
             raise Refusal(
                 429,
-                ErrorObject(
-                    jsonrpc.LIMIT_EXCEEDED,
-                    f"Too many requests: at most {self._per_s:g}/s "
-                    f"for this client (front.rate_limit_per_s); retry in {wait:.1f}s",
-                ),
+                too_many_requests(self._per_s, wait),
                 (("Retry-After", str(max(1, math.ceil(wait)))),),
             )
 

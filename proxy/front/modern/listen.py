@@ -33,7 +33,7 @@ from typing import Any, Protocol
 import structlog
 from aiohttp import web
 
-from proxy.calls.wording import unavailable
+from proxy.calls.wording import too_many_sessions, unavailable
 from proxy.config import FrontConfig
 from proxy.front.modern.aggregate import AggregateFront
 from proxy.front.modern.aggregate_lists import KeyFor
@@ -220,7 +220,7 @@ class ListenFront:
             try:
                 session = await self._pools[upstream].acquire(key)
             except PoolExhausted as exc:
-                refused = Refused(jsonrpc.ErrorObject(jsonrpc.LIMIT_EXCEEDED, f"Too many sessions: {exc}"))
+                refused = Refused(too_many_sessions(exc))
             except UpstreamError as exc:
                 refused = Refused(unavailable(upstream, exc))
             else:

@@ -8,7 +8,7 @@ from typing import Any
 import structlog
 from aiohttp import web
 
-from proxy.calls.outcomes import lost
+from proxy.calls.wording import lost, replica_stopped
 from proxy.front.checks import Refusal
 from proxy.front.peers import FORWARDED_BY, NOT_PROCESSED, PEER_REFUSED, Peers
 from proxy.handle import KeyRing, token_kid
@@ -54,7 +54,7 @@ def check_peer_request(
         line["outcome"] = "not_processed"
         raise Refusal(
             503,
-            ErrorObject(jsonrpc.SHUTTING_DOWN, "This proxy replica has stopped; the retry was not processed"),
+            replica_stopped(),
             ((NOT_PROCESSED, "1"), ("Retry-After", "0")),
         )
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from aiohttp import web
 
-from proxy.calls.wording import relayed_failure
+from proxy.calls.wording import cannot_bind, invalid_state, relayed_failure, timed_out
 from proxy.config import Config, UpstreamConfig
 from proxy.front.modern.peer_route import key_not_held
 from proxy.front.modern.relay_tasks import BoundTasks, TaskIdTooLarge, TaskRefused, refusal
@@ -49,8 +49,6 @@ from proxy.upstream.modern import Notify, NotModern
 from proxy.upstream.senders import ModernSenders
 from proxy.upstream.tool_paths import modern_refusal, with_hint
 from proxy.wire import jsonrpc, mcp
-
-INVALID_STATE_MESSAGE = "Invalid requestState"  # the modern front's one message for every handle rejection
 
 
 class NativeRelay:
@@ -161,7 +159,7 @@ class NativeRelay:
                 line.update(outcome="handle_rejected", reason=exc.reason)
                 if exc.reason == "unknown_key":  # sealed by a key another replica holds: 503, try elsewhere
                     raise key_not_held(req.request_state, self._codec.ring, line) from None
-                return jsonrpc.error(msg.id, jsonrpc.INVALID_PARAMS, INVALID_STATE_MESSAGE)
+                return jsonrpc.Error(msg.id, invalid_state())
             params = {**params, "requestState": unwrapped}
         tasks = None
         if binds:  # its task ids too are bound to the principal (relay_tasks.py)
@@ -187,8 +185,7 @@ class NativeRelay:
             )
         except TimeoutError:
             line["outcome"] = f"failed:{jsonrpc.UPSTREAM_TIMEOUT}"
-            text = f"Upstream {upstream!r} did not answer within {self._call_timeout:g}s"
-            return jsonrpc.error(msg.id, jsonrpc.UPSTREAM_TIMEOUT, text)
+            return jsonrpc.Error(msg.id, timed_out(self._call_timeout, upstream))
         except (NotModern, UpstreamAuthChallenge):
             raise
         except UpstreamError as exc:  # "unavailable" only if it never ran there (calls/wording.py)
@@ -279,15 +276,13 @@ class NativeRelay:
                 result = {**result, "requestState": seal_relay_state(self._codec, wrapped)}
             except StateTooLarge as exc:
                 line["outcome"] = f"failed:{jsonrpc.UPSTREAM_FAILED}"
-                text = f"Upstream {upstream!r} gave a requestState the proxy cannot bind to you ({exc})"
-                return jsonrpc.error(msg.id, jsonrpc.UPSTREAM_FAILED, text)
+                return jsonrpc.Error(msg.id, cannot_bind(upstream, "requestState", exc))
         if tasks is not None:
             try:
                 result = tasks.wrap_result(msg.method, result)
             except TaskIdTooLarge as exc:
                 line["outcome"] = f"failed:{jsonrpc.UPSTREAM_FAILED}"
-                text = f"Upstream {upstream!r} gave a task id the proxy cannot bind to you ({exc})"
-                return jsonrpc.error(msg.id, jsonrpc.UPSTREAM_FAILED, text)
+                return jsonrpc.Error(msg.id, cannot_bind(upstream, "task id", exc))
         if result is answer.result and answer.id == msg.id:
             return answer
         return jsonrpc.Result(msg.id, result)

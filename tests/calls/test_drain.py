@@ -7,11 +7,11 @@ import asyncio
 
 import pytest
 
+from calls.engine_fakes import ACCEPT, Engine, ScriptedSession, engine
+from calls.virtual_time import now, virtual_time
 from proxy.calls.drain import NotCancellable
 from proxy.calls.outcomes import Completed, Failed, InvalidRequestState, NeedsInput
 from proxy.wire import jsonrpc
-from tests.calls.engine_fakes import ACCEPT, Engine, ScriptedSession, engine
-from tests.calls.virtual_time import now, virtual_time
 
 
 async def parked(eng: Engine) -> tuple[NeedsInput, ScriptedSession]:

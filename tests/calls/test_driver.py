@@ -7,12 +7,12 @@ import asyncio
 
 import pytest
 
+from calls.engine_fakes import ACCEPT, Engine, engine, until_set
+from calls.virtual_time import now, virtual_time
 from proxy.calls.outcomes import Completed, Failed, NeedsInput, Running
 from proxy.handle.claims import MAX_PENDING
 from proxy.upstream.base import TransportLost
 from proxy.wire import jsonrpc
-from tests.calls.engine_fakes import ACCEPT, Engine, engine, until_set
-from tests.calls.virtual_time import now, virtual_time
 
 DONE = {"content": [{"type": "text", "text": "done"}]}
 

@@ -7,9 +7,7 @@ import asyncio
 
 import pytest
 
-from proxy.calls.outcomes import CallRequest, Completed, Failed, Forward, InvalidRequestState, NeedsInput
-from proxy.wire import jsonrpc
-from tests.calls.engine_fakes import (
+from calls.engine_fakes import (
     ACCEPT,
     KEY,
     UPSTREAM,
@@ -19,7 +17,9 @@ from tests.calls.engine_fakes import (
     foreign_handle,
     until_set,
 )
-from tests.calls.virtual_time import virtual_time
+from calls.virtual_time import virtual_time
+from proxy.calls.outcomes import CallRequest, Completed, Failed, Forward, InvalidRequestState, NeedsInput
+from proxy.wire import jsonrpc
 
 
 @pytest.mark.parametrize("at", ["call", "drive"])

@@ -8,10 +8,10 @@ from typing import Any, Literal
 
 import pytest
 
+from calls.engine_fakes import ACCEPT, engine, foreign_handle, until_set
+from calls.virtual_time import virtual_time
 from proxy.calls.outcomes import Completed, Failed, NeedsInput
 from proxy.wire import jsonrpc
-from tests.calls.engine_fakes import ACCEPT, engine, foreign_handle, until_set
-from tests.calls.virtual_time import virtual_time
 
 ANSWER = {"elicit-1": ACCEPT}
 HASHED = {"pending": {"elicit-1": "digest"}, "hashed": ("elicit-1",)}  # an id too long to carry

@@ -11,7 +11,7 @@ import pytest
 from proxy.translate.capabilities import ClientCapabilities
 from proxy.upstream.base import ServerInfo, UpstreamError
 from proxy.upstream.pool import PoolExhausted, PoolKey, SessionPool
-from tests.upstream.test_pool import INFO, Factory, FakeSession
+from upstream.test_pool import INFO, Factory, FakeSession
 
 ALICE = PoolKey(ClientCapabilities(elicitation_form=True), principal="alice")
 BOB = PoolKey(ClientCapabilities(elicitation_form=True), principal="bob")

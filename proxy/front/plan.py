@@ -110,23 +110,21 @@ class WrongEra(Exception):
 _SPEAKS_MODERN = frozenset({UpstreamEra.MODERN, UpstreamEra.BOTH})
 
 
-def needs_era(
-    *,
-    client: ClientEra,
-    route: RouteKind,
-    transport: Transport,
-    method: str,
-    session: LegacySession = LegacySession.NONE,
-    parked: bool = False,
-) -> bool:
-    """Whether the plan depends on the upstream's era verdict (the endpoint probes for it only then): a modern
-    request to an upstream (not a route's own answers, not `ping`, not a retry of a call parked here), a
-    legacy client's `initialize` of a Streamable HTTP or stdio upstream."""
-    if route is RouteKind.AGGREGATED:
+def needs_era(s: Situation) -> bool:
+    """Whether the upstream's era verdict can change the job of `s` (its own `era` aside): the endpoint probes
+    for it only then. A modern request the proxy serves whatever the era (`ping`, its own tasks, a
+    `legacy_tools` call, a retry of a call parked here) and a legacy client's request of a session do not
+    wait on a probe."""
+    if s.route is RouteKind.AGGREGATED or not s.crosses:
         return False
-    if client is ClientEra.MODERN:
-        return method != "ping" and not parked
-    return session is LegacySession.NONE and transport is not Transport.SSE and method == "initialize"
+    if s.client is ClientEra.MODERN:
+        return not (
+            s.method == "ping"
+            or s.own_task
+            or s.parked
+            or (s.method == "tools/call" and s.tool is ToolPath.LEGACY)
+        )
+    return s.session is LegacySession.NONE and s.transport is not Transport.SSE and s.method == "initialize"
 
 
 def plan(s: Situation) -> Job:

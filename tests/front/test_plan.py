@@ -131,15 +131,7 @@ def test_the_era_is_asked_only_when_it_decides() -> None:
     """For every combination where `needs_era` says no, no era changes the job (so no probe is needed) — but
     a retry of a call parked here: that one goes by the verdict held, if any, and is adapted while none is."""
     for s in _every():
-        asks = needs_era(
-            client=s.client,
-            route=s.route,
-            transport=s.transport,
-            method=s.method,
-            session=s.session,
-            parked=s.parked,
-        )
-        if s.parked or asks:
+        if s.parked or needs_era(s):
             continue
         jobs = {plan(Situation(**{**_fields(s), "era": era})) for era in UpstreamEra}
         assert len(jobs) == 1, s
@@ -148,12 +140,13 @@ def test_the_era_is_asked_only_when_it_decides() -> None:
 def test_the_era_matters_where_it_is_asked() -> None:
     """A legacy client's initialize of a Streamable HTTP upstream, a modern tools/call: the era decides."""
     initialize = Situation(L, OWN, UNK, HTTP, "initialize")
-    assert needs_era(client=L, route=OWN, transport=HTTP, method="initialize")
+    assert needs_era(initialize)
     assert {plan(Situation(**{**_fields(initialize), "era": era})) for era in UpstreamEra} == {
         Job.MIRROR,
         Job.PASS_THROUGH,
     }
-    assert needs_era(client=M, route=OWN, transport=HTTP, method="tools/call")
-    assert not needs_era(client=M, route=OWN, transport=HTTP, method="tools/call", parked=True)  # no probe
+    assert needs_era(Situation(M, OWN, UNK, HTTP, "tools/call"))
+    assert not needs_era(Situation(M, OWN, UNK, HTTP, "tools/call", parked=True))  # parked here: no probe
     assert plan(Situation(M, OWN, UNK, HTTP, "tools/call", parked=True)) is Job.ADAPT
-    assert not needs_era(client=M, route=AGG, transport=HTTP, method="tools/call")  # the member's, later
+    assert not needs_era(Situation(M, AGG, UNK, HTTP, "tools/call"))  # the member's, later
+    assert not needs_era(Situation(L, OWN, UNK, HTTP, "tools/call", session=LegacySession.RELAYED))

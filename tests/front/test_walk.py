@@ -5,7 +5,11 @@ proxy function called (a coroutine's first step, not its resumptions after an aw
 another proxy module, in the request's own context (its request id, which the tasks it starts inherit). The
 issue (42) counted 47 stays in 19 modules for a 2026-07-28 request, `front/modern/front.py` entered 9 times:
 the job was chosen in four places, each handing the request back with `None`. With the job planned once
-(front/plan.py) each front module is entered at most twice on a request's decision path.
+(front/plan.py) each module of the decision path is entered at most twice (before: the native relay's
+module three times — may it take the request, is the upstream modern, relay it; the mirror's twice — does it
+take the request, serve it). The report also counts *stays* (every arrival in a module: a call, a
+resumption, a return from a callee in another module), the issue's measure; a dataclass's generated
+`__init__` is no step of the walk.
 
 Run with `-s` to see the counts: `pytest -s -n 0 tests/front/test_walk.py`.
 """

@@ -50,16 +50,17 @@ class Planner:
         self._relay = relay
         self._transports = {name: _TRANSPORTS[up.transport] for name, up in upstreams.items()}
 
-    async def modern(
+    def modern(
         self,
         upstream: str,
         req: ModernRequest,
         route: RouteKind,
-        forwarded: Sequence[tuple[str, str]],
         *,
         legacy_way: bool = False,  # a two-era tool the mirror asks the legacy way (inner.py)
     ) -> Situation:
-        """A 2026-07-28 request to `upstream` (its own route, or the member an aggregated route named)."""
+        """A 2026-07-28 request to `upstream` (its own route, or the member an aggregated route named), with
+        the era verdict held (UNKNOWN if none: then `probed` if `needs_era`). No await: the common case
+        makes no coroutine."""
         msg = req.request
         method, params = msg.method, msg.params
         tool = ToolPath.UNSET
@@ -80,9 +81,12 @@ class Planner:
             own_task,
             self._relay,
         )
-        if held is None and needs_era(s):
-            s = dataclasses.replace(s, era=_ERAS[await self.eras.era(upstream, dict(forwarded) or None)])
         return s
+
+    async def probed(self, s: Situation, upstream: str, forwarded: Sequence[tuple[str, str]]) -> Situation:
+        """`s` with the upstream's era asked of the era book (probed if no verdict holds; with the request's
+        forwarded credentials)."""
+        return dataclasses.replace(s, era=_ERAS[await self.eras.era(upstream, dict(forwarded) or None)])
 
     async def legacy(
         self,

@@ -32,7 +32,7 @@ from proxy.front.modern.peer_route import key_not_held
 from proxy.front.modern.plain import PlainRequests
 from proxy.front.modern.relay import INVALID_STATE_MESSAGE, NativeRelay
 from proxy.front.peers import Peers
-from proxy.front.plan import Job, RouteKind, WrongEra, plan
+from proxy.front.plan import Job, RouteKind, UpstreamEra, WrongEra, needs_era, plan
 from proxy.front.planner import Planner
 from proxy.front.reply import Notes
 from proxy.routes.policy import Grant
@@ -148,7 +148,9 @@ class Pipeline:
         if route is not None and msg.method == mcp.LISTEN:  # a route's listen listens to every member
             job = Job.LISTEN
         else:
-            s = await self.planner.modern(upstream, req, kind, key.forwarded, legacy_way=legacy_way)
+            s = self.planner.modern(upstream, req, kind, legacy_way=legacy_way)
+            if s.era is UpstreamEra.UNKNOWN and needs_era(s):
+                s = await self.planner.probed(s, upstream, key.forwarded)
             job = plan(s)
             if job is Job.RELAY:
                 try:

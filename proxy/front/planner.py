@@ -32,6 +32,8 @@ from proxy.translate.request import ModernRequest
 from proxy.upstream.era import EraBook
 from proxy.wire import jsonrpc, mcp
 
+_AGGREGATED = RouteKind.AGGREGATED  # looked up once (an enum member is found through its metaclass)
+MAX_PLANNED = 1024  # modern plans kept (see Planner._planned)
 _ERAS = {era.value: era for era in UpstreamEra}
 _TRANSPORTS = {transport.value: transport for transport in Transport}
 
@@ -49,6 +51,9 @@ class Planner:
         self._codec = codec
         self._relay = relay
         self._transports = {name: _TRANSPORTS[up.transport] for name, up in upstreams.items()}
+        # The plans of the modern requests seen, by what decides them (upstreams by eras by
+        # methods: a few dozen); the era a key's part, so a new verdict is a new key.
+        self._planned: dict[tuple[object, ...], tuple[Situation, Job]] = {}
 
     def modern(
         self,
@@ -57,31 +62,37 @@ class Planner:
         route: RouteKind,
         *,
         legacy_way: bool = False,  # a two-era tool the mirror asks the legacy way (inner.py)
-    ) -> Situation:
+    ) -> tuple[Situation, Job]:
         """A 2026-07-28 request to `upstream` (its own route, or the member an aggregated route named), with
-        the era verdict held (UNKNOWN if none: then `probed` if `needs_era`). No await: the common case
-        makes no coroutine."""
+        the era verdict held (UNKNOWN if none: then `probed` if `needs_era`), and its job. No await, and
+        (but for the key) nothing made: the same facts give the same plan, kept (`_planned`)."""
         msg = req.request
         method, params = msg.method, msg.params
-        tool = ToolPath.UNSET
-        if method == "tools/call" and (legacy_way or self.eras.paths.legacy(upstream, params.get("name"))):
-            tool = ToolPath.LEGACY
-        own_task = method in mcp.TASK_METHODS and token_version(params.get("taskId")) == formats.TASK_ID
-        held = self.eras.held(upstream) if route is not RouteKind.AGGREGATED else None
-        parked = held is None and req.request_state is not None and self._parked_call(req.request_state)
-        s = Situation(
-            ClientEra.MODERN,
-            route,
-            UpstreamEra.UNKNOWN if held is None else _ERAS[held],
-            self._transports.get(upstream, Transport.STREAMABLE_HTTP),  # a route's name: no transport
-            method,
-            tool,
-            LegacySession.NONE,
-            parked,
-            own_task,
-            self._relay,
+        legacy_tool = method == "tools/call" and (
+            legacy_way or self.eras.paths.legacy(upstream, params.get("name"))
         )
-        return s
+        own_task = method in mcp.TASK_METHODS and token_version(params.get("taskId")) == formats.TASK_ID
+        held = self.eras.held(upstream) if route is not _AGGREGATED else None
+        parked = held is None and req.request_state is not None and self._parked_call(req.request_state)
+        key = (upstream, route, held, method, legacy_tool, own_task, parked)
+        planned = self._planned.get(key)
+        if planned is None:
+            s = Situation(
+                ClientEra.MODERN,
+                route,
+                UpstreamEra.UNKNOWN if held is None else _ERAS[held],
+                self._transports.get(upstream, Transport.STREAMABLE_HTTP),  # a route's name: no transport
+                method,
+                ToolPath.LEGACY if legacy_tool else ToolPath.UNSET,
+                LegacySession.NONE,
+                parked,
+                own_task,
+                self._relay,
+            )
+            planned = s, plan(s)
+            if len(self._planned) < MAX_PLANNED:  # the method is the client's: kept for so many only
+                self._planned[key] = planned
+        return planned
 
     async def probed(self, s: Situation, upstream: str, forwarded: Sequence[tuple[str, str]]) -> Situation:
         """`s` with the upstream's era asked of the era book (probed if no verdict holds; with the request's

@@ -282,7 +282,7 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
         relay=relay,
         aggregate=aggregate,
     )
-    mirror.inner = InnerFront(modern, addresses, app[CALLS])  # legacy clients of routes and of `legacy_tools`
+    mirror.inner = InnerFront(modern, app[CALLS])  # legacy clients of routes and of `legacy_tools`
     app[FRONT] = Endpoint(
         front=config.front,
         upstreams=upstreams,

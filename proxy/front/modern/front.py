@@ -74,7 +74,6 @@ class ModernFront:
         self.routes = aggregate.table if aggregate is not None else RouteTable({})  # the endpoint's to tell
         self._state = state
         self.listener = listen  # the endpoint's, and a legacy client's GET stream's (inner.py)
-        self._addresses = AddressSource.from_config(front)  # each call's client address (its share)
         self._peers = peers
         self._principal = principal
         self.rate = RateGate(front)  # the endpoint's legacy requests take from it too
@@ -88,6 +87,7 @@ class ModernFront:
             planner=planner,
             plain=self.plain,
             keepalive_s=front.keepalive_s,
+            addresses=AddressSource.from_config(front),
             tasks=tasks,
             relay=relay,
             aggregate=aggregate,
@@ -132,7 +132,6 @@ class ModernFront:
                 sink=replier,
                 line=line,
                 link=link,
-                address=self._addresses.of(request),
                 route=route,
                 local_only=forwarded,
             )

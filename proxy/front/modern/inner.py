@@ -33,7 +33,6 @@ from multidict import CIMultiDict
 
 from proxy.calls.outcomes import CallLink
 from proxy.calls.service import CallService
-from proxy.front.address import AddressSource
 from proxy.front.checks import Refusal, check_modern
 from proxy.front.modern.front import ModernFront
 from proxy.front.modern.listen_filter import LIST_CHANGED, MAX_ITEMS
@@ -55,9 +54,8 @@ log = structlog.get_logger("proxy.front.mirror")
 
 
 class InnerFront:
-    def __init__(self, front: ModernFront, addresses: AddressSource, calls: CallService) -> None:
+    def __init__(self, front: ModernFront, calls: CallService) -> None:
         self._front = front
-        self._addresses = addresses
         self._calls = calls
 
     async def end(self, request_state: str, *, principal: str, reason: str) -> None:
@@ -181,7 +179,6 @@ class InnerFront:
                 sink=InProcess(notify),
                 line=line,
                 link=CallLink(),
-                address=self._addresses.of(request),
                 route=route,
                 local_only=True,
                 legacy_way=legacy,

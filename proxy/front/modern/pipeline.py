@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from aiohttp import web
 
@@ -25,6 +25,7 @@ from proxy.calls.outcomes import CallLink, CallRequest, Forward, InvalidRequestS
 from proxy.calls.service import CallService
 from proxy.calls.wording import unavailable_answer
 from proxy.config import UpstreamConfig
+from proxy.front.address import AddressSource
 from proxy.front.checks import Refusal
 from proxy.front.modern.aggregate import AggregateFront, Own, Routed
 from proxy.front.modern.outcome import answer
@@ -45,6 +46,10 @@ from proxy.wire import jsonrpc, mcp
 from proxy.wire.jsonrpc import ErrorObject
 
 T = TypeVar("T")
+# The plan's values the path of every request compares with, looked up once (an enum member is a class
+# attribute found through the enum's metaclass).
+_OWN, _MEMBER, _UNKNOWN = RouteKind.OWN, RouteKind.MEMBER, UpstreamEra.UNKNOWN
+_RELAY, _LISTEN = Job.RELAY, Job.LISTEN
 SHUTTING_DOWN = "This proxy replica is shutting down; send the request again (another replica will take it)"
 
 
@@ -80,10 +85,10 @@ class Forwarded:
     again: Callable[[OwnerGone], Awaitable[jsonrpc.Response | Forward]]
 
 
-@dataclass(frozen=True, slots=True)
-class Asker:
+class Asker(NamedTuple):
     """Who asks, as the front resolved it: the client's HTTP request (its headers, its address), the
-    principal, validate mode's headers for upstream and what its token grants."""
+    principal, validate mode's headers for upstream and what its token grants. (A named tuple: made for
+    every request, in C.)"""
 
     request: web.Request
     principal: str
@@ -102,6 +107,7 @@ class Pipeline:
         planner: Planner,
         plain: PlainRequests,
         keepalive_s: float,
+        addresses: AddressSource,
         tasks: TaskFront | None = None,
         relay: NativeRelay | None = None,
         aggregate: AggregateFront | None = None,
@@ -110,6 +116,7 @@ class Pipeline:
         self.planner, self.plain, self._keepalive = planner, plain, keepalive_s
         self._tasks, self.relay, self._aggregate = tasks, relay, aggregate
         self._keys = PoolKeys()
+        self._addresses = addresses  # each call's client address (its share)
 
     async def answer(
         self,
@@ -120,7 +127,6 @@ class Pipeline:
         sink: Sink,
         line: dict[str, Any],
         link: CallLink,
-        address: str,
         route: AggregatedRoute | None = None,
         local_only: bool = False,
         legacy_way: bool = False,
@@ -130,9 +136,9 @@ class Pipeline:
         upstream (the mirror's `legacy_tools`). Raises Refusal, UpstreamAuthChallenge (the adapter words
         them)."""
         msg = req.request
-        kind = RouteKind.OWN
+        kind = _OWN
         if route is not None:  # the aggregate job: the route answers, or names the member upstream
-            kind = RouteKind.MEMBER
+            kind = _MEMBER
 
             def key_for(name: str) -> PoolKey:
                 return self.pool_key(name, req, who)
@@ -148,11 +154,11 @@ class Pipeline:
         if route is not None and msg.method == mcp.LISTEN:  # a route's listen listens to every member
             job = Job.LISTEN
         else:
-            s = self.planner.modern(upstream, req, kind, legacy_way=legacy_way)
-            if s.era is UpstreamEra.UNKNOWN and needs_era(s):
+            s, job = self.planner.modern(upstream, req, kind, legacy_way=legacy_way)
+            if s.era is _UNKNOWN and needs_era(s):  # no verdict yet, and it decides: probed
                 s = await self.planner.probed(s, upstream, key.forwarded)
-            job = plan(s)
-            if job is Job.RELAY:
+                job = plan(s)
+            if job is _RELAY:
                 try:
                     return await self._relayed(upstream, req, key, who, sink=sink, line=line, route=route)
                 except WrongEra as wrong:
@@ -161,7 +167,7 @@ class Pipeline:
                         line.pop("upstream_era", None)
                         return unavailable_answer(msg.id, upstream, wrong.cause or wrong, line)
                     line.pop("upstream_era", None)
-        if job is Job.LISTEN:
+        if job is _LISTEN:
             return Listening(upstream, req, key, lambda name: self.pool_key(name, req, who))
         adapted = self.adapt(
             upstream,
@@ -171,7 +177,7 @@ class Pipeline:
             sink=sink,
             line=line,
             link=link,
-            address=address,
+            address=self._addresses.of(who.request),  # (the adapt job's only: its call's share)
             local_only=local_only,
         )
         reply = await sink.kept_alive(adapted, self._keepalive)
@@ -179,7 +185,7 @@ class Pipeline:
             return Forwarded(
                 reply,
                 lambda gone: self._again(
-                    upstream, req, key, who, sink=sink, line=line, link=link, address=address, owner_gone=gone
+                    upstream, req, key, who, sink=sink, line=line, link=link, owner_gone=gone
                 ),
             )
         return reply
@@ -194,11 +200,11 @@ class Pipeline:
         sink: Sink,
         line: dict[str, Any],
         link: CallLink,
-        address: str,
         owner_gone: OwnerGone,
     ) -> jsonrpc.Response | Forward:
         work = self.adapt(
-            upstream, req, key, who.principal, sink=sink, line=line, link=link, address=address,
+            upstream, req, key, who.principal, sink=sink, line=line, link=link,
+            address=self._addresses.of(who.request),
             local_only=True, owner_gone=owner_gone,
         )  # fmt: skip
         return await sink.kept_alive(work, self._keepalive)

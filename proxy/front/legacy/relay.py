@@ -8,7 +8,9 @@ Request and response bodies, SSE streams included, pass through byte for byte.
 
 An upstream whose era (upstream/era.py) is modern has no legacy session to relay to: its legacy clients go
 to the mirror (mirror.py), which plays the legacy server for them; so do the requests of a session the
-mirror opened (its session ids are of their own kind).
+mirror opened (its session ids are of their own kind), and those of `sse` and `stdio` upstreams to the bridge
+(bridge.py). `LegacyRelay.relay` is the legacy dispatcher: it plans the job (front/plan.py) once, runs it,
+and plans once more if the job finds the upstream's era wrong before anything was processed (`WrongEra`).
 """
 
 from __future__ import annotations

@@ -52,12 +52,19 @@ class InProcess:
     There is no HTTP status to give: an answer's refusal is a JSON-RPC error, as on a begun stream."""
 
     started = True
+    # Nothing of it is the client's yet: the mirror writes what it is handed. A request found to need
+    # another job (front/plan.py) is planned again, as over HTTP before the SSE stream began.
+    written = False
 
     def __init__(self, send: Callable[[jsonrpc.Notification], Awaitable[None]]) -> None:
         self._send = send
 
     async def notify(self, note: jsonrpc.Notification) -> None:
         await self._send(note)
+
+    async def kept_alive(self, work: Awaitable[T], interval: float) -> T:
+        """`work`'s result: the mirror keeps its own client's stream alive (mirror_calls.py)."""
+        return await work
 
 
 class Replier:
@@ -77,6 +84,11 @@ class Replier:
     @property
     def started(self) -> bool:
         """An SSE stream was started: the status (200) is sent and can no longer change."""
+        return self._stream is not None
+
+    @property
+    def written(self) -> bool:
+        """Something of the answer reached the client (its stream began): the request cannot change job."""
         return self._stream is not None
 
     async def notify(self, note: jsonrpc.Notification) -> None:

@@ -35,6 +35,7 @@ from proxy.front.modern.listen import ListenFront
 from proxy.front.modern.relay import NativeRelay
 from proxy.front.oauth import OAUTH, OAuthFront, metadata_endpoint
 from proxy.front.peers import FORWARD_PREFIX, Peers
+from proxy.front.planner import Planner
 from proxy.front.principal import resolver
 from proxy.front.request_ids import echo_request_id
 from proxy.handle import HandleCodec, KeyRing
@@ -267,6 +268,7 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
         front=config.front, pools=pools, state=app[STATE], tasks=tasks, relay=relay, aggregate=aggregate
     )
     modern = ModernFront(
+        planner=Planner(upstreams, eras, app[CODEC], relay=relay is not None),  # which job serves a request
         front=config.front,
         upstreams=upstreams,
         pools=pools,
@@ -280,7 +282,7 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
         relay=relay,
         aggregate=aggregate,
     )
-    mirror.inner = InnerFront(modern, addresses, app[CALLS])  # legacy clients of routes and of `legacy_tools`
+    mirror.inner = InnerFront(modern, app[CALLS])  # legacy clients of routes and of `legacy_tools`
     app[FRONT] = Endpoint(
         front=config.front,
         upstreams=upstreams,
@@ -294,6 +296,7 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
             quota=quota,
             addresses=addresses,
             mirror=mirror,
+            planner=modern.pipeline.planner,
         ),
         modern=modern,
         tracing=app[TRACING],

@@ -64,6 +64,7 @@ from proxy.front.legacy.mirror_calls import Admission, End, MirrorCalls, MirrorS
 from proxy.front.legacy.mirror_paths import either, two_era_tool
 from proxy.front.legacy.mirror_stream import SUBSCRIBE, UNSUBSCRIBE, Listener, MirrorStreams
 from proxy.front.peers import NOT_PROCESSED, Peers
+from proxy.front.plan import WrongEra
 from proxy.handle import HandleCodec, HandleError
 from proxy.handle.mirror_ids import MirrorSession, open_mirror_session, seal_mirror_session
 from proxy.migration.tally import MIRRORED_KEY, MigrationBook
@@ -71,7 +72,7 @@ from proxy.routes.policy import Grant
 from proxy.routes.table import Route
 from proxy.translate import mirror as tr
 from proxy.upstream.base import UpstreamAuthChallenge, UpstreamError
-from proxy.upstream.era import EraBook, speaks_modern
+from proxy.upstream.era import EraBook
 from proxy.upstream.modern import Notify, NotModern
 from proxy.upstream.senders import ModernSenders
 from proxy.wire import jsonrpc, mcp
@@ -174,23 +175,6 @@ class LegacyMirror:
             addresses=addresses,
         )
 
-    async def takes(
-        self, request: web.Request, upstream: str, msg: jsonrpc.Message | None, forwarded: Mapping[str, str]
-    ) -> bool:
-        """Whether the mirror serves this legacy request: a mirror session's, or an `initialize` for an
-        upstream whose era is modern."""
-        if self._upstreams[upstream].transport == "sse":  # HTTP+SSE: legacy by definition
-            return False
-        if mcp.SESSION_HEADER in request.headers:
-            try:
-                open_mirror_session(self._codec, request.headers[mcp.SESSION_HEADER])
-            except HandleError:
-                return False
-            return True
-        if isinstance(msg, jsonrpc.Request) and msg.method == "initialize":
-            return speaks_modern(await self._eras.era(upstream, forwarded))
-        return False
-
     async def handle(
         self,
         request: web.Request,
@@ -204,10 +188,11 @@ class LegacyMirror:
         upstream_headers: tuple[tuple[str, str], ...] | None = None,
         route: Route | None = None,
         grant: Grant | None = None,
-    ) -> web.StreamResponse | None:
-        """The answer to a legacy client's request (None: its `initialize` found the upstream legacy after
-        all, and the relay takes it). With `route`, `upstream` is an aggregated route's name and the modern
-        front (`inner`) answers every request; `upstream_headers` and `grant` are the endpoint's, for it."""
+    ) -> web.StreamResponse:
+        """The answer to a legacy client's request (the mirror job of front/plan.py). Raises WrongEra when
+        its `initialize` finds the upstream legacy after all (planned again: the relay or the bridge takes
+        it). With `route`, `upstream` is an aggregated route's name and the modern front (`inner`) answers
+        every request; `upstream_headers` and `grant` are the endpoint's, for it."""
         caller = Caller(request, principal, tuple(forwarded), upstream_headers, route, grant, challenge)
         if isinstance(msg, jsonrpc.Request) and msg.method == "initialize":
             return await self._initialize(caller, upstream, msg)
@@ -284,9 +269,7 @@ class LegacyMirror:
     def _straight(self, caller: Caller, upstream: str) -> Post:
         return self._senders.sender(upstream, timeout=self._call_timeout, headers=dict(caller.forwarded))
 
-    async def _initialize(
-        self, caller: Caller, upstream: str, msg: jsonrpc.Request
-    ) -> web.StreamResponse | None:
+    async def _initialize(self, caller: Caller, upstream: str, msg: jsonrpc.Request) -> web.StreamResponse:
         version = tr.legacy_version(msg.params.get("protocolVersion"))
         client = tr.client_info(msg.params)
         caps = tr.modern_capabilities(msg.params.get("capabilities"))
@@ -294,9 +277,8 @@ class LegacyMirror:
         send, _ = self._sender(caller, upstream, "server/discover", None)
         try:
             answer = await send(jsonrpc.Request(msg.id, "server/discover", params), _ignored)
-        except NotModern as exc:
-            self._eras.suspect(upstream, f"server/discover was answered the legacy way: {exc}")
-            return None
+        except NotModern as exc:  # nothing of the session made yet: planned again (front/planner.py)
+            raise WrongEra(upstream, f"server/discover was answered the legacy way: {exc}", exc) from None
         except UpstreamAuthChallenge as exc:
             return _challenged(exc, caller.challenge)
         except (UpstreamError, TimeoutError) as exc:

@@ -8,13 +8,16 @@ Request and response bodies, SSE streams included, pass through byte for byte.
 
 An upstream whose era (upstream/era.py) is modern has no legacy session to relay to: its legacy clients go
 to the mirror (mirror.py), which plays the legacy server for them; so do the requests of a session the
-mirror opened (its session ids are of their own kind).
+mirror opened (its session ids are of their own kind), and those of `sse` and `stdio` upstreams to the bridge
+(bridge.py). `LegacyRelay.relay` is the legacy dispatcher: it plans the job (front/plan.py) once, runs it,
+and plans once more if the job finds the upstream's era wrong before anything was processed (`WrongEra`).
 """
 
 from __future__ import annotations
 
 import secrets
 from collections.abc import Callable, Mapping, Sequence
+from typing import NamedTuple
 
 import aiohttp
 from aiohttp import web
@@ -26,6 +29,8 @@ from proxy.front.address import TCP_PEER, AddressSource
 from proxy.front.legacy.bridge import LegacyBridge
 from proxy.front.legacy.mirror import LegacyMirror
 from proxy.front.legacy.quota import SessionQuota
+from proxy.front.plan import Job, WrongEra, plan
+from proxy.front.planner import Planner
 from proxy.handle import HandleCodec, HandleError
 from proxy.handle.session_ids import LegacySession, open_session, seal_session
 from proxy.routes.policy import Grant
@@ -59,7 +64,9 @@ class LegacyRelay:
         quota: SessionQuota | None = None,
         addresses: AddressSource = TCP_PEER,
         mirror: LegacyMirror | None = None,  # legacy clients of 2026-07-28 upstreams (mirror.py)
+        planner: Planner,  # which job serves a request (front/planner.py)
     ):
+        self._planner = planner
         self._mirror = mirror
         self._http = http
         self._clients = clients or {}
@@ -91,49 +98,74 @@ class LegacyRelay:
         what the validated token grants, for the route's tool policy."""
         gate = tuple(forwarded) if forwarded is not None else None  # validate mode's, for the modern front
         mirror = self._mirror
-        if route is not None:
-            if mirror is None or mirror.inner is None:
-                return _error(400, "Legacy clients are not served on aggregated routes here")
-            routed = await mirror.handle(
+        if route is None and forwarded is None:
+            names = self._upstreams[upstream].forward_headers
+            forwarded = [(n, request.headers[n]) for n in names if n in request.headers]
+        crosses = mirror is not None and (route is None or mirror.inner is not None)
+        s = await self._planner.legacy(
+            request.headers.get(mcp.SESSION_HEADER),
+            upstream,
+            msg,
+            forwarded or (),
+            routed=route is not None,
+            mirror=crosses,
+        )
+        job = plan(s)
+        caller = Legacy(
+            request, upstream, principal, body, msg, forwarded or (), gate, challenge, route, grant
+        )
+        try:
+            return await self._serve(job, caller)
+        except WrongEra as wrong:  # found before anything was processed: planned once more
+            again = await self._planner.again(s, wrong, forwarded or ())
+            if again is job:  # asked again, the same: the failure is the answer
+                return _error(502, unavailable_message(upstream, wrong.cause or wrong))
+            return await self._serve(again, caller)
+
+    async def _serve(self, job: Job, caller: Legacy) -> web.StreamResponse:
+        """The legacy client's request, served by its planned job."""
+        request, upstream, msg = caller.request, caller.upstream, caller.msg
+        if job is Job.REFUSE:
+            return _error(400, "Legacy clients are not served on aggregated routes here")
+        if job is Job.MIRROR:
+            assert self._mirror is not None  # planned only with the mirror
+            return await self._mirror.handle(
                 request,
                 upstream,
-                principal,
-                body,
+                caller.principal,
+                caller.body,
                 msg,
-                forwarded=(),
-                challenge=challenge,
-                upstream_headers=gate,
-                route=route,
-                grant=grant,
+                forwarded=() if caller.route is not None else caller.forwarded,
+                challenge=caller.challenge,
+                upstream_headers=caller.gate,
+                route=caller.route,
+                grant=caller.grant,
             )
-            assert routed is not None  # only an upstream found legacy after all gives None
-            return routed
         config = self._upstreams[upstream]
-        if forwarded is None:
-            forwarded = [(n, request.headers[n]) for n in config.forward_headers if n in request.headers]
-        if mirror is not None and await mirror.takes(request, upstream, msg, dict(forwarded)):
-            mirrored = await mirror.handle(
-                request,
-                upstream,
-                principal,
-                body,
-                msg,
-                forwarded=forwarded,
-                challenge=challenge,
-                upstream_headers=gate,
-            )
-            if mirrored is not None:  # else the upstream turned out legacy: relayed below
-                return mirrored
-        if config.transport != "streamable-http" or config.url is None:
+        if job is Job.BRIDGE or config.url is None:
             if self._bridge is not None:
                 return await self._bridge.handle(
-                    request, upstream, principal, msg, forwarded=forwarded, challenge=challenge
+                    request,
+                    upstream,
+                    caller.principal,
+                    msg,
+                    forwarded=caller.forwarded,
+                    challenge=caller.challenge,
                 )
             return _error(
                 400,
                 f"Legacy clients are relayed to Streamable HTTP upstreams only; {upstream!r} is "
                 f"{config.transport}. Use a 2026-07-28 client for this upstream.",
             )
+        return await self._pass_through(caller, config)
+
+    async def _pass_through(self, caller: Legacy, config: UpstreamConfig) -> web.StreamResponse:
+        """The pass-through job: a legacy client relayed byte for byte to its legacy Streamable HTTP
+        upstream."""
+        request, upstream, principal, msg, forwarded = (
+            caller.request, caller.upstream, caller.principal, caller.msg, caller.forwarded
+        )  # fmt: skip
+        body, challenge = caller.body, caller.challenge
         headers = {name: request.headers[name] for name in _PASS_REQUEST if name in request.headers}
         headers.update(config.headers)
         headers.update(forwarded)
@@ -216,6 +248,22 @@ class LegacyRelay:
                 await out.write(chunk)
             await out.write_eof()
             return out
+
+
+class Legacy(NamedTuple):
+    """A legacy client's request, as the endpoint parsed it, and who sent it. (A named tuple: made for every
+    request, in C.)"""
+
+    request: web.Request
+    upstream: str  # or an aggregated route's name (`route`)
+    principal: str
+    body: bytes | None
+    msg: jsonrpc.Message | None
+    forwarded: Sequence[tuple[str, str]]  # the client headers that go straight upstream
+    gate: tuple[tuple[str, str], ...] | None  # validate mode's, for the modern front
+    challenge: Callable[[str | None], str | None] | None
+    route: Route | None
+    grant: Grant | None
 
 
 def _token(upstream: str, upstream_session: str) -> str:

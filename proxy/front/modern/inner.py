@@ -7,11 +7,14 @@ with `ctx.elicit`, which such a server refuses at 2026-07-28: the proxy runs it 
 its inline requests into `input_required` rounds, its own sealed handle as the `requestState`). The mirror
 then asks the legacy client inline and retries, exactly as it does with a modern upstream.
 
-Everything the modern front does for a request over HTTP happens here too — the checks, the route, the
-native relay or the proxy's MRTR over a legacy session, Tasks, the sealed handle — but not what is HTTP's:
-notifications go to the mirror's callback, a refusal is a JSON-RPC error, and a retry is never forwarded to
-another replica (the mirror's call lives on the replica holding its client's stream, which sealed the
-handle; `local_only`). No rate check: the endpoint counted the legacy request this runs for.
+It runs the modern front's own pipeline (pipeline.py) — the checks, the plan, the route, the native relay or
+the proxy's MRTR over a legacy session, Tasks, the sealed handle, the draining refusal, the fallback when an
+upstream is not modern after all — with another transport adapter: notifications go to the mirror's callback
+(`InProcess`), a refusal is a JSON-RPC error, and a retry is never forwarded to another replica (the mirror's
+call lives on the replica holding its client's stream, which sealed the handle; `local_only`). No rate
+check: the endpoint counted the legacy request this runs for. Each round has its own canonical line, logged
+as `request.mirrored` (with the legacy request's id) and counted in the request metrics, as a request over
+HTTP is.
 
 `listen` is the legacy client's standalone GET stream: a `subscriptions/listen` of the modern front
 (listen.py) asking for every list_changed, on every member of a route or on the one upstream, written to
@@ -20,6 +23,7 @@ the GET response as the client's legacy server would write it (`LegacyStream`).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -27,31 +31,31 @@ import structlog
 from aiohttp import web
 from multidict import CIMultiDict
 
-from proxy.calls.outcomes import CallLink, Forward
+from proxy.calls.outcomes import CallLink
 from proxy.calls.service import CallService
-from proxy.calls.wording import unavailable_answer
-from proxy.front.address import AddressSource
 from proxy.front.checks import Refusal, check_modern
-from proxy.front.modern.aggregate import Own
 from proxy.front.modern.front import ModernFront
 from proxy.front.modern.listen_filter import LIST_CHANGED, MAX_ITEMS
+from proxy.front.modern.pipeline import Asker, Forwarded, Listening
 from proxy.front.reply import InProcess, json_response
 from proxy.front.standalone import LegacyStream
+from proxy.observe.logs import info_line
+from proxy.observe.metrics import record_request
 from proxy.routes.policy import Grant
 from proxy.routes.table import Route
-from proxy.upstream.modern import NotModern, metadata_headers
+from proxy.upstream.modern import metadata_headers
 from proxy.upstream.pool import PoolKey
 from proxy.wire import jsonrpc, mcp
 
+MAX_TOOL_NAME = 128  # characters of a tools/call's name the round's line keeps (as the endpoint's)
 LISTEN_ID = "legacy-get"  # the id of the proxy's listen for a legacy GET stream (its members' too)
 Notify = Callable[[jsonrpc.Notification], Awaitable[None]]
 log = structlog.get_logger("proxy.front.mirror")
 
 
 class InnerFront:
-    def __init__(self, front: ModernFront, addresses: AddressSource, calls: CallService) -> None:
+    def __init__(self, front: ModernFront, calls: CallService) -> None:
         self._front = front
-        self._addresses = addresses
         self._calls = calls
 
     async def end(self, request_state: str, *, principal: str, reason: str) -> None:
@@ -90,12 +94,14 @@ class InnerFront:
         except Refusal as refusal:  # the mirror's own _meta: not expected
             return json_response(jsonrpc.Error(None, refusal.error), refusal.status)
 
+        pipeline, who = front.pipeline, Asker(request, principal, upstream_headers, grant)
+
         def key_for(name: str) -> PoolKey:
-            return front.pool_key(name, req, request, principal, upstream_headers)
+            return pipeline.pool_key(name, req, who)
 
         line: dict[str, Any] = {}
         if route is not None:  # a listen names nothing: the route's first upstream, and all are listened to
-            upstream, req, _ = await front.routed(
+            upstream, req, _ = await pipeline.routed(
                 route, req, principal=principal, grant=grant, key_for=key_for, line=line
             )
         key = key_for(upstream)
@@ -128,57 +134,60 @@ class InnerFront:
         """The modern front's answer to `msg` (its `_meta` the mirror's) for the legacy client's `request`,
         on `upstream` (or, with `route`, the aggregated route of that name); with `legacy`, the legacy way
         (the proxy's MRTR over a legacy session) even to a two-era upstream. Raises UpstreamAuthChallenge
-        (the upstream's 401/403: the mirror relays it)."""
+        (the upstream's 401/403: the mirror relays it). `line`: the round's canonical line, logged and
+        counted here."""
+        started = time.perf_counter()
+        line.update(upstream=upstream, method=msg.method, id=msg.id, era="modern", via="mirror")
+        if route is not None:
+            line["route"] = upstream
+        name = msg.params.get("name")
+        if msg.method == "tools/call" and isinstance(name, str):
+            line["tool"] = name[:MAX_TOOL_NAME]
+        try:
+            answer = await self._answer(
+                request, upstream, msg, principal, upstream_headers, route, grant, notify, line, legacy
+            )
+        finally:
+            line.setdefault("outcome", "error")  # (an exception: the mirror words it)
+            line["duration_ms"] = round((time.perf_counter() - started) * 1000, 2)
+            info_line(log, "request.mirrored", line)
+            record_request(request.app, line)
+        return answer
+
+    async def _answer(  # noqa: PLR0917 (the call's own arguments, passed on)
+        self,
+        request: web.Request,
+        upstream: str,
+        msg: jsonrpc.Request,
+        principal: str,
+        upstream_headers: tuple[tuple[str, str], ...] | None,
+        route: Route | None,
+        grant: Grant | None,
+        notify: Notify,
+        line: dict[str, Any],
+        legacy: bool,
+    ) -> jsonrpc.Response:
         front = self._front
         headers = CIMultiDict(request.headers)
         headers.update(metadata_headers(msg))
-        sink = InProcess(notify)
         try:
             req = check_modern(msg, headers, limits=front.limits)
-
-            def key_for(name: str) -> PoolKey:
-                return front.pool_key(name, req, request, principal, upstream_headers)
-
-            own: Own | None = None
-            if route is not None:
-                upstream, req, own = await front.routed(
-                    route, req, principal=principal, grant=grant, key_for=key_for, line=line
-                )
-            if own is not None:
-                return await own()
-            key = key_for(upstream)
-            relay = front.relay
-            if relay is not None and not legacy and await front.relays(upstream, req, key):
-                try:
-                    return await relay.relay(
-                        request,
-                        upstream,
-                        req,
-                        principal=principal,
-                        forwarded=key.forwarded,
-                        replier=sink,
-                        line=line,
-                        route=None if route is None else route.name,  # the same decision as over HTTP
-                    )
-                except NotModern as exc:
-                    relay.eras.suspect(upstream, f"a modern request was answered the legacy way: {exc}")
-                    if await relay.modern(upstream, key.forwarded):
-                        return unavailable_answer(msg.id, upstream, exc, line)
-            if msg.method == mcp.LISTEN:  # a long-lived stream: not a round of the mirror's
-                return jsonrpc.error(msg.id, jsonrpc.METHOD_NOT_FOUND, f"Method not found: {msg.method}")
-            answer = await front.dispatch(
-                upstream=upstream,
-                req=req,
-                key=key,
-                principal=principal,
-                replier=sink,
+            answer = await front.pipeline.answer(
+                upstream,
+                req,
+                Asker(request, principal, upstream_headers, grant),
+                sink=InProcess(notify),
                 line=line,
-                local_only=True,
                 link=CallLink(),
-                address=self._addresses.of(request),
+                route=route,
+                local_only=True,
+                legacy_way=legacy,
             )
         except Refusal as refusal:
             line["outcome"] = f"refused:{refusal.error.code}"
             return jsonrpc.Error(msg.id, refusal.error)
-        assert not isinstance(answer, Forward)  # local_only: never sent on to another replica
+        if isinstance(answer, Listening):  # a long-lived stream: not a round of the mirror's
+            line["outcome"] = "unknown_method"
+            return jsonrpc.error(msg.id, jsonrpc.METHOD_NOT_FOUND, f"Method not found: {msg.method}")
+        assert not isinstance(answer, Forwarded)  # local_only: never sent on to another replica
         return answer

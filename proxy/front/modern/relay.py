@@ -95,41 +95,14 @@ class NativeRelay:
             task_ttl=config.calls.tasks.ttl_ms / 1000,
         )
 
-    def takes(self, upstream: str, msg: jsonrpc.Request) -> bool:
-        """Whether `msg` may take the relay (if the upstream is modern): not `ping` (the proxy answers it),
-        nor a call of one of the upstream's `legacy_tools` (the proxy's MRTR over a legacy session), nor a
-        `tasks/*` request naming one of the proxy's own task ids (such a call's task, format 3)."""
-        if msg.method == "ping":
-            return False
-        if msg.method in mcp.TASK_METHODS and token_version(msg.params.get("taskId")) == formats.TASK_ID:
-            return False  # the proxy's own task (a legacy_tools call that became one): proxy/tasks serves it
-        return not (msg.method == "tools/call" and self.eras.paths.legacy(upstream, msg.params.get("name")))
-
-    async def modern(
-        self, upstream: str, forwarded: tuple[tuple[str, str], ...], request_state: str | None = None
-    ) -> bool:
+    async def modern(self, upstream: str, forwarded: tuple[tuple[str, str], ...]) -> bool:
         """Whether `upstream` speaks 2026-07-28 (probed with the request's forwarded credentials if need
-        be). A retry carrying the proxy's own handle of a parked call is never probed for: its call is
-        parked on a legacy session (here or at the replica the handle names), whatever the upstream speaks
-        now, and a replica that has not met the upstream yet forwards it at once instead of waiting on a
-        probe (up to `timeouts.initialize_s` when the upstream is slow to answer one)."""
+        be): for a route's lists and listens (aggregate_lists.py, listen.py). Which job serves a request
+        is the plan's (front/plan.py, front/planner.py)."""
         era = self.eras.held(upstream)
         if era is None:
-            if request_state is not None and self._parked_call(request_state):
-                return False
             era = await self.eras.era(upstream, dict(forwarded) if forwarded else None)
         return speaks_modern(era)
-
-    def _parked_call(self, token: str) -> bool:
-        """Whether `token` is a parked call's handle sealed by this proxy's keys (expired or not: the legacy
-        way words that). Anything else, a modern server's own requestState included, is not."""
-        if token_version(token) != formats.CALL_HANDLE:
-            return False
-        try:
-            self._codec.ring.unseal(token, versions=(formats.CALL_HANDLE,))
-        except HandleError:
-            return False
-        return True
 
     async def relay(
         self,

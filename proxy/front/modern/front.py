@@ -17,6 +17,7 @@ from aiohttp import web
 
 from proxy.calls.outcomes import CallLink, Forward, OwnerGone
 from proxy.calls.service import CallService
+from proxy.calls.wording import credentials_refused, method_not_found
 from proxy.config import FrontConfig, UpstreamConfig
 from proxy.front.address import AddressSource
 from proxy.front.checks import InputLimits, Refusal, check_modern
@@ -31,7 +32,7 @@ from proxy.front.oauth import OAuthFront
 from proxy.front.peers import FORWARD_PREFIX, PeerLost, PeerRefused, Peers, PeerUnreachable
 from proxy.front.planner import Planner
 from proxy.front.principal import Resolver
-from proxy.front.reply import Replier
+from proxy.front.reply import Replier, status_of
 from proxy.routes.policy import Grant
 from proxy.routes.table import Route as AggregatedRoute
 from proxy.routes.table import RouteTable
@@ -140,7 +141,7 @@ class ModernFront:
         if isinstance(answer, Listening):
             if self.listener is None:  # no listen served here: the proxy knows no such method
                 line["outcome"] = "unknown_method"
-                answer = jsonrpc.error(msg.id, jsonrpc.METHOD_NOT_FOUND, f"Method not found: {msg.method}")
+                answer = jsonrpc.Error(msg.id, method_not_found(msg.method))
                 return await replier.finish(answer, 404)
             return await self.listener.serve(
                 request,
@@ -154,7 +155,7 @@ class ModernFront:
             )
         if isinstance(answer, Forwarded):
             return await self._forward_to_owner(answer, request, body, msg.id, line=line, replier=replier)
-        return await replier.finish(answer, 404 if _is_unknown_method(answer) else 200)
+        return await replier.finish(answer, status_of(answer))
 
     async def _forward_to_owner(
         self,
@@ -191,7 +192,7 @@ class ModernFront:
                 line["outcome"] = f"forwarded:{response.status}"
                 return response
             assert not isinstance(local, Forward)
-            return await replier.finish(local, 404 if _is_unknown_method(local) else 200)
+            return await replier.finish(local, status_of(local))
         finally:
             self._state.forwarding -= 1
 
@@ -225,9 +226,5 @@ class ModernFront:
         already begun: then it can only be a JSON-RPC error in it."""
         line["outcome"] = f"upstream_unauthorized:{exc.status}"
         if replier.started or self._oauth is None:
-            return jsonrpc.error(rid, jsonrpc.UPSTREAM_FAILED, f"Upstream {upstream!r}: {exc}")
+            return jsonrpc.Error(rid, credentials_refused(upstream, exc.status))
         raise self._oauth.relayed(request, upstream, exc)
-
-
-def _is_unknown_method(answer: jsonrpc.Response) -> bool:
-    return isinstance(answer, jsonrpc.Error) and answer.error.code == jsonrpc.METHOD_NOT_FOUND

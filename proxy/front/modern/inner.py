@@ -33,6 +33,7 @@ from multidict import CIMultiDict
 
 from proxy.calls.outcomes import CallLink
 from proxy.calls.service import CallService
+from proxy.calls.wording import method_not_found
 from proxy.front.checks import Refusal, check_modern
 from proxy.front.modern.front import ModernFront
 from proxy.front.modern.listen_filter import LIST_CHANGED, MAX_ITEMS
@@ -188,6 +189,6 @@ class InnerFront:
             return jsonrpc.Error(msg.id, refusal.error)
         if isinstance(answer, Listening):  # a long-lived stream: not a round of the mirror's
             line["outcome"] = "unknown_method"
-            return jsonrpc.error(msg.id, jsonrpc.METHOD_NOT_FOUND, f"Method not found: {msg.method}")
+            return jsonrpc.Error(msg.id, method_not_found(msg.method))
         assert not isinstance(answer, Forwarded)  # local_only: never sent on to another replica
         return answer

@@ -23,7 +23,7 @@ from aiohttp import web
 
 from proxy.calls.outcomes import CallLink, CallRequest, Forward, InvalidRequestState, OwnerGone
 from proxy.calls.service import CallService
-from proxy.calls.wording import unavailable_answer
+from proxy.calls.wording import invalid_state, method_not_found, shutting_down, unavailable_answer
 from proxy.config import UpstreamConfig
 from proxy.front.address import AddressSource
 from proxy.front.checks import Refusal
@@ -31,7 +31,7 @@ from proxy.front.modern.aggregate import AggregateFront, Own, Routed
 from proxy.front.modern.outcome import answer
 from proxy.front.modern.peer_route import key_not_held
 from proxy.front.modern.plain import PlainRequests
-from proxy.front.modern.relay import INVALID_STATE_MESSAGE, NativeRelay
+from proxy.front.modern.relay import NativeRelay
 from proxy.front.peers import Peers
 from proxy.front.plan import Job, RouteKind, UpstreamEra, WrongEra, needs_era, plan
 from proxy.front.planner import Planner
@@ -43,14 +43,13 @@ from proxy.translate.request import ModernRequest
 from proxy.upstream.modern import NotModern
 from proxy.upstream.pool import PoolKey, PoolKeys
 from proxy.wire import jsonrpc, mcp
-from proxy.wire.jsonrpc import ErrorObject
 
 T = TypeVar("T")
 # The plan's values the path of every request compares with, looked up once (an enum member is a class
 # attribute found through the enum's metaclass).
 _OWN, _MEMBER, _UNKNOWN = RouteKind.OWN, RouteKind.MEMBER, UpstreamEra.UNKNOWN
 _RELAY, _LISTEN = Job.RELAY, Job.LISTEN
-SHUTTING_DOWN = "This proxy replica is shutting down; send the request again (another replica will take it)"
+AGAIN = "send the request again (another replica will take it)"  # what a draining replica tells a new call
 
 
 class Sink(Notes, Protocol):
@@ -150,7 +149,7 @@ class Pipeline:
                 return await sink.kept_alive(own(), self._keepalive)
         key = self.pool_key(upstream, req, who)
         if self._state.draining and msg.method in mcp.MRTR_METHODS and req.request_state is None:
-            raise Refusal(503, ErrorObject(jsonrpc.SHUTTING_DOWN, SHUTTING_DOWN))
+            raise Refusal(503, shutting_down(AGAIN))
         if route is not None and msg.method == mcp.LISTEN:  # a route's listen listens to every member
             job = Job.LISTEN
         else:
@@ -290,7 +289,7 @@ class Pipeline:
             return await self._tasks.handle(upstream, req, principal, line, local_only=local_only)
         if msg.method not in mcp.MRTR_METHODS:
             line["outcome"] = "unknown_method"
-            return jsonrpc.error(msg.id, jsonrpc.METHOD_NOT_FOUND, f"Method not found: {msg.method}")
+            return jsonrpc.Error(msg.id, method_not_found(msg.method))
         call = CallRequest(
             upstream,
             msg.method,
@@ -321,7 +320,7 @@ class Pipeline:
             line.update(outcome="handle_rejected", reason=exc.reason)
             if exc.reason == "unknown_key":
                 raise key_not_held(req.request_state, self._peers.ring(), line) from None
-            return jsonrpc.error(msg.id, jsonrpc.INVALID_PARAMS, INVALID_STATE_MESSAGE)
+            return jsonrpc.Error(msg.id, invalid_state())
         return answer(msg, outcome, line, started=sink.started)
 
     def pool_key(self, upstream: str, req: ModernRequest, who: Asker) -> PoolKey:

@@ -53,7 +53,7 @@ def either(eras: EraBook, upstream: str, name: str, legacy: Post, straight: Post
                 held = None
 
         answer = await legacy(req, hold)
-        if (why := legacy_refusal(answer, _proxy_handle)) is not None:
+        if (why := legacy_refusal(answer, name, _proxy_handle)) is not None:
             paths.learn_native(upstream, name, why)
             return await straight(req, note)
         paths.legacy_worked(upstream, name)

@@ -210,8 +210,10 @@ class NativeRelay:
                 paths.tool_list(upstream, (str(t.get("name")) for t in tools if isinstance(t, dict)))
             return answer
         name = msg.params.get("name")
-        why = modern_refusal(answer) if isinstance(name, str) and paths.learns(upstream) else None
-        if why is None or not isinstance(name, str):
+        if not isinstance(name, str) or not paths.learns(upstream):
+            return answer
+        why = modern_refusal(answer, name, msg.params.get("arguments"))
+        if why is None:
             return answer
         paths.learn_legacy(upstream, name, why)
         line["learned"] = "legacy"

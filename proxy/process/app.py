@@ -294,6 +294,7 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
             quota=quota,
             addresses=addresses,
             mirror=mirror,
+            eras=eras,
         ),
         modern=modern,
         tracing=app[TRACING],

@@ -27,7 +27,7 @@ from proxy.front.modern.listen import ListenFront
 from proxy.front.modern.outcome import answer
 from proxy.front.modern.peer_route import check_peer_request, key_not_held, owner_refused
 from proxy.front.modern.plain import PlainRequests
-from proxy.front.modern.relay import NativeRelay
+from proxy.front.modern.relay import NativeRelay, unknown_method
 from proxy.front.oauth import OAuthFront
 from proxy.front.peers import FORWARD_PREFIX, PeerLost, PeerRefused, Peers, PeerUnreachable
 from proxy.front.principal import Resolver
@@ -118,9 +118,8 @@ class ModernFront:
         """A modern request the endpoint (front/endpoint.py) parsed: `body` as it came, `msg` parsed.
         `principal` (else resolved here) and `upstream_headers` (validate mode: the client headers and
         credentials that go upstream; else the upstream's `forward_headers`) are the endpoint's. On an
-        aggregated `route` (`upstream` is then its name) the request goes on to the upstream that owns
-        its name, or the route answers it itself (aggregate.py); `grant`: the validated token's scopes and
-        claims (validate mode)."""
+        aggregated `route` (`upstream` is its name) the request goes on to the upstream that owns its name,
+        or the route answers it (aggregate.py); `grant`: the validated token's scopes and claims."""
         req = check_modern(msg, request.headers, limits=self.limits)
         if principal is None:
             principal = self._principal(request.headers)
@@ -195,11 +194,18 @@ class ModernFront:
                 return self._challenged(request, upstream, msg.id, exc, replier=replier, line=line)
 
         answer = await dispatch(local_only=forwarded)
+        changed = relayable and self.relay is not None and self.relay.era_changed_under(upstream, answer)
+        if changed and not replier.started and await self.relays(upstream, req, key):  # never processed
+            relayed = await self._relayed(
+                request, upstream, req=req, key=key, principal=principal, line=line, route=route
+            )
+            if relayed is not None:
+                return relayed
         if isinstance(answer, Forward):
             return await self._forward_to_owner(
                 answer, request, body, msg.id, line=line, replier=replier, dispatch=dispatch
             )
-        return await replier.finish(answer, 404 if _is_unknown_method(answer) else 200)
+        return await replier.finish(answer, 404 if unknown_method(answer) else 200)
 
     async def routed(
         self,
@@ -242,8 +248,7 @@ class ModernFront:
         route: AggregatedRoute | None,
     ) -> web.StreamResponse | None:
         """The native relay's answer (relay.py; `route`: what is bound depends on it); None when the upstream
-        answered as a legacy server and the era probed again says legacy (nothing was processed: the
-        request goes the legacy way)."""
+        answered as a legacy server and, probed again, is legacy (nothing ran: it goes the legacy way)."""
         assert self.relay is not None
         replier = Replier(request)
         work = self.relay.relay(
@@ -267,7 +272,7 @@ class ModernFront:
             answer = unavailable_answer(req.request.id, upstream, exc, line)
         except UpstreamAuthChallenge as exc:
             answer = self._challenged(request, upstream, req.request.id, exc, replier=replier, line=line)
-        return await replier.finish(answer, 404 if _is_unknown_method(answer) else 200)
+        return await replier.finish(answer, 404 if unknown_method(answer) else 200)
 
     async def _forward_to_owner(
         self,
@@ -300,7 +305,7 @@ class ModernFront:
                 line["outcome"] = f"forwarded:{response.status}"
                 return response
             assert not isinstance(local, Forward)
-            return await replier.finish(local, 404 if _is_unknown_method(local) else 200)
+            return await replier.finish(local, 404 if unknown_method(local) else 200)
         finally:
             self._state.forwarding -= 1
 
@@ -388,13 +393,8 @@ class ModernFront:
         replier: Replier,
         line: dict[str, Any],
     ) -> jsonrpc.Response:
-        """Raise the upstream's 401/403 as the client's answer (AuthRefused), unless a 200 SSE stream has
-        already begun: then it can only be a JSON-RPC error in it."""
+        """The upstream's 401/403 raised as the client's (AuthRefused); a JSON-RPC error once SSE began."""
         line["outcome"] = f"upstream_unauthorized:{exc.status}"
         if replier.started or self._oauth is None:
             return jsonrpc.error(rid, jsonrpc.UPSTREAM_FAILED, f"Upstream {upstream!r}: {exc}")
         raise self._oauth.relayed(request, upstream, exc)
-
-
-def _is_unknown_method(answer: jsonrpc.Response) -> bool:
-    return isinstance(answer, jsonrpc.Error) and answer.error.code == jsonrpc.METHOD_NOT_FOUND

@@ -25,7 +25,7 @@ from typing import Any
 
 from aiohttp import web
 
-from proxy.calls.wording import relayed_failure
+from proxy.calls.wording import SEE_LOG, relayed_failure
 from proxy.config import Config, UpstreamConfig
 from proxy.front.modern.peer_route import key_not_held
 from proxy.front.modern.relay_tasks import BoundTasks, TaskIdTooLarge, TaskRefused, refusal
@@ -219,6 +219,21 @@ class NativeRelay:
         line["learned"] = "legacy"
         return with_hint(answer)
 
+    def era_changed_under(self, upstream: str, answer: object) -> bool:
+        """Whether the legacy way failed before the upstream processed anything (it could not open a
+        session, or the session was gone) while the era went suspect (the pool saw the server change: an
+        in-place upgrade to a 2026-07-28-only server refuses initialize): safe to plan again."""
+        if not isinstance(answer, jsonrpc.Error):
+            return False
+        if answer.error.code != jsonrpc.UPSTREAM_FAILED:
+            return False
+        said = answer.error.message
+        if said.startswith(_NEVER_RAN):  # refused before it ran (a 2026-07-28-only server's 400): look again
+            self.eras.suspect(upstream, f"a legacy call was refused before it ran: {said}")
+        return self.eras.held(upstream) is None and (
+            said.startswith(_NEVER_RAN) or said.endswith(f"unavailable ({SEE_LOG})")
+        )
+
     async def plain(
         self,
         upstream: str,
@@ -306,6 +321,7 @@ def _filtered(replier: Notes, tasks: BoundTasks) -> Callable[[jsonrpc.Notificati
     return notify
 
 
+_NEVER_RAN = "Upstream did not run the call"  # calls/wording.py not_run: safe to send again
 _WATCHED = frozenset({"tools/call", "tools/list"})  # what a two-era upstream's tool paths are read from
 _PARAM_PREFIX = "mcp-param-"
 
@@ -324,3 +340,8 @@ def _param_headers(headers: Mapping[str, str]) -> dict[str, str] | None:
 def _target(msg: jsonrpc.Request) -> str:
     name = msg.params.get("uri" if msg.method == "resources/read" else "name")
     return relay_target(msg.method, name if isinstance(name, str) else "")
+
+
+def unknown_method(answer: jsonrpc.Response) -> bool:
+    """Whether `answer` is a method-not-found error (the front answers it with HTTP 404)."""
+    return isinstance(answer, jsonrpc.Error) and answer.error.code == jsonrpc.METHOD_NOT_FOUND

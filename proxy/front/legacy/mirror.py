@@ -328,7 +328,10 @@ class LegacyMirror:
         try:
             if msg.method in mcp.MRTR_METHODS:
                 address = self._addresses.of(caller.request)
-                answer = await self.calls.run(reply, session, msg, params, send, end=end, address=address)
+                counted = end is not None and caller.route is None  # the legacy way: its call holds a place
+                answer = await self.calls.run(
+                    reply, session, msg, params, send, end=end, address=address, counted=counted
+                )
             else:
                 answer = await send(jsonrpc.Request(msg.id, msg.method, params), _notes_to(reply))
                 if isinstance(answer, jsonrpc.Result) and self.migration is not None:

@@ -4,7 +4,7 @@ tool asks natively only."""
 
 from __future__ import annotations
 
-from proxy.front.legacy.mirror_calls import Post
+from proxy.front.legacy.mirror_calls import Post, take_place
 from proxy.handle import formats, token_version
 from proxy.upstream.era import EraBook
 from proxy.upstream.modern import Notify
@@ -55,6 +55,8 @@ def either(eras: EraBook, upstream: str, name: str, legacy: Post, straight: Post
         answer = await legacy(req, hold)
         if (why := legacy_refusal(answer, name, _proxy_handle)) is not None:
             paths.learn_native(upstream, name, why)
+            if (refused := take_place(req.id)) is not None:  # the legacy attempt's place went with it
+                return refused
             return await straight(req, note)
         paths.legacy_worked(upstream, name)
         for item in held or ():

@@ -62,3 +62,36 @@ async def test_one_users_echoed_refusal_teaches_nothing_to_another_users_call() 
         state = {"requestState": first.result["requestState"]} if "requestState" in first.result else {}
         done = await alice.call("guard_or_say", {"text": ""}, inputResponses=answers, **state)
         assert text_of(done.body) == "hello:Ada", done.body
+
+
+async def listed(client: RawClient) -> list[str]:
+    reply = await client.request("tools/list")
+    return [str(t["name"]) for t in reply.result["tools"]]
+
+
+async def test_what_was_learned_is_forgotten_when_the_tool_list_changes() -> None:
+    """A tool learned either way (a 2026-07-28 client's refused inline tool; a legacy client's native-only
+    tool) is forgotten once the upstream lists other tools, whichever client era lists them."""
+    async with (
+        peers.start_fastmcp4() as url,
+        running_proxy(UpstreamConfig(name="default", url=url)) as proxy,
+        aiohttp.ClientSession() as http,
+    ):
+        paths = proxy.app[ERAS].paths
+        modern = RawClient(proxy.url, http, authorization="Bearer alice")
+        legacy = RawLegacy(proxy.url, http, authorization="Bearer bob")
+        await legacy.initialize(ELICIT)
+        for era, lister in (("2026-07-28", modern), ("legacy", legacy)):
+            before = await (listed(modern) if lister is modern else legacy_listed(legacy))
+            await modern.call("ask_name")  # refused at 2026-07-28: learned legacy
+            await legacy.call("guard_name", lambda asked: {"action": "accept", "content": {"name": "A"}})
+            assert paths.learned() == {"default": {"legacy": ["ask_name"], "native": ["guard_name"]}}, era
+            await modern.call("add_tool", {"name": f"added_{era[:6]}"})
+            after = await (listed(modern) if lister is modern else legacy_listed(legacy))
+            assert len(after) == len(before) + 1
+            assert paths.learned() == {}, era
+
+
+async def legacy_listed(client: RawLegacy) -> list[str]:
+    _, said = await client.call("", params={}, method="tools/list")
+    return [str(t["name"]) for t in said[-1]["result"]["tools"]]

@@ -55,7 +55,7 @@ from proxy.front.legacy.bridge_session import RuntimeStateView
 from proxy.front.legacy.bridge_streams import BridgeReply, error_response
 from proxy.front.legacy.mirror_answers import MIRROR_PEER_PATH, MirrorAnswers
 from proxy.front.legacy.mirror_calls import Admission, End, MirrorCalls, MirrorSettings, Post
-from proxy.front.legacy.mirror_paths import either, two_era_tool
+from proxy.front.legacy.mirror_paths import either, listed, two_era_tool
 from proxy.front.legacy.mirror_stream import SUBSCRIBE, UNSUBSCRIBE, Listener, MirrorStreams
 from proxy.front.peers import NOT_PROCESSED, Peers
 from proxy.handle import HandleCodec, HandleError
@@ -334,9 +334,8 @@ class LegacyMirror:
                 )
             else:
                 answer = await send(jsonrpc.Request(msg.id, msg.method, params), _notes_to(reply))
-                if isinstance(answer, jsonrpc.Result) and self.migration is not None:
-                    self.migration.listed_result(upstream, msg.method, answer.result)
                 if isinstance(answer, jsonrpc.Result):
+                    listed(self._eras.paths, self.migration, upstream, msg.method, answer.result)
                     answer = jsonrpc.Result(msg.id, tr.legacy_result(answer.result))
         except UpstreamAuthChallenge as exc:
             if not reply.started:

@@ -108,9 +108,16 @@ async def upstream_state(app: web.Application, upstream: UpstreamConfig) -> tupl
     checks: InitializeChecks = app[STATE].initialize_checks
     answer = no_call_answer(upstream)
     if upstream.command is not None:
+        if upstream.era == "modern" and (wrong := await _era_setting(app, upstream)) is not None:
+            return WRONG_ERA, wrong  # a legacy stdio server under era: modern
         if speaks_modern(await _era(app, upstream.name)):  # its 2026-07-28 child answered server/discover
             return "reachable", None
         problem = await checks.problem(upstream.name, lambda: command_answers(upstream, answer))
+        wrong = None
+        if problem is not None and upstream.era == "legacy":  # a 2026-07-28-only stdio server?
+            wrong = await _era_setting(app, upstream, refused=True)
+        if wrong:
+            return WRONG_ERA, wrong
         return ("reachable", None) if problem is None else ("unreachable", problem)
     if not await port_open(upstream):
         return "unreachable", "its port does not accept connections"

@@ -9,7 +9,9 @@ era probe judges it. A legacy server under `era: modern`, and a server that answ
 refuses `initialize` under `era: legacy`, give `sentence`'s line: on /readyz (`upstream_problems`, state
 `wrong era`), once in the log (`upstream.era_setting_wrong`), and from `check-config --probe`.
 
-When: /readyz checks each configured-era HTTP upstream once (process/readiness.py), and again whenever the
+A stdio upstream is checked the same way, with `server/discover` on a child of the check's own.
+
+When: /readyz checks each configured-era upstream once (process/readiness.py), and again whenever the
 setting failed to hold for a request (EraBook.suspect on a configured verdict: a session that could not be
 opened, a modern request answered the legacy way). A check that reaches nothing, or is answered 401/403,
 says nothing about the setting.
@@ -28,6 +30,7 @@ from proxy.config import UpstreamConfig
 from proxy.upstream.base import UpstreamAuthChallenge, UpstreamError
 from proxy.upstream.era import Verdict, discover_request, judge_discover
 from proxy.upstream.modern import ModernTarget, NotModern, post
+from proxy.upstream.modern_stdio import ModernChildren
 from proxy.upstream.propagation import own_only, propagating
 
 log = structlog.get_logger(__name__)
@@ -70,9 +73,28 @@ async def discover(http: aiohttp.ClientSession, upstream: UpstreamConfig, timeou
     return judge_discover(answer)
 
 
+async def discover_stdio(upstream: UpstreamConfig) -> Verdict | None:
+    """The verdict of one `server/discover` to a stdio upstream, on a child of the check's own (stopped
+    after), judged as the era probe judges it (era.py): no answer within `timeouts.connect_s` is legacy; a
+    child that cannot be started says nothing."""
+    timeout = upstream.timeouts.connect_s
+    children = ModernChildren({upstream.name: upstream})
+    try:
+        answer = await children.request(upstream.name, discover_request(), timeout=timeout, probe=True)
+    except TimeoutError:
+        return Verdict("legacy", "probe", detail=f"no answer to server/discover in {timeout:g}s")
+    except UpstreamError:
+        return None
+    finally:
+        await children.close()
+    return judge_discover(answer)
+
+
 def checked(upstream: UpstreamConfig) -> bool:
-    """Whether the upstream's `era` is a setting to check: fixed by the configuration, over HTTP."""
-    return upstream.era != "auto" and upstream.url is not None and upstream.transport != "sse"
+    """Whether the upstream's `era` is a setting to check: fixed by the configuration, over HTTP or stdio."""
+    if upstream.era == "auto" or upstream.transport == "sse":
+        return False
+    return upstream.url is not None or upstream.command is not None
 
 
 class EraSettings:
@@ -108,7 +130,10 @@ class EraSettings:
 
     async def _check(self, name: str, initialize_refused: bool) -> str | None:
         up = self._upstreams[name]
-        found = await discover(self._clients[name], up, up.timeouts.initialize_s)
+        if up.url is None:  # a stdio command
+            found = await discover_stdio(up)
+        else:
+            found = await discover(self._clients[name], up, up.timeouts.initialize_s)
         self.checked.add(name)
         if found is None:
             return self.wrong.get(name)
@@ -131,4 +156,4 @@ class EraSettings:
                 await task
 
 
-__all__ = ["EraSettings", "checked", "discover", "sentence"]
+__all__ = ["EraSettings", "checked", "discover", "discover_stdio", "sentence"]

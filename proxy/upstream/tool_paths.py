@@ -6,8 +6,10 @@ Its newer tools return `input_required` natively: they work at 2026-07-28 and re
 
 - a 2026-07-28 client gets the native relay; a tool named in `legacy_tools`, or learned here, goes the legacy
   way (the proxy's MRTR over a legacy session). A tool is learned when its 2026-07-28 call was refused the
-  way `modern_refusal` recognises. That call is never re-run by the proxy (the tool has run up to its
-  question): the client gets the refusal plus `HINT`, and the next call goes the legacy way.
+  way `modern_refusal` recognises: a real server's whole refusal in its own shape, never a substring, and
+  not when the call's arguments carry the refusal's words (a tool echoing its caller). That call is never
+  re-run by the proxy (the tool has run up to its question): the client gets the refusal plus `HINT`, and
+  the next call goes the legacy way.
 - a legacy client (through the mirror) speaks legacy to the upstream for every tool, as going direct does; a
   tool refused there the way `legacy_refusal` recognises (it asks natively only) is sent again at
   2026-07-28 at once — safe, a native tool returns `input_required` before it acts — and remembered as native.
@@ -18,6 +20,8 @@ Learned names are per upstream, per replica (in memory: every replica learns on 
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable, Iterable, Mapping
 
 import structlog
@@ -32,51 +36,86 @@ HINT = (
     "mrtr-proxy: this tool asks with server-initiated requests, which 2026-07-28 cannot carry; "
     "call it again and the proxy runs it the legacy way (pin it with upstreams[].legacy_tools)."
 )
-# What real two-era servers answer a 2026-07-28 call of a tool that asks inline (tested against each).
-_MODERN_REFUSALS = (
-    "unavailable on 2026-07-28 connections",  # FastMCP 4.2.3, ctx.elicit
-    "this transport context has no",  # FastMCP 4.2.3, "Cannot send 'sampling/createMessage': …"
-    "Cannot send 'sampling/createMessage'",
-    "Cannot send 'roots/list'",
-    "but it is not marked as replayable",  # tmcp 1.20.0 (-32603)
+# What real two-era servers answer a 2026-07-28 call of a tool that asks inline, whole message and shape
+# (each seen coming back from the real peer in tests/e2e/test_two_era_paths.py). Matched whole, never as a
+# substring: a tool whose error carries its caller's words must not teach every user of the replica a path.
+_FASTMCP4_ELICIT = "elicitation via server-initiated requests is unavailable on 2026-07-28 connections."
+_BACK_CHANNEL = (  # FastMCP 4.2.3 / mcp 2.3.0 NoBackChannelError, as a tool error or a JSON-RPC -32600
+    r"(?:Error calling tool '{name}': )?"
+    r"Cannot send '(?:sampling/createMessage|roots/list|elicitation/create)': "
+    r"this transport context has no back-channel for server-initiated requests\."
 )
-# What they answer a legacy call of a tool that only asks natively.
-_LEGACY_REFUSALS = (
-    "only exists at MCP 2026-07-28",  # FastMCP 4.2.3: "returned an InputRequiredResult … only exists at …"
-    "returned an InputRequiredResult",
+_TMCP_NOT_REPLAYABLE = (  # tmcp 1.20.0: a JSON-RPC -32603
+    r'(?:MCP error -32603: )?tool "{name}" asked the client for [a-z /,-]+, '
+    r"but it is not marked as replayable\. "
+    r"The client must retry the ORIGINAL request .* This is a tmcp safety check, not an MCP requirement\."
 )
+# What they answer a legacy call of a tool that only asks natively: FastMCP 4.2.3, a JSON-RPC -32602 (a tool's
+# own error is an isError result there, so no tool output can take this shape).
+_FASTMCP4_NATIVE_ONLY = (
+    r"Tool '{name}' returned an InputRequiredResult to request client input, but the multi-round-trip result "
+    r"type \(SEP-2322\) only exists at MCP 2026-07-28; this connection negotiated '[^']*'\. "
+    r"Use ctx\.elicit\(\) for server-initiated input on handshake-era connections\."
+)
+# Words that, found in a call's own arguments, mean the "refusal" may be the caller's words echoed back.
+_SIGNS = ("unavailable on 2026-07-28", "back-channel for server-initiated", "not marked as replayable")
 
 
-def _texts(answer: jsonrpc.Response) -> str:
-    if isinstance(answer, jsonrpc.Error):
-        return answer.error.message
+def _matches(pattern: str, name: str, text: str) -> bool:
+    return re.fullmatch(pattern.format(name=re.escape(name)), text, re.DOTALL) is not None
+
+
+def _tool_error_text(answer: jsonrpc.Result) -> str | None:
+    """The one text block of an isError result (the shape the real refusals take), else None."""
     result = answer.result
-    if not result.get("isError"):
-        return ""
     content = result.get("content")
-    if not isinstance(content, list):
-        return ""
-    return " ".join(str(c.get("text", "")) for c in content if isinstance(c, dict))
+    if result.get("isError") is not True or not isinstance(content, list) or len(content) != 1:
+        return None
+    (block,) = content
+    if not isinstance(block, dict) or block.get("type") != "text" or not isinstance(block.get("text"), str):
+        return None
+    text: str = block["text"]
+    return text
 
 
-def modern_refusal(answer: jsonrpc.Response) -> str | None:
-    """The refusal text if `answer` (to a 2026-07-28 tools/call) says the tool asks inline only."""
-    text = _texts(answer)
-    if text and any(sign in text for sign in _MODERN_REFUSALS):
-        return text[:200]
-    return None
+def modern_refusal(answer: jsonrpc.Response, name: str, arguments: object = None) -> str | None:
+    """The refusal text if `answer` (to a 2026-07-28 call of tool `name`) is a real server's refusal to ask
+    inline at 2026-07-28 — the whole message, in the shape that server gives it — and the call's own
+    `arguments` do not carry the refusal's words (a tool echoing its input could say the same)."""
+    if isinstance(answer, jsonrpc.Error):
+        text, code = answer.error.message, answer.error.code
+        known = (code == jsonrpc.INTERNAL_ERROR and _matches(_TMCP_NOT_REPLAYABLE, name, text)) or (
+            code == jsonrpc.INVALID_REQUEST and _matches(_BACK_CHANNEL, name, text)
+        )
+    else:
+        found = _tool_error_text(answer)
+        text = found or ""
+        known = found is not None and (found == _FASTMCP4_ELICIT or _matches(_BACK_CHANNEL, name, found))
+    if not known or _echoed(arguments):
+        return None
+    return text[:200]
 
 
-def legacy_refusal(answer: jsonrpc.Response, own_state: Callable[[object], bool]) -> str | None:
-    """The reason if `answer` (to a tools/call sent the legacy way) says the tool asks natively only: a known
-    refusal, or the upstream's own `input_required` result arriving on a legacy session (not the proxy's:
-    `own_state(requestState)` tells its parked call's handle, the legacy way's own rounds)."""
-    if isinstance(answer, jsonrpc.Result) and answer.result.get("resultType") == mcp.RESULT_INPUT_REQUIRED:
+def _echoed(arguments: object) -> bool:
+    if not arguments:
+        return False
+    said = json.dumps(arguments, ensure_ascii=False)
+    return any(sign in said for sign in _SIGNS)
+
+
+def legacy_refusal(answer: jsonrpc.Response, name: str, own_state: Callable[[object], bool]) -> str | None:
+    """The reason if `answer` (to a call of tool `name` sent the legacy way) says the tool asks natively only:
+    FastMCP 4.2.3's JSON-RPC refusal (whole message), or the upstream's own `input_required` result arriving
+    on a legacy session (not the proxy's: `own_state(requestState)` tells its parked call's handle, the
+    legacy way's own rounds)."""
+    if isinstance(answer, jsonrpc.Result):
+        if answer.result.get("resultType") != mcp.RESULT_INPUT_REQUIRED:
+            return None
         if own_state(answer.result.get("requestState")):
             return None
         return "input_required on a legacy session"
-    text = _texts(answer)
-    if text and any(sign in text for sign in _LEGACY_REFUSALS):
+    text = answer.error.message
+    if answer.error.code == jsonrpc.INVALID_PARAMS and _matches(_FASTMCP4_NATIVE_ONLY, name, text):
         return text[:200]
     return None
 

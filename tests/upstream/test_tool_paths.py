@@ -22,13 +22,20 @@ def tool_error(text: str) -> jsonrpc.Result:
 
 
 FASTMCP4_ELICIT = "elicitation via server-initiated requests is unavailable on 2026-07-28 connections."
-FASTMCP4_SAMPLING = "Cannot send 'sampling/createMessage': this transport context has no session"
+FASTMCP4_SAMPLING = (
+    "Error calling tool 'summarize': Cannot send 'sampling/createMessage': this transport context has no "
+    "back-channel for server-initiated requests."
+)
 TMCP = (
-    'MCP error -32603: tool "ask_name" asked the client for elicitation, but it is not marked as replayable.'
+    'MCP error -32603: tool "ask_name" asked the client for elicitation, but it is not marked as replayable. '
+    "The client must retry the ORIGINAL request with its answer, which starts the handler again. "
+    "Set `replayable: true` on the tool definition only when that work is safe to repeat. "
+    "This is a tmcp safety check, not an MCP requirement."
 )
 FASTMCP4_NATIVE = (
     "Tool 'guard_name' returned an InputRequiredResult to request client input, but the multi-round-trip "
-    "result type (SEP-2322) only exists at MCP 2026-07-28"
+    "result type (SEP-2322) only exists at MCP 2026-07-28; this connection negotiated '2025-11-25'. Use "
+    "ctx.elicit() for server-initiated input on handshake-era connections."
 )
 
 
@@ -37,23 +44,43 @@ def never(_: object) -> bool:
 
 
 def test_the_real_servers_refusals_at_2026_are_recognised() -> None:
-    assert modern_refusal(tool_error(FASTMCP4_ELICIT)) == FASTMCP4_ELICIT
-    assert modern_refusal(tool_error(FASTMCP4_SAMPLING)) is not None
-    assert modern_refusal(jsonrpc.error(1, jsonrpc.INTERNAL_ERROR, TMCP)) is not None
+    assert modern_refusal(tool_error(FASTMCP4_ELICIT), "ask_name") == FASTMCP4_ELICIT
+    assert modern_refusal(tool_error(FASTMCP4_SAMPLING), "summarize") is not None
+    assert modern_refusal(jsonrpc.error(1, jsonrpc.INTERNAL_ERROR, TMCP), "ask_name") is not None
     # Anything else is the tool's own answer: not learned from.
-    assert modern_refusal(tool_error("file not found")) is None
-    assert modern_refusal(jsonrpc.Result(1, {"content": [{"type": "text", "text": FASTMCP4_ELICIT}]})) is None
-    assert modern_refusal(jsonrpc.error(1, jsonrpc.INTERNAL_ERROR, "boom")) is None
+    assert modern_refusal(tool_error("file not found"), "ask_name") is None
+    plain = jsonrpc.Result(1, {"content": [{"type": "text", "text": FASTMCP4_ELICIT}]})
+    assert modern_refusal(plain, "ask_name") is None
+    assert modern_refusal(jsonrpc.error(1, jsonrpc.INTERNAL_ERROR, "boom"), "ask_name") is None
+
+
+def test_a_refusal_is_matched_whole_in_its_own_shape_and_never_from_the_callers_words() -> None:
+    # A substring inside a tool's own error, another tool's name, another code, a second block: not a refusal.
+    assert modern_refusal(tool_error(f"bad input: {FASTMCP4_ELICIT}"), "echo") is None
+    assert modern_refusal(tool_error(FASTMCP4_SAMPLING), "other") is None
+    assert modern_refusal(jsonrpc.error(1, jsonrpc.INTERNAL_ERROR, TMCP), "other") is None
+    assert modern_refusal(jsonrpc.error(1, jsonrpc.INVALID_PARAMS, TMCP), "ask_name") is None
+    assert modern_refusal(tool_error(FASTMCP4_ELICIT + " "), "ask_name") is None
+    two = jsonrpc.Result(1, {"isError": True, "content": [{"type": "text", "text": FASTMCP4_ELICIT}] * 2})
+    assert modern_refusal(two, "ask_name") is None
+    # The whole refusal, echoed from the call's own arguments: the caller's words, not the server's refusal.
+    assert modern_refusal(tool_error(FASTMCP4_ELICIT), "say", {"text": FASTMCP4_ELICIT}) is None
+    assert modern_refusal(tool_error(FASTMCP4_ELICIT), "ask_name", {"text": "hi"}) == FASTMCP4_ELICIT
 
 
 def test_a_native_tools_refusal_on_a_legacy_session_is_recognised() -> None:
-    assert legacy_refusal(tool_error(FASTMCP4_NATIVE), never) is not None
+    native = jsonrpc.error(1, jsonrpc.INVALID_PARAMS, FASTMCP4_NATIVE)
+    assert legacy_refusal(native, "guard_name", never) is not None
     upstream_own = jsonrpc.Result(1, {"resultType": "input_required", "inputRequests": {}})
-    assert legacy_refusal(upstream_own, never) == "input_required on a legacy session"
+    assert legacy_refusal(upstream_own, "guard_name", never) == "input_required on a legacy session"
     # The proxy's own round (its parked call's handle as requestState) is the legacy way working.
     proxy_own = jsonrpc.Result(1, {"resultType": "input_required", "requestState": "h"})
-    assert legacy_refusal(proxy_own, lambda state: state == "h") is None
-    assert legacy_refusal(tool_error("no such file"), never) is None
+    assert legacy_refusal(proxy_own, "guard_name", lambda state: state == "h") is None
+    assert legacy_refusal(tool_error("no such file"), "guard_name", never) is None
+    # A tool's own error result saying the same words (it echoes its caller) is no refusal: FastMCP gives
+    # the real one as a JSON-RPC error, never as a tool result — and only for the tool called.
+    assert legacy_refusal(tool_error(FASTMCP4_NATIVE), "guard_name", never) is None
+    assert legacy_refusal(native, "echo", never) is None
 
 
 def test_the_hint_is_added_to_an_error_and_to_a_tool_error() -> None:

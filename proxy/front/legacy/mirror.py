@@ -61,7 +61,7 @@ from proxy.front.legacy.bridge_session import RuntimeStateView
 from proxy.front.legacy.bridge_streams import BridgeReply, draining_response, error_response
 from proxy.front.legacy.mirror_answers import MIRROR_PEER_PATH, MirrorAnswers
 from proxy.front.legacy.mirror_calls import Admission, End, MirrorCalls, MirrorSettings, Post
-from proxy.front.legacy.mirror_paths import either, two_era_tool
+from proxy.front.legacy.mirror_paths import either, listed, two_era_tool
 from proxy.front.legacy.mirror_stream import SUBSCRIBE, UNSUBSCRIBE, Listener, MirrorStreams
 from proxy.front.peers import NOT_PROCESSED, Peers
 from proxy.front.plan import WrongEra
@@ -316,12 +316,14 @@ class LegacyMirror:
         try:
             if msg.method in mcp.MRTR_METHODS:
                 address = self._addresses.of(caller.request)
-                answer = await self.calls.run(reply, session, msg, params, send, end=end, address=address)
+                counted = end is not None and caller.route is None  # the legacy way: its call holds a place
+                answer = await self.calls.run(
+                    reply, session, msg, params, send, end=end, address=address, counted=counted
+                )
             else:
                 answer = await send(jsonrpc.Request(msg.id, msg.method, params), _notes_to(reply))
-                if isinstance(answer, jsonrpc.Result) and self.migration is not None:
-                    self.migration.listed_result(upstream, msg.method, answer.result)
                 if isinstance(answer, jsonrpc.Result):
+                    listed(self._eras.paths, self.migration, upstream, msg.method, answer.result)
                     answer = jsonrpc.Result(msg.id, tr.legacy_result(answer.result))
         except UpstreamAuthChallenge as exc:
             if not reply.started:

@@ -21,6 +21,7 @@ the 2026-07-28 cancellation).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import secrets
 import time
 from collections.abc import Awaitable, Callable
@@ -62,6 +63,49 @@ class Admission(Protocol):
     def hold(self, principal: str, address: str = "") -> None: ...  # raises LimitExceeded
 
     def let_go(self, principal: str, address: str = "") -> None: ...
+
+
+@dataclass(slots=True)
+class Place:
+    """A mirrored call's one place in the call limits, held by whichever part runs the call now: the mirror
+    while it posts straight to the upstream, or — for the legacy way — the proxy's own call over a legacy
+    session, which the call service admits and holds itself (then the mirror gives its place back, so the
+    client's one call never holds two)."""
+
+    admission: Admission | None
+    principal: str
+    address: str
+    held: bool = False
+
+    def take(self) -> None:  # raises LimitExceeded
+        if not self.held and self.admission is not None:
+            self.admission.hold(self.principal, self.address)
+            self.held = True
+
+    def give(self) -> None:
+        if self.held and self.admission is not None:
+            self.admission.let_go(self.principal, self.address)
+        self.held = False
+
+
+# The running mirrored call's place (set by MirrorCalls.run): a two-era tool's legacy attempt refused, its
+# native run takes the place back (mirror_paths.py).
+_PLACE: contextvars.ContextVar[Place | None] = contextvars.ContextVar("mirror_place", default=None)
+
+
+def take_place(rid: jsonrpc.RequestId) -> jsonrpc.Error | None:
+    """The running mirrored call takes its place back; the -31003 answer if the limit is reached."""
+    place = _PLACE.get()
+    return None if place is None else _taken(place, rid)
+
+
+def _taken(place: Place, rid: jsonrpc.RequestId) -> jsonrpc.Error | None:
+    try:
+        place.take()
+    except LimitExceeded as exc:
+        log.info("mirror.refused", reason=exc.reason)
+        return jsonrpc.Error(rid, too_many_calls(exc))
+    return None
 
 
 class Ended(Exception):
@@ -142,19 +186,21 @@ class MirrorCalls:
         *,
         end: End | None = None,
         address: str = "",
+        counted: bool = False,
     ) -> jsonrpc.Response | None:
         """The call's final answer to the client (None: cancelled, no answer is due). `end`: told when
         the call stops between rounds (a cancel, a timeout, a client gone), so what the upstream side
         keeps of it goes at once (the proxy's own parked call, for a round the modern front answered).
         The call counts against calls.max_parked and the principal's and `address`'s shares while it
         runs, as a parked call does: beyond them it is refused before anything goes upstream, with the
-        same -31003 (a call the proxy parks for it over a legacy session counts too: both are held)."""
-        if self._admission is not None:
-            try:
-                self._admission.hold(session.principal, address)
-            except LimitExceeded as exc:
-                log.info("mirror.refused", reason=exc.reason)
-                return jsonrpc.Error(msg.id, too_many_calls(exc))
+        same -31003. `counted`: `post` goes the legacy way (the proxy's own call over a legacy session, which
+        holds its own place): the limit is checked here, then the place is given to that call (`Place`)."""
+        place = Place(self._admission, session.principal, address)
+        if (refused := _taken(place, msg.id)) is not None:
+            return refused
+        if counted:
+            place.give()
+        entered = _PLACE.set(place)
         call = MirrorCall(secrets.token_urlsafe(12), session.token, msg.id)
         self._calls[call.token] = call
         self._by_client[(session.token, msg.id)] = call
@@ -171,8 +217,8 @@ class MirrorCalls:
                 )
             return ended.answer
         finally:
-            if self._admission is not None:
-                self._admission.let_go(session.principal, address)
+            place.give()
+            _PLACE.reset(entered)
             del self._calls[call.token]
             if self._by_client.get((session.token, msg.id)) is call:
                 del self._by_client[(session.token, msg.id)]

@@ -4,11 +4,15 @@ tool asks natively only."""
 
 from __future__ import annotations
 
-from proxy.front.legacy.mirror_calls import Post
+from collections.abc import Mapping
+from typing import Any
+
+from proxy.front.legacy.mirror_calls import Post, take_place
 from proxy.handle import formats, token_version
+from proxy.migration.tally import MigrationBook
 from proxy.upstream.era import EraBook
 from proxy.upstream.modern import Notify
-from proxy.upstream.tool_paths import legacy_refusal
+from proxy.upstream.tool_paths import ToolPaths, legacy_refusal
 from proxy.wire import jsonrpc
 
 MAX_HELD = 256  # notifications of a first legacy attempt held until its answer
@@ -53,8 +57,10 @@ def either(eras: EraBook, upstream: str, name: str, legacy: Post, straight: Post
                 held = None
 
         answer = await legacy(req, hold)
-        if (why := legacy_refusal(answer, _proxy_handle)) is not None:
+        if (why := legacy_refusal(answer, name, _proxy_handle)) is not None:
             paths.learn_native(upstream, name, why)
+            if (refused := take_place(req.id)) is not None:  # the legacy attempt's place went with it
+                return refused
             return await straight(req, note)
         paths.legacy_worked(upstream, name)
         for item in held or ():
@@ -64,9 +70,20 @@ def either(eras: EraBook, upstream: str, name: str, legacy: Post, straight: Post
     return post
 
 
+def listed(
+    paths: ToolPaths, migration: MigrationBook | None, upstream: str, method: str, result: Mapping[str, Any]
+) -> None:
+    """A list answer the mirror got: told to the migration report, and a tool list to the tool paths (a
+    change forgets what was learned, tool_paths.py) — as the native relay does for 2026-07-28 clients."""
+    if migration is not None:
+        migration.listed_result(upstream, method, result)
+    if method == "tools/list" and isinstance(tools := result.get("tools"), list):
+        paths.tool_list(upstream, (str(t.get("name")) for t in tools if isinstance(t, dict)))
+
+
 def _proxy_handle(state: object) -> bool:
     """Whether a requestState is a call the proxy parked (the legacy way's rounds), not an upstream's own."""
     return isinstance(state, str) and token_version(state) == formats.CALL_HANDLE
 
 
-__all__ = ["either", "two_era_tool"]
+__all__ = ["either", "listed", "two_era_tool"]

@@ -35,6 +35,7 @@ from proxy.handle import HandleCodec, HandleError
 from proxy.handle.session_ids import LegacySession, open_session, seal_session
 from proxy.routes.policy import Grant
 from proxy.routes.table import Route
+from proxy.upstream.era import speaks_modern
 from proxy.upstream.propagation import with_propagated
 from proxy.wire import jsonrpc, mcp
 
@@ -195,12 +196,37 @@ class LegacyRelay:
             reserved = f"initializing:{secrets.token_hex(8)}"
             quota.opened(reserved, upstream, principal, address, ttl)
         try:
-            return await self._send(
-                request, config, principal, body, headers, reserved=reserved, challenge=challenge
+            sent = await self._send(
+                request,
+                config,
+                principal,
+                body,
+                headers,
+                reserved=reserved,
+                challenge=challenge,
+                refusable=self._mirror is not None and request.method == "POST",
             )
+            if isinstance(sent, bytes):
+                return await self._refused(sent, caller)
+            return sent
         finally:
             if reserved is not None and quota is not None:
                 quota.closed(reserved)
+
+    async def _refused(self, refused: bytes, caller: Legacy) -> web.StreamResponse:
+        """A request refused with a 400 JSON-RPC error before anything ran: perhaps the server behind the
+        address changed (an in-place upgrade to a 2026-07-28-only server), so its era is looked at again. If
+        it speaks 2026-07-28 now, an initialize is planned again (WrongEra: to the mirror), and a request on
+        a session (the gone server's) is answered 404, which tells a legacy client to initialize again —
+        what going direct gives a client whose server restarted. Else the refusal, as it came."""
+        upstream, msg, eras = caller.upstream, caller.msg, self._planner.eras
+        reason = f"a relayed request was refused with 400: {refused[:200]!r}"
+        eras.suspect(upstream, reason)
+        if not speaks_modern(await eras.era(upstream, dict(caller.forwarded))):
+            return web.Response(status=400, body=refused, content_type="application/json")
+        if not (isinstance(msg, jsonrpc.Request) and msg.method == "initialize"):
+            return _error(404, "Session not found")
+        raise WrongEra(upstream, reason)
 
     async def _send(
         self,
@@ -212,7 +238,10 @@ class LegacyRelay:
         *,
         reserved: str | None,
         challenge: Callable[[str | None], str | None] | None,
-    ) -> web.StreamResponse:
+        refusable: bool = False,
+    ) -> web.StreamResponse | bytes:
+        """The upstream's answer, relayed; with `refusable`, a 400 JSON-RPC error's body is returned instead,
+        unrelayed, for the caller to plan again."""
         upstream, quota = config.name, self._quota
         assert config.url is not None
         try:
@@ -226,6 +255,15 @@ class LegacyRelay:
         except (aiohttp.ClientError, TimeoutError) as exc:
             return _error(502, unavailable_message(upstream, exc))
         async with upstream_resp:
+            if refusable and upstream_resp.status == 400 and upstream_resp.content_type == "application/json":
+                refused = b""
+                async for chunk in upstream_resp.content.iter_any():
+                    refused += chunk
+                    if len(refused) > _MAX_REFUSAL:
+                        return _error(502, unavailable_message(upstream, "a 400 refusal too large"))
+                if b'"error"' in refused:
+                    return refused
+                return web.Response(status=400, body=refused, content_type="application/json")
             out_headers = {n: upstream_resp.headers[n] for n in _PASS_RESPONSE if n in upstream_resp.headers}
             if upstream_resp.status in (401, 403) and challenge is not None:
                 relayed = challenge(upstream_resp.headers.get("WWW-Authenticate"))
@@ -264,6 +302,9 @@ class Legacy(NamedTuple):
     challenge: Callable[[str | None], str | None] | None
     route: Route | None
     grant: Grant | None
+
+
+_MAX_REFUSAL = 64 * 1024  # a 400 refusal, read whole before it is relayed or acted on
 
 
 def _token(upstream: str, upstream_session: str) -> str:

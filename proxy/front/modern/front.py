@@ -114,9 +114,8 @@ class ModernFront:
         """A modern request the endpoint (front/endpoint.py) parsed: `body` as it came, `msg` parsed.
         `principal` (else resolved here) and `upstream_headers` (validate mode: the client headers and
         credentials that go upstream; else the upstream's `forward_headers`) are the endpoint's. On an
-        aggregated `route` (`upstream` is then its name) the request goes on to the upstream that owns
-        its name, or the route answers it itself (aggregate.py); `grant`: the validated token's scopes and
-        claims (validate mode)."""
+        aggregated `route` (`upstream` is its name) the request goes on to the upstream that owns its name,
+        or the route answers it (aggregate.py); `grant`: the validated token's scopes and claims."""
         req = check_modern(msg, request.headers, limits=self.limits)
         if principal is None:
             principal = self._principal(request.headers)
@@ -222,8 +221,7 @@ class ModernFront:
         replier: Replier,
         line: dict[str, Any],
     ) -> jsonrpc.Response:
-        """Raise the upstream's 401/403 as the client's answer (AuthRefused), unless a 200 SSE stream has
-        already begun: then it can only be a JSON-RPC error in it."""
+        """The upstream's 401/403 raised as the client's (AuthRefused); a JSON-RPC error once SSE began."""
         line["outcome"] = f"upstream_unauthorized:{exc.status}"
         if replier.started or self._oauth is None:
             return jsonrpc.Error(rid, credentials_refused(upstream, exc.status))

@@ -48,7 +48,7 @@ T = TypeVar("T")
 # The plan's values the path of every request compares with, looked up once (an enum member is a class
 # attribute found through the enum's metaclass).
 _OWN, _MEMBER, _UNKNOWN = RouteKind.OWN, RouteKind.MEMBER, UpstreamEra.UNKNOWN
-_RELAY, _LISTEN = Job.RELAY, Job.LISTEN
+_RELAY, _LISTEN, _ADAPT = Job.RELAY, Job.LISTEN, Job.ADAPT
 AGAIN = "send the request again (another replica will take it)"  # what a draining replica tells a new call
 
 
@@ -180,6 +180,13 @@ class Pipeline:
             local_only=local_only,
         )
         reply = await sink.kept_alive(adapted, self._keepalive)
+        if job is _ADAPT and self._era_changed_under(upstream, reply, sink):  # the legacy way never ran it
+            s = await self.planner.probed(s, upstream, key.forwarded)
+            if plan(s) is _RELAY:  # an in-place swap to a 2026-07-28 server: planned again, once
+                try:
+                    return await self._relayed(upstream, req, key, who, sink=sink, line=line, route=route)
+                except WrongEra as wrong:  # flapped: the first failure stays the answer
+                    self.planner.eras.suspect(upstream, wrong.reason)
         if isinstance(reply, Forward):
             return Forwarded(
                 reply,
@@ -188,6 +195,12 @@ class Pipeline:
                 ),
             )
         return reply
+
+    def _era_changed_under(self, upstream: str, reply: object, sink: Sink) -> bool:
+        """Whether the adapt job failed before the upstream processed anything while the era went suspect
+        (relay.py `era_changed_under`), with nothing written to the client yet: safe to plan again."""
+        relay = self.relay
+        return relay is not None and not sink.written and relay.era_changed_under(upstream, reply)
 
     async def _again(
         self,

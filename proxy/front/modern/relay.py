@@ -25,7 +25,7 @@ from typing import Any
 
 from aiohttp import web
 
-from proxy.calls.wording import cannot_bind, invalid_state, relayed_failure, timed_out
+from proxy.calls.wording import SEE_LOG, cannot_bind, invalid_state, relayed_failure, timed_out
 from proxy.config import Config, UpstreamConfig
 from proxy.front.modern.peer_route import key_not_held
 from proxy.front.modern.relay_tasks import BoundTasks, TaskIdTooLarge, TaskRefused, refusal
@@ -180,12 +180,29 @@ class NativeRelay:
                 paths.tool_list(upstream, (str(t.get("name")) for t in tools if isinstance(t, dict)))
             return answer
         name = msg.params.get("name")
-        why = modern_refusal(answer) if isinstance(name, str) and paths.learns(upstream) else None
-        if why is None or not isinstance(name, str):
+        if not isinstance(name, str) or not paths.learns(upstream):
+            return answer
+        why = modern_refusal(answer, name, msg.params.get("arguments"))
+        if why is None:
             return answer
         paths.learn_legacy(upstream, name, why)
         line["learned"] = "legacy"
         return with_hint(answer)
+
+    def era_changed_under(self, upstream: str, answer: object) -> bool:
+        """Whether the legacy way failed before the upstream processed anything (it could not open a
+        session, or the session was gone) while the era went suspect (the pool saw the server change: an
+        in-place upgrade to a 2026-07-28-only server refuses initialize): safe to plan again."""
+        if not isinstance(answer, jsonrpc.Error):
+            return False
+        if answer.error.code != jsonrpc.UPSTREAM_FAILED:
+            return False
+        said = answer.error.message
+        if said.startswith(_NEVER_RAN):  # refused before it ran (a 2026-07-28-only server's 400): look again
+            self.eras.suspect(upstream, f"a legacy call was refused before it ran: {said}")
+        return self.eras.held(upstream) is None and (
+            said.startswith(_NEVER_RAN) or said.endswith(f"unavailable ({SEE_LOG})")
+        )
 
     async def plain(
         self,
@@ -272,6 +289,7 @@ def _filtered(replier: Notes, tasks: BoundTasks) -> Callable[[jsonrpc.Notificati
     return notify
 
 
+_NEVER_RAN = "Upstream did not run the call"  # calls/wording.py not_run: safe to send again
 _WATCHED = frozenset({"tools/call", "tools/list"})  # what a two-era upstream's tool paths are read from
 _PARAM_PREFIX = "mcp-param-"
 

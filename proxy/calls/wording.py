@@ -9,10 +9,11 @@ details go to the log as `upstream.unavailable` / `upstream.call_failed`, under 
 from __future__ import annotations
 
 import re
-from typing import Any, Final
+from typing import Final
 
 import structlog
 
+from proxy.observe.line import Outcome, RequestLine
 from proxy.upstream.base import HttpRefused, NotDelivered
 from proxy.wire import jsonrpc
 from proxy.wire.jsonrpc import ErrorObject
@@ -96,10 +97,10 @@ def upstream_failed(reason: str) -> ErrorObject:
 
 
 def unavailable_answer(
-    rid: jsonrpc.RequestId, upstream: str, detail: BaseException | str, line: dict[str, Any]
+    rid: jsonrpc.RequestId, upstream: str, detail: BaseException | str, line: RequestLine
 ) -> jsonrpc.Error:
     """The answer to plain request `rid` when `upstream` is unavailable; its log line's outcome says so."""
-    line["outcome"] = "upstream_failed"
+    line.set_outcome(Outcome.UPSTREAM_FAILED)
     return jsonrpc.Error(rid, unavailable(upstream, detail))
 
 

@@ -153,6 +153,40 @@ class RequestLine:
         """The JSON-RPC id to answer with (None until the body named one)."""
         return None if self.id is ABSENT else self.id
 
+    # TRANSITION ONLY (removed with the conversion of front/endpoint.py, front/modern/front.py,
+    # front/modern/inner.py): the dict operations those files still use.
+    def __getitem__(self, key: str) -> Any:
+        return self.outcome_text if key == "outcome" else getattr(self, key)
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        if key == "outcome":
+            kind, _, detail = str(value).partition(":")
+            number = detail.lstrip("-")
+            self.set_outcome(Outcome(kind), (int(detail) if number.isdigit() else detail) if detail else None)
+        else:
+            setattr(self, key, value)
+
+    def __contains__(self, key: str) -> bool:
+        return self.get(key) is not None
+
+    def get(self, key: str, default: Any = None) -> Any:
+        value = self[key]
+        return default if value is None or value is ABSENT else value
+
+    def update(self, **fields: Any) -> None:
+        for key, value in fields.items():
+            self[key] = value
+
+    def setdefault(self, key: str, value: Any) -> Any:
+        if key not in self:
+            self[key] = value
+        return self[key]
+
+    def pop(self, key: str, default: Any = None) -> Any:
+        value = self.get(key, default)
+        setattr(self, key, None)
+        return value
+
     def render(self) -> dict[str, Any]:
         """The JSON log line: every attribute that was set, in `__slots__` order, the outcome as text."""
         line: dict[str, Any] = {}

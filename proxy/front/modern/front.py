@@ -1,17 +1,16 @@
 """The 2026-07-28 front: one JSON-RPC request per POST, as the endpoint (front/endpoint.py) parsed it.
 
-Checks the request at the boundary (front/checks.py), answers `ping` itself, hands `server/discover`, list
-and completion requests to plain.py, and calls to the call service (inline requests become `input_required`
-rounds; outcome.py turns what it returns into the client's answer); `subscriptions/listen` goes to
-listen.py, the Tasks extension's methods to proxy/tasks. A retry whose call another replica holds is
-forwarded to that owner (front/peers.py).
+Checks the request at the boundary (front/checks.py), answers `ping`, hands `server/discover`, list and
+completion requests to plain.py, calls to the call service (inline requests become `input_required` rounds;
+outcome.py turns what it returns into the client's answer), `subscriptions/listen` to listen.py, the Tasks
+extension's methods to proxy/tasks. A retry for a call another replica holds goes to it (front/peers.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from aiohttp import web
 
@@ -32,6 +31,7 @@ from proxy.front.oauth import OAuthFront
 from proxy.front.peers import FORWARD_PREFIX, PeerLost, PeerRefused, Peers, PeerUnreachable
 from proxy.front.principal import Resolver
 from proxy.front.reply import Notes, Replier
+from proxy.observe.line import RequestLine
 from proxy.routes.policy import Grant
 from proxy.routes.table import Route as AggregatedRoute
 from proxy.routes.table import RouteTable
@@ -98,7 +98,7 @@ class ModernFront:
         self.limits = InputLimits(front.max_input_responses, front.max_input_response_bytes)
         self.plain = PlainRequests(pools=pools, calls=calls, tasks=tasks, oauth=oauth)
 
-    def check_peer(self, request: web.Request, body: bytes, line: dict[str, Any]) -> None:
+    def check_peer(self, request: web.Request, body: bytes, line: RequestLine) -> None:
         check_peer_request(self._peers, self._state.stopped, request, body, line)  # signed, still serving
 
     async def handle(
@@ -108,7 +108,7 @@ class ModernFront:
         msg: jsonrpc.Request,
         body: bytes,
         *,
-        line: dict[str, Any],
+        line: RequestLine,
         link: CallLink,
         principal: str | None = None,
         upstream_headers: tuple[tuple[str, str], ...] | None = None,
@@ -209,7 +209,7 @@ class ModernFront:
         principal: str,
         grant: Grant | None,
         key_for: Callable[[str], PoolKey],
-        line: dict[str, Any],
+        line: RequestLine,
     ) -> tuple[str, ModernRequest, Own | None]:
         """Where a request on an aggregated route goes: the upstream that owns its name (the request
         renamed to that upstream's name), or the route's own answer (`Own`: lists, discover)."""
@@ -238,7 +238,7 @@ class ModernFront:
         req: ModernRequest,
         key: PoolKey,
         principal: str,
-        line: dict[str, Any],
+        line: RequestLine,
         route: AggregatedRoute | None,
     ) -> web.StreamResponse | None:
         """The native relay's answer (relay.py; `route`: what is bound depends on it); None when the upstream
@@ -276,7 +276,7 @@ class ModernFront:
         body: bytes,
         rid: jsonrpc.RequestId,
         *,
-        line: dict[str, Any],
+        line: RequestLine,
         replier: Replier,
         dispatch: Callable[..., Awaitable[jsonrpc.Response | Forward]],
     ) -> web.StreamResponse:
@@ -312,7 +312,7 @@ class ModernFront:
         key: PoolKey,
         principal: str,
         replier: Notes,
-        line: dict[str, Any],
+        line: RequestLine,
         local_only: bool = False,
         owner_gone: OwnerGone | None = None,
         link: CallLink | None = None,
@@ -386,7 +386,7 @@ class ModernFront:
         exc: UpstreamAuthChallenge,
         *,
         replier: Replier,
-        line: dict[str, Any],
+        line: RequestLine,
     ) -> jsonrpc.Response:
         """Raise the upstream's 401/403 as the client's answer (AuthRefused), unless a 200 SSE stream has
         already begun: then it can only be a JSON-RPC error in it."""

@@ -37,6 +37,7 @@ from proxy.front.modern.front import ModernFront
 from proxy.front.modern.listen_filter import LIST_CHANGED, MAX_ITEMS
 from proxy.front.reply import InProcess, json_response
 from proxy.front.standalone import LegacyStream
+from proxy.observe.line import RequestLine
 from proxy.routes.policy import Grant
 from proxy.routes.table import Route
 from proxy.upstream.modern import NotModern, metadata_headers
@@ -93,7 +94,7 @@ class InnerFront:
         def key_for(name: str) -> PoolKey:
             return front.pool_key(name, req, request, principal, upstream_headers)
 
-        line: dict[str, Any] = {}
+        line = RequestLine()
         if route is not None:  # a listen names nothing: the route's first upstream, and all are listened to
             upstream, req, _ = await front.routed(
                 route, req, principal=principal, grant=grant, key_for=key_for, line=line
@@ -122,7 +123,7 @@ class InnerFront:
         route: Route | None,
         grant: Grant | None,
         notify: Notify,
-        line: dict[str, Any],
+        line: RequestLine,
         legacy: bool = False,
     ) -> jsonrpc.Response:
         """The modern front's answer to `msg` (its `_meta` the mirror's) for the legacy client's `request`,

@@ -99,7 +99,7 @@ class Cors:
         response.headers[REQUEST_ID_HEADER] = rid
         line.status = response.status
         line.duration_ms = round((time.perf_counter() - started) * 1000, 2)
-        info_line(log, "request", line.render())
+        info_line(log, "request", line.render(), owned=True)
         record_request(request.app, line)
         return response
 

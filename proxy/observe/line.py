@@ -13,6 +13,7 @@ The outcome is an `Outcome` and a `detail` (a JSON-RPC error code, an HTTP statu
 from __future__ import annotations
 
 import enum
+import operator
 from typing import Any, Final, Literal, TypeAlias
 
 from proxy.wire.jsonrpc import RequestId
@@ -188,15 +189,20 @@ class RequestLine:
         return value
 
     def render(self) -> dict[str, Any]:
-        """The JSON log line: every attribute that was set, in `__slots__` order, the outcome as text."""
+        """The JSON log line: every attribute that was set, in _ORDER, the outcome as its text."""
         line: dict[str, Any] = {}
-        for name in _RENDERED:
-            value = getattr(self, name)
-            if value is ABSENT or (value is None and name not in _NULLABLE):
+        for name, value in zip(_RENDERED, _values(self), strict=False):  # both from _RENDERED
+            if value is None:
+                if name in _NULLABLE and getattr(self, name) is None:  # set to null: kept, as before
+                    line[name] = None
                 continue
-            line[name] = self.outcome_text if name == "outcome" else value
+            if value is not ABSENT:
+                line[name] = value
+        if self.outcome is not None:
+            line["outcome"] = self.outcome_text  # in its place: a plain str, as the log always had it
         return line
 
 
 _RENDERED: Final = tuple(name for name in _ORDER if name != "detail")
+_values: Final = operator.attrgetter(*_RENDERED)  # one call for all of them
 _NULLABLE: Final = frozenset({"id", "key_id"})  # ABSENT until set; a null once set to None

@@ -15,10 +15,11 @@ details go to the log as `upstream.unavailable` / `upstream.call_failed`, under 
 from __future__ import annotations
 
 import re
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
 import structlog
 
+from proxy.observe.line import Outcome, RequestLine
 from proxy.upstream.base import HttpRefused, NotDelivered
 from proxy.wire import jsonrpc
 from proxy.wire.jsonrpc import ErrorObject
@@ -292,10 +293,10 @@ def internal_error(exc: BaseException) -> ErrorObject:
 
 
 def unavailable_answer(
-    rid: jsonrpc.RequestId, upstream: str, detail: BaseException | str, line: dict[str, Any]
+    rid: jsonrpc.RequestId, upstream: str, detail: BaseException | str, line: RequestLine
 ) -> jsonrpc.Error:
     """The answer to plain request `rid` when `upstream` is unavailable; its log line's outcome says so."""
-    line["outcome"] = "upstream_failed"
+    line.set_outcome(Outcome.UPSTREAM_FAILED)
     return jsonrpc.Error(rid, unavailable(upstream, detail))
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
 
 import structlog
 from aiohttp import web
@@ -26,6 +25,7 @@ from aiohttp import web
 from proxy.front.checks import origin_allowed
 from proxy.front.reply import json_response
 from proxy.front.request_ids import REQUEST_ID_HEADER, request_id
+from proxy.observe.line import Outcome, RequestLine
 from proxy.observe.logs import info_line
 from proxy.observe.metrics import record_request
 from proxy.wire import jsonrpc
@@ -78,14 +78,15 @@ class Cors:
         started = time.perf_counter()
         rid = request_id(request.headers)
         origin = request.headers.get("Origin")
-        line: dict[str, Any] = {"request_id": rid, "http_method": "OPTIONS", "path": request.path}
+        line = RequestLine(rid, "OPTIONS", request.path)
         if origin is not None and not origin_allowed(origin, request.host, self._allowed):
-            line.update(outcome=f"refused:{jsonrpc.INVALID_REQUEST}", origin=origin[:MAX_LOGGED_ORIGIN])
+            line.set_outcome(Outcome.REFUSED, jsonrpc.INVALID_REQUEST)
+            line.origin = origin[:MAX_LOGGED_ORIGIN]
             response = json_response(
                 jsonrpc.Error(None, ErrorObject(jsonrpc.INVALID_REQUEST, "Origin not allowed")), 403
             )
         else:  # allowed, a same-origin loopback page, or no Origin at all (not a browser's preflight)
-            line["outcome"] = "preflight"
+            line.set_outcome(Outcome.PREFLIGHT)
             response = web.Response(status=204, headers={"Allow": ALLOW_METHODS})
             if self.granted(request) is not None:
                 response.headers.update(
@@ -96,9 +97,9 @@ class Cors:
                     }
                 )
         response.headers[REQUEST_ID_HEADER] = rid
-        line["status"] = response.status
-        line["duration_ms"] = round((time.perf_counter() - started) * 1000, 2)
-        info_line(log, "request", line)
+        line.status = response.status
+        line.duration_ms = round((time.perf_counter() - started) * 1000, 2)
+        info_line(log, "request", line.render(), owned=True)
         record_request(request.app, line)
         return response
 

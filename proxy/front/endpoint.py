@@ -15,7 +15,6 @@ import asyncio
 import contextvars
 import time
 from collections.abc import Mapping
-from typing import Any
 
 import structlog
 from aiohttp import web
@@ -42,6 +41,7 @@ from proxy.migration.tally import (
     RELAYED,
     MigrationBook,
 )
+from proxy.observe.line import RequestLine
 from proxy.observe.logs import info_line
 from proxy.observe.metrics import record_request
 from proxy.observe.spans import RequestSpan
@@ -102,7 +102,7 @@ class Endpoint:
         rid = request_id(request.headers)
         span = self._tracing.start(request.headers)
         link = CallLink(span=span.ref)  # the call service says which call (and round) the request was
-        line: dict[str, Any] = {"request_id": rid, "http_method": request.method, "path": request.path}
+        line = RequestLine(rid, request.method, request.path)
         try:
             # Every log line, and every upstream HTTP request, made while handling it carries the request id.
             # (as structlog's bind_contextvars(request_id=rid) and its reset; see _REQUEST_ID)
@@ -122,7 +122,8 @@ class Endpoint:
                 _REQUEST_ID.reset(bound)
         except web.HTTPException as exc:  # aiohttp answers with it (404: no such upstream)
             exc.headers[REQUEST_ID_HEADER] = rid
-            span.finish({**_joined(line, link), "status": exc.status}, first_round=link.first_span)
+            _joined(line, link)["status"] = exc.status
+            span.finish(line, first_round=link.first_span)
             raise
         except (asyncio.CancelledError, ConnectionError) as exc:
             if not client_gone(request):  # cancelled by a shutdown, or a connection of ours: not the client
@@ -143,7 +144,7 @@ class Endpoint:
     def _written(
         self,
         request: web.Request,
-        line: dict[str, Any],
+        line: RequestLine,
         link: CallLink,
         started: float,
         *,
@@ -154,11 +155,11 @@ class Endpoint:
         _joined(line, link)
         line["status"] = status
         line["duration_ms"] = round((time.perf_counter() - started) * 1000, 2)
-        info_line(log, "request", line)
+        info_line(log, "request", line.render())
         record_request(request.app, line)  # the metrics, from the same line
         span.finish(line, first_round=link.first_span)
 
-    async def _handle(self, request: web.Request, line: dict[str, Any], link: CallLink) -> web.StreamResponse:
+    async def _handle(self, request: web.Request, line: RequestLine, link: CallLink) -> web.StreamResponse:
         upstream = request.match_info.get("upstream") or (
             self._by_host.get(_host_name(request.host), self._default) if self._by_host else self._default
         )
@@ -221,7 +222,7 @@ class Endpoint:
             book.count(line["upstream"], line["tool"], path, asked, asked and path == ADAPTED)
         return response
 
-    async def _identify(self, request: web.Request, upstream: str, line: dict[str, Any]) -> Identity:
+    async def _identify(self, request: web.Request, upstream: str, line: RequestLine) -> Identity:
         """The principal and, in validate mode, the headers that go upstream for it. In validate mode a
         request without a valid token stops here (AuthRefused): no body read, no rate or call capacity
         taken. `principal.source: jwt_claim` refuses a header that is not a JWT."""
@@ -242,7 +243,7 @@ class Endpoint:
         upstream: str,
         body: bytes | None,
         msg: jsonrpc.Message | None,
-        line: dict[str, Any],
+        line: RequestLine,
         *,
         who: Identity,
         route: Route | None,
@@ -307,7 +308,7 @@ def _host_name(host: str | None) -> str:
     return host.split(":", 1)[0].lower()
 
 
-def _name_tool(line: dict[str, Any], msg: jsonrpc.Message) -> None:
+def _name_tool(line: RequestLine, msg: jsonrpc.Message) -> None:
     """A `tools/call`'s line names its tool (cut to MAX_TOOL_NAME characters: the client chose it)."""
     if isinstance(msg, jsonrpc.Request) and msg.method == "tools/call":
         name = msg.params.get("name")
@@ -315,9 +316,7 @@ def _name_tool(line: dict[str, Any], msg: jsonrpc.Message) -> None:
             line["tool"] = name[:MAX_TOOL_NAME]
 
 
-def _count_legacy(
-    book: MigrationBook, request: web.Request, line: dict[str, Any], msg: jsonrpc.Request
-) -> None:
+def _count_legacy(book: MigrationBook, request: web.Request, line: RequestLine, msg: jsonrpc.Request) -> None:
     """A legacy client's call (mirrored if the mirror marked the request, else passed through), or its
     `initialize` (the client's name, for the verdict's evidence)."""
     if "tool" in line:
@@ -338,7 +337,7 @@ def _meta_version(msg: jsonrpc.Message) -> object:
     return None
 
 
-def gone(line: dict[str, Any]) -> dict[str, Any]:
+def gone(line: RequestLine) -> RequestLine:
     """The line of a request whose client hung up before its answer was written: outcome `client_gone`.
     A stream the client ends is its ordinary end, `client_closed`: a listen stream, a legacy session's GET
     stream. An outcome decided but never delivered is kept as `unsent` (the answer the client did not get:
@@ -353,7 +352,7 @@ def gone(line: dict[str, Any]) -> dict[str, Any]:
     return line
 
 
-def _joined(line: dict[str, Any], link: CallLink) -> dict[str, Any]:
+def _joined(line: RequestLine, link: CallLink) -> RequestLine:
     """The line with the call the request was for, if any: its id, and the request's round in it."""
     if link.call is not None:
         line["call"] = link.call

@@ -19,6 +19,7 @@ from proxy.auth.tokens import Rejected
 from proxy.auth.upstream_metadata import UpstreamMetadata
 from proxy.config import Config, RouteConfig, UpstreamConfig
 from proxy.front.peers import FORWARD_PREFIX
+from proxy.observe.line import Outcome, RequestLine
 from proxy.upstream.base import UpstreamAuthChallenge
 from proxy.wire import jsonrpc
 
@@ -100,7 +101,7 @@ class OAuthFront:
         path = request.path.removeprefix(FORWARD_PREFIX)
         return self._gates[upstream].resource(path, f"{request.scheme}://{request.host}")
 
-    async def admit(self, request: web.Request, upstream: str, line: dict[str, Any]) -> Admitted | None:
+    async def admit(self, request: web.Request, upstream: str, line: RequestLine) -> Admitted | None:
         """validate mode: the verified request, else AuthRefused; pass-through: None (nothing to check)."""
         gate = self._gates[upstream]
         if not gate.validates:
@@ -109,18 +110,18 @@ class OAuthFront:
         try:
             return await gate.admit(request.headers, resource)
         except Rejected as exc:
-            line.update(outcome=f"unauthorized:{exc.reason}")
+            line.set_outcome(Outcome.UNAUTHORIZED, exc.reason)
             word = "Forbidden" if exc.status == 403 else "Unauthorized"
             what = exc.description or f"a bearer token for {resource} is required"
             raise AuthRefused(exc.status, f"{word}: {what}", gate.challenge(exc, resource)) from None
         except JwksUnavailable as exc:
-            line.update(outcome="unauthorized:keys_unavailable")
+            line.set_outcome(Outcome.UNAUTHORIZED, "keys_unavailable")
             log.warning("auth.keys_unavailable", upstream=upstream, error=str(exc))
             raise AuthRefused(503, "Authorization keys are unavailable just now; retry shortly") from None
 
-    def refused_principal(self, request: web.Request, upstream: str, line: dict[str, Any]) -> AuthRefused:
+    def refused_principal(self, request: web.Request, upstream: str, line: RequestLine) -> AuthRefused:
         """principal.source jwt_claim and an Authorization header that is not a bearer JWT."""
-        line.update(outcome="unauthorized:not_a_jwt")
+        line.set_outcome(Outcome.UNAUTHORIZED, "not_a_jwt")
         resource = self.resource(request, upstream)
         rejected = Rejected(401, "invalid_token", "not_a_jwt", "the access token is not a JWT")
         return AuthRefused(

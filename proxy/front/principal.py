@@ -13,11 +13,24 @@ import binascii
 import json
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 from proxy.config import PrincipalConfig
 from proxy.handle import principal_digest
+from proxy.routes.policy import Grant
 
 Resolver = Callable[[Mapping[str, str]], str]
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    """Who a request is from, as the endpoint established it (front/endpoint.py `_identify`)."""
+
+    principal: str  # the digest handles are bound to and per-principal limits count
+    upstream_headers: tuple[tuple[str, str], ...] | None  # validate mode: the headers that go upstream for it
+    grant: Grant | None  # validate mode: what the verified token grants (scopes, claims)
+
+
 _SEGMENT = re.compile(r"^[A-Za-z0-9_-]+$")
 
 

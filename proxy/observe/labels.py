@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
+from proxy.observe.line import Detail, Outcome
 from proxy.wire import jsonrpc, mcp
 
 OTHER: Final = "other"
@@ -25,26 +26,25 @@ METHODS: Final = frozenset(
         *mcp.TASK_METHODS,
     }
 )
-# The canonical line's outcome is "<class>" or "<class>:<detail>"; the class is the label.
-OUTCOME_CLASSES: Final[Mapping[str, str]] = {
-    "complete": "complete",
-    "input_required": "input_required",
-    "upstream_error": "upstream_error",  # the upstream's own JSON-RPC error, passed through
-    "failed": "failed",  # ours: upstream failed or timed out, call lost, limits, bad inputResponses
-    "upstream_failed": "failed",  # the same, for discover and relayed lists
-    "refused": "refused",  # refused at the boundary (bad headers or body, origin, rate, draining)
-    "method_not_allowed": "refused",
-    "unknown_method": "unknown_method",
-    "handle_rejected": "handle_rejected",
-    "forwarded": "forwarded",  # relayed to the replica that owns the parked call
-    "accepted": "accepted",  # a notification
-    "relayed": "relayed",  # a legacy client's request, relayed as it is
-    "task": "task",  # the call became a task (Tasks extension)
-    "task_not_found": "task_not_found",
-    "client_closed": "client_closed",  # a stream the client ended (listen, a legacy GET stream)
-    "client_gone": "client_gone",  # the client hung up before its answer was written (status 499)
-    "upstream_lost": "failed",  # a listen stream whose upstream session died
-    "backlog_overflow": "failed",  # a listen stream whose client could not keep up
+# The class of each outcome (observe/line.py) is its label; an outcome not here is counted as "other".
+OUTCOME_CLASSES: Final[Mapping[Outcome, str]] = {
+    Outcome.COMPLETE: "complete",
+    Outcome.INPUT_REQUIRED: "input_required",
+    Outcome.UPSTREAM_ERROR: "upstream_error",  # the upstream's own JSON-RPC error, passed through
+    Outcome.FAILED: "failed",  # ours: upstream failed or timed out, call lost, limits, bad inputResponses
+    Outcome.UPSTREAM_FAILED: "failed",  # the same, for discover and relayed lists
+    Outcome.REFUSED: "refused",  # refused at the boundary (bad headers or body, origin, rate, draining)
+    Outcome.UNKNOWN_METHOD: "unknown_method",
+    Outcome.HANDLE_REJECTED: "handle_rejected",
+    Outcome.FORWARDED: "forwarded",  # relayed to the replica that owns the parked call
+    Outcome.ACCEPTED: "accepted",  # a notification
+    Outcome.RELAYED: "relayed",  # a legacy client's request, relayed as it is
+    Outcome.TASK: "task",  # the call became a task (Tasks extension)
+    Outcome.TASK_NOT_FOUND: "task_not_found",
+    Outcome.CLIENT_CLOSED: "client_closed",  # a stream the client ended (listen, a legacy GET stream)
+    Outcome.CLIENT_GONE: "client_gone",  # the client hung up before its answer was written (status 499)
+    Outcome.UPSTREAM_LOST: "failed",  # a listen stream whose upstream session died
+    Outcome.BACKLOG_OVERFLOW: "failed",  # a listen stream whose client could not keep up
 }
 # HandleError reasons (handle/) and InvalidRequestState reasons (calls/outcomes.py).
 REJECTION_REASONS: Final = frozenset(
@@ -68,27 +68,29 @@ def method_label(method: object) -> str:
     return OTHER
 
 
-def outcome_class(outcome: object) -> str:
+def outcome_class(outcome: Outcome | None) -> str:
     if outcome is None:
         return NONE
-    return OUTCOME_CLASSES.get(str(outcome).split(":", 1)[0], OTHER)
+    return OUTCOME_CLASSES.get(outcome, OTHER)
 
 
 def rejection_reason(reason: object) -> str:
     return str(reason) if reason in REJECTION_REASONS else OTHER
 
 
-_ERROR_KINDS: Final[Mapping[str, str]] = {
-    f"failed:{jsonrpc.UPSTREAM_TIMEOUT}": "timeout",
-    "upstream_failed": "failed",
-    f"failed:{jsonrpc.UPSTREAM_FAILED}": "failed",
+_FAILED_KINDS: Final[Mapping[Detail, str]] = {
+    jsonrpc.UPSTREAM_TIMEOUT: "timeout",
+    jsonrpc.UPSTREAM_FAILED: "failed",
 }
 
 
-def upstream_error_kind(outcome: object) -> str | None:
+def upstream_error_kind(outcome: Outcome | None, detail: Detail | None = None) -> str | None:
     """What the upstream did wrong, if the line's outcome blames it: `error_response` (a JSON-RPC error of
     its own), `timeout` (silent for calls.call_timeout_s) or `failed` (unreachable, or failed mid-call)."""
-    text = str(outcome)
-    if text.startswith("upstream_error:"):
-        return "error_response"
-    return _ERROR_KINDS.get(text)
+    if outcome is Outcome.UPSTREAM_ERROR:
+        return "error_response" if detail is not None else None
+    if outcome is Outcome.UPSTREAM_FAILED:
+        return "failed" if detail is None else None
+    if outcome is Outcome.FAILED and detail is not None:
+        return _FAILED_KINDS.get(detail)
+    return None

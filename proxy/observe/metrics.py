@@ -31,6 +31,7 @@ from proxy.observe.labels import (
     rejection_reason,
     upstream_error_kind,
 )
+from proxy.observe.line import Detail, Outcome, RequestLine
 
 if TYPE_CHECKING:
     from proxy.calls.registry import CallRegistry
@@ -54,7 +55,7 @@ _FORWARD_RESULTS: Final = (
 
 
 LEFT_OUT_REASONS: Final = frozenset({"timeout", "unavailable", "pool_full"})
-MAX_SERIES_KEYS: Final = 4096  # distinct (method, upstream, outcome, tool) of lines whose children are kept
+MAX_SERIES_KEYS: Final = 4096  # distinct (method, upstream, outcome, detail, tool) of lines kept
 
 
 class _Series:
@@ -232,31 +233,40 @@ class Metrics:
             return NONE
         return str(name) if name in self._upstreams else OTHER
 
-    def observe_request(self, line: Mapping[str, Any]) -> None:
+    def observe_request(self, line: RequestLine) -> None:
         """Count one request from its canonical log line."""
-        outcome = line.get("outcome")
-        series = self._series_of(line.get("method"), line.get("upstream"), outcome, line.get("tool"))
+        outcome = line.outcome
+        series = self._series_of(line.method, line.upstream, outcome, line.detail, line.tool)
         series.lines += 1  # requests, tool calls, rounds, upstream errors: whichever the series counts
-        duration_ms = line.get("duration_ms")
-        if isinstance(duration_ms, int | float):  # the front's own figure: finite
+        duration_ms = line.duration_ms
+        if duration_ms is not None:  # the front's own figure: finite
             seconds = duration_ms / 1000
             series.seconds += seconds
             series.buckets[bisect.bisect_left(DURATION_BUCKETS, seconds)] += 1  # the first bound >= it
-        if series.rounds is None and (outcome == "handle_rejected" or line.get("reason") == "unknown_key"):
-            self.rejections.labels(rejection_reason(line.get("reason"))).inc()  # the latter: a 503
+        if series.rounds is None and (outcome is Outcome.HANDLE_REJECTED or line.reason == "unknown_key"):
+            self.rejections.labels(rejection_reason(line.reason)).inc()  # the latter: a 503
         if not series.kept:  # past MAX_SERIES_KEYS (see _series_of): counted now, or never
             series.flush()
-        if "owner" in line:  # the retry was for a call parked on another replica
-            result = next((result for key, result in _FORWARD_RESULTS if key in line), "ok")
+        if line.owner is not None:  # the retry was for a call parked on another replica
+            result = next(
+                (result for key, result in _FORWARD_RESULTS if getattr(line, key) is not None), "ok"
+            )
             self.peer_forwards.labels(result).inc()
 
-    def _series_of(self, method: object, upstream: object, outcome: object, tool: object) -> _Series:
+    def _series_of(
+        self,
+        method: str | None,
+        upstream: str | None,
+        outcome: Outcome | None,
+        detail: Detail | None,
+        tool: str | None,
+    ) -> _Series:
         """The children a line with these values counts in, their labels worked out and looked up once for
         each such line (up to MAX_SERIES_KEYS of them: the values are the client's, the labels are not)."""
-        key = (method, upstream, outcome, tool)  # strings (or None), as the front writes them
+        key = (method, upstream, outcome, detail, tool)  # as the front writes them
         series = self._series.get(key)
         if series is None:
-            series = self._bind(method_label(method), self.upstream_label(upstream), outcome, tool)
+            series = self._bind(method_label(method), self.upstream_label(upstream), outcome, detail, tool)
             if len(self._series) < MAX_SERIES_KEYS:
                 self._series[key] = series
             else:
@@ -268,9 +278,11 @@ class Metrics:
         for series in self._series.values():
             series.flush()
 
-    def _bind(self, method: str, upstream: str, outcome: object, tool: object) -> _Series:
+    def _bind(
+        self, method: str, upstream: str, outcome: Outcome | None, detail: Detail | None, tool: str | None
+    ) -> _Series:
         klass = outcome_class(outcome)
-        kind = upstream_error_kind(outcome)
+        kind = upstream_error_kind(outcome, detail)
         tool_calls = None
         if method == "tools/call":
             tool_calls = self.tool_calls.labels(upstream, str(tool) if tool in self._tools else OTHER, klass)
@@ -278,7 +290,7 @@ class Metrics:
             requests=self.requests.labels(method, klass, upstream),
             tool_calls=tool_calls,
             duration=self.duration.labels(method, upstream),
-            rounds=self.rounds.labels(upstream) if outcome == "input_required" else None,
+            rounds=self.rounds.labels(upstream) if outcome is Outcome.INPUT_REQUIRED else None,
             upstream_errors=None if kind is None else self.upstream_errors.labels(upstream, kind),
         )
 
@@ -352,7 +364,7 @@ def _without_reasons(metric: Metric) -> Metric:
 METRICS = web.AppKey("metrics", Metrics)
 
 
-def record_request(app: web.Application, line: Mapping[str, Any]) -> None:
+def record_request(app: web.Application, line: RequestLine) -> None:
     """Count one request from its canonical log line (nothing when the app has no metrics)."""
     metrics = app.get(METRICS)
     if metrics is not None:

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any
+
+from proxy.observe.line import RequestLine
 
 
 class RequestSpan:
@@ -18,7 +19,7 @@ class RequestSpan:
     headers: Mapping[str, str] = MappingProxyType({})  # `traceparent` (+ `tracestate`) to send upstream
 
     def finish(
-        self, line: Mapping[str, Any], *, first_round: str | None = None, error: BaseException | None = None
+        self, line: RequestLine, *, first_round: str | None = None, error: BaseException | None = None
     ) -> None:
         """End the span, described by the request's canonical log line. `first_round`: the ref of the first
         round's span, when this request is a later round of a call (it gets a link to it)."""

@@ -7,7 +7,6 @@ W3C trace-context propagator, and OTLP over HTTP (batched) unless an exporter is
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
@@ -19,6 +18,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 
 from proxy.config import TracingConfig
 from proxy.observe.labels import outcome_class
+from proxy.observe.line import RequestLine
 from proxy.observe.spans import RequestSpan, Tracing
 
 SCOPE = "mrtr-proxy"
@@ -51,33 +51,33 @@ class OtelSpan(RequestSpan):
         self.headers = carrier
 
     def finish(
-        self, line: Mapping[str, Any], *, first_round: str | None = None, error: BaseException | None = None
+        self, line: RequestLine, *, first_round: str | None = None, error: BaseException | None = None
     ) -> None:
         span = self._span
-        method = line.get("method")
-        span.update_name(f"mcp {method or line.get('http_method', 'request')}")
+        method = line.method
+        span.update_name(f"mcp {method or line.http_method or 'request'}")
         if first_round is not None and first_round != self.ref:
             target = span_context(first_round)
             if target is not None:
                 span.add_link(target, {"mcp.call.link": "first_round"})
         attributes = {
             "mcp.method.name": method,
-            "mcp.call.id": line.get("call"),
-            "mcp.call.round": line.get("round"),
-            "mrtr.upstream": line.get("upstream"),
-            "mrtr.outcome": line.get("outcome"),
-            "mrtr.request_id": line.get("request_id"),
-            "jsonrpc.request.id": None if line.get("id") is None else str(line["id"]),
-            "http.request.method": line.get("http_method"),
-            "url.path": line.get("path"),
-            "http.response.status_code": line.get("status"),
+            "mcp.call.id": line.call,
+            "mcp.call.round": line.round,
+            "mrtr.upstream": line.upstream,
+            "mrtr.outcome": line.outcome_text,
+            "mrtr.request_id": line.request_id,
+            "jsonrpc.request.id": None if line.json_id is None else str(line.json_id),
+            "http.request.method": line.http_method,
+            "url.path": line.path,
+            "http.response.status_code": line.status,
         }
         span.set_attributes({k: v for k, v in attributes.items() if isinstance(v, str | int)})
         if error is not None:
             span.record_exception(error)
             span.set_status(Status(StatusCode.ERROR, type(error).__name__))
-        elif outcome_class(line.get("outcome")) == "failed" or int(line.get("status") or 0) >= 500:
-            span.set_status(Status(StatusCode.ERROR, str(line.get("outcome"))))
+        elif outcome_class(line.outcome) == "failed" or (line.status or 0) >= 500:
+            span.set_status(Status(StatusCode.ERROR, str(line.outcome_text)))
         span.end()
 
 

@@ -24,6 +24,8 @@ from proxy.calls.outcomes import (
     Running,
 )
 from proxy.handle import HandleCodec, HandleError
+from proxy.observe.line import Outcome as Said
+from proxy.observe.line import RequestLine
 from proxy.tasks.ids import TaskClaims, open_task_id
 from proxy.tasks.manager import TaskManager, TaskRecord
 from proxy.tasks.policy import TaskPolicy, advertise, declares_tasks, missing_capability
@@ -102,35 +104,36 @@ class TaskFront:
         return outcome
 
     async def handle(
-        self, upstream: str, req: ModernRequest, principal: str, line: dict[str, Any], *, local_only: bool
+        self, upstream: str, req: ModernRequest, principal: str, line: RequestLine, *, local_only: bool
     ) -> jsonrpc.Response | Forward:
         """`tasks/get`, `tasks/update`, `tasks/cancel`."""
         msg = req.request
         if not declares_tasks(msg.params):
-            line["outcome"] = f"failed:{jsonrpc.MISSING_CLIENT_CAPABILITY}"
+            line.set_outcome(Said.FAILED, jsonrpc.MISSING_CLIENT_CAPABILITY)
             return jsonrpc.Error(msg.id, missing_capability(msg.method))
         try:
             claims = open_task_id(self._codec, msg.params.get("taskId"), now=self._clock())
             _check_binding(claims, upstream, principal)
         except HandleError as exc:
-            line.update(outcome="task_not_found", reason=exc.reason)
+            line.set_outcome(Said.TASK_NOT_FOUND, reason=exc.reason)
             what = "Task has expired" if exc.reason == "expired" else "Task not found"
             return jsonrpc.error(msg.id, jsonrpc.INVALID_PARAMS, f"Failed to retrieve task: {what}")
         if claims.owner != self._owner and not local_only:
             return Forward(claims.owner)
         record = self.manager.get(claims.task)
         if record is not None and record.state.expires_at <= self._clock():  # before housekeeping reaps it
-            line["outcome"] = "task_not_found"
+            line.set_outcome(Said.TASK_NOT_FOUND)
             return jsonrpc.error(msg.id, jsonrpc.INVALID_PARAMS, "Failed to retrieve task: Task has expired")
         if record is None:
-            line["outcome"] = "task_not_found"
+            line.set_outcome(Said.TASK_NOT_FOUND)
             why = "its proxy replica is gone" if claims.owner != self._owner else "this proxy restarted"
             return jsonrpc.error(
                 msg.id,
                 jsonrpc.INVALID_PARAMS,
                 f"Failed to retrieve task: Task not found ({why}); its call was not re-run",
             )
-        line.update(task=record.key, task_status=record.state.status)
+        line.task = record.key
+        line.task_status = record.state.status
         return await self._on(record, req, line)
 
     def upstream_of(self, token: object) -> str | None:
@@ -161,21 +164,21 @@ class TaskFront:
         notify(record)
         return self.manager.watch(record, notify)
 
-    async def _on(self, record: TaskRecord, req: ModernRequest, line: dict[str, Any]) -> jsonrpc.Response:
+    async def _on(self, record: TaskRecord, req: ModernRequest, line: RequestLine) -> jsonrpc.Response:
         msg = req.request
         if msg.method == mcp.TASKS_UPDATE:
             if not isinstance(msg.params.get("inputResponses"), dict):
-                line["outcome"] = f"failed:{jsonrpc.INVALID_PARAMS}"
+                line.set_outcome(Said.FAILED, jsonrpc.INVALID_PARAMS)
                 return jsonrpc.error(
                     msg.id, jsonrpc.INVALID_PARAMS, "params.inputResponses must be an object"
                 )
             problem = await self.manager.update(record, req.input_responses)
             if problem is not None:
-                line["outcome"] = f"failed:{problem.code}"
+                line.set_outcome(Said.FAILED, problem.code)
                 return jsonrpc.Error(msg.id, problem)
         elif msg.method == mcp.TASKS_CANCEL:
             await self.manager.cancel(record)
-        line["outcome"] = "complete"
+        line.set_outcome(Said.COMPLETE)
         if msg.method == mcp.TASKS_GET:
             return jsonrpc.Result(
                 msg.id, {"resultType": mcp.RESULT_COMPLETE, **record.state.detailed(record.handle)}

@@ -196,3 +196,17 @@ def test_a_level_configured_since_is_respected() -> None:
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     info_line(structlog.get_logger("proxy.request"), "request", {"id": 1})
     assert stream.getvalue() == ""
+
+
+@pytest.mark.parametrize("extra", [{}, {"subscription": {"tools": True, "uris": 2}}, {"left_out": ["b"]}])
+def test_an_owned_line_is_the_same_bytes(extra: dict[str, Any]) -> None:
+    """`owned=True` (the request line's rendered dict, completed in place): the same line as the chain,
+    the nested values that take the chain included."""
+    fields = {**LINE, **extra}
+    chain, _ = _both(fields, request_id="0f3a9c2e5b7d4e1f", tenant="acme")
+    stream = io.StringIO()
+    configure(fmt="json", stream=stream)
+    with structlog.contextvars.bound_contextvars(request_id="0f3a9c2e5b7d4e1f", tenant="acme"):
+        info_line(structlog.get_logger("proxy.request"), "request", dict(fields), owned=True)
+    (owned,) = stream.getvalue().splitlines()
+    assert _without_time(owned) == _without_time(chain[0])

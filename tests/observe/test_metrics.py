@@ -19,6 +19,7 @@ from e2e.harness import RawClient, accept_name, running_proxy
 from prometheus_client.parser import text_string_to_metric_families
 from waiting import eventually
 
+from observe.lines import line_of, outcome_of
 from proxy.config import Config, ListenConfig, UpstreamConfig
 from proxy.handle import KeyRing
 from proxy.observe import metrics as metrics_module
@@ -238,18 +239,19 @@ async def test_peer_forwards_and_takeovers_are_counted(fastmcp_url: str) -> None
         ("failed:-31003", "failed"),
         ("upstream_failed", "failed"),
         ("refused:-32020", "refused"),
-        ("method_not_allowed", "refused"),
         ("handle_rejected", "handle_rejected"),
         ("forwarded:200", "forwarded"),
         ("unknown_method", "unknown_method"),
         ("accepted", "accepted"),
         ("relayed:200", "relayed"),
-        ("something_new:1", "other"),
+        ("replaced", "other"),
+        ("unauthorized:401", "other"),
+        ("preflight", "other"),
         (None, "none"),
     ],
 )
 def test_outcome_class(outcome: str | None, label: str) -> None:
-    assert outcome_class(outcome) == label
+    assert outcome_class(None if outcome is None else outcome_of(outcome)[0]) == label
 
 
 @pytest.mark.parametrize(
@@ -286,21 +288,23 @@ def test_rejection_reasons_are_a_fixed_set_covering_every_reason_in_the_code() -
 
 
 def test_upstream_error_kind() -> None:
-    assert upstream_error_kind("upstream_error:-32603") == "error_response"
-    assert upstream_error_kind("failed:-31001") == "failed"
-    assert upstream_error_kind("upstream_failed") == "failed"
-    assert upstream_error_kind("failed:-31004") == "timeout"
-    assert upstream_error_kind("failed:-31003") is None  # our own limit, not the upstream's fault
-    assert upstream_error_kind("complete") is None
+    assert upstream_error_kind(*outcome_of("upstream_error:-32603")) == "error_response"
+    assert upstream_error_kind(*outcome_of("failed:-31001")) == "failed"
+    assert upstream_error_kind(*outcome_of("upstream_failed")) == "failed"
+    assert upstream_error_kind(*outcome_of("failed:-31004")) == "timeout"
+    assert (
+        upstream_error_kind(*outcome_of("failed:-31003")) is None
+    )  # our own limit, not the upstream's fault
+    assert upstream_error_kind(*outcome_of("complete")) is None
 
 
 def test_unknown_labels_stay_bounded_and_registries_are_per_instance() -> None:
     one, two = Metrics(["a"]), Metrics(["a"])
     one.observe_request(
-        {"method": "x/" + "y" * 100, "upstream": "nope", "outcome": "weird", "duration_ms": 1.5}
+        line_of(**{"method": "x/" + "y" * 100, "upstream": "nope", "outcome": "replaced", "duration_ms": 1.5})
     )
     one.observe_request(
-        {"method": "tools/call", "upstream": "a", "outcome": "handle_rejected", "reason": "z"}
+        line_of(**{"method": "tools/call", "upstream": "a", "outcome": "handle_rejected", "reason": "z"})
     )
     m, n = Scrape.parse(one.render().decode()), Scrape.parse(two.render().decode())
     assert m("mrtr_proxy_requests_total", method="other", outcome="other", upstream="other") == 1
@@ -317,14 +321,14 @@ def test_lines_count_the_same_however_often_their_series_are_seen(monkeypatch: p
     metrics = Metrics(["a"])
     line = {"method": "tools/call", "upstream": "a", "outcome": "complete", "tool": "t", "duration_ms": 2.0}
     for _ in range(3):
-        metrics.observe_request(line)
+        metrics.observe_request(line_of(**line))
     for n in range(3):  # more kinds than are kept
-        metrics.observe_request({**line, "outcome": f"upstream_error:{n}"})
-    metrics.observe_request({**line, "method": "made/up"})
-    metrics.observe_request({"method": "ping", "upstream": "r", "outcome": "complete"})
+        metrics.observe_request(line_of(**{**line, "outcome": f"upstream_error:{n}"}))
+    metrics.observe_request(line_of(**{**line, "method": "made/up"}))
+    metrics.observe_request(line_of(**{"method": "ping", "upstream": "r", "outcome": "complete"}))
     metrics.route_members({"r": ("a",)})  # "r" is a label from now on
-    metrics.observe_request({"method": "ping", "upstream": "r", "outcome": "complete"})
-    metrics.observe_request({**line, "outcome": "input_required"})
+    metrics.observe_request(line_of(**{"method": "ping", "upstream": "r", "outcome": "complete"}))
+    metrics.observe_request(line_of(**{**line, "outcome": "input_required"}))
     m = Scrape.parse(metrics.render().decode())
     assert m("mrtr_proxy_requests_total", method="tools/call", outcome="complete", upstream="a") == 3
     assert m("mrtr_proxy_requests_total", method="tools/call", outcome="upstream_error", upstream="a") == 3
@@ -361,7 +365,7 @@ def test_durations_summed_between_scrapes_equal_one_observe_each() -> None:
     counted, reference = Metrics(["a"]), Metrics(["a"])
     line = {"method": "tools/call", "upstream": "a", "outcome": "complete", "tool": "t"}
     for n, ms in enumerate(durations_ms):
-        counted.observe_request({**line, "duration_ms": ms})
+        counted.observe_request(line_of(**{**line, "duration_ms": ms}))
         reference.duration.labels("tools/call", "a").observe(ms / 1000)
         if n == 4:  # a scrape between them changes nothing
             counted.render()
@@ -396,11 +400,13 @@ def test_public_render_sums_rejections_without_reason_and_tools_stay_bounded() -
     metrics = Metrics(["a"], tools=["known"])
     for reason in ("auth_failed", "expired", "expired", "made-up"):
         metrics.observe_request(
-            {"method": "tools/call", "upstream": "a", "outcome": "handle_rejected", "reason": reason}
+            line_of(
+                **{"method": "tools/call", "upstream": "a", "outcome": "handle_rejected", "reason": reason}
+            )
         )
     for tool in ("known", "x" * 300, "another"):
         metrics.observe_request(
-            {"method": "tools/call", "upstream": "a", "outcome": "complete", "tool": tool}
+            line_of(**{"method": "tools/call", "upstream": "a", "outcome": "complete", "tool": tool})
         )
     public = Scrape.parse(metrics.render(public=True).decode())
     rejections = [k for k in public.samples if k[0] == "mrtr_proxy_handle_rejections_total"]
@@ -420,7 +426,9 @@ def test_no_created_series_on_either_port() -> None:
     nothing, 15 of 44 public samples and 33 of 79 admin ones, and the handle rejections had one only on the
     admin port. None now, on both."""
     metrics = Metrics(["a", "b"])
-    metrics.observe_request({"method": "tools/call", "upstream": "a", "outcome": "handle_rejected"})
+    metrics.observe_request(
+        line_of(**{"method": "tools/call", "upstream": "a", "outcome": "handle_rejected"})
+    )
     metrics.reaped("a", 3.0)
     for public in (True, False):
         text = metrics.render(public=public).decode()

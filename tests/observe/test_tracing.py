@@ -20,6 +20,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
+from observe.lines import line_of
 from proxy.config import ConfigError, TracingConfig, load_config
 from proxy.observe.tracing import NO_SPAN, Tracing, TracingUnavailable, setup
 from proxy.observe.tracing_otel import span_context, span_ref
@@ -136,7 +137,7 @@ def test_a_request_span_continues_the_client_trace_and_is_propagated() -> None:
     span = tracing.start({"traceparent": CLIENT_TRACEPARENT})
     assert span.ref is not None and span.ref.startswith(CLIENT_TRACE)
     assert span.headers["traceparent"].startswith(f"00-{CLIENT_TRACE}-{span.ref[32:]}-")
-    span.finish({"method": "tools/call", "outcome": "failed:-31001", "status": 200, "request_id": "r"})
+    span.finish(line_of(method="tools/call", outcome="failed:-31001", status=200, request_id="r"))
     (done,) = exporter.get_finished_spans()
     assert done.name == "mcp tools/call" and done.kind == SpanKind.SERVER
     assert done.parent is not None and f"{done.parent.span_id:016x}" == CLIENT_SPAN
@@ -151,7 +152,7 @@ def test_an_unsampled_trace_is_still_propagated_but_not_exported() -> None:
     span = tracing.start({})
     flags = int(span.headers["traceparent"].rsplit("-", 1)[1], 16)
     assert not flags & 0x01  # not sampled, and upstream is told so
-    span.finish({"method": "ping"})
+    span.finish(line_of(method="ping"))
     assert exporter.get_finished_spans() == ()
     tracing.shutdown()
 

@@ -43,7 +43,7 @@ import secrets
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 import structlog
 from aiohttp import web
@@ -68,6 +68,7 @@ from proxy.front.plan import WrongEra
 from proxy.handle import HandleCodec, HandleError
 from proxy.handle.mirror_ids import MirrorSession, open_mirror_session, seal_mirror_session
 from proxy.migration.tally import MIRRORED_KEY, MigrationBook
+from proxy.observe.line import RequestLine
 from proxy.routes.policy import Grant
 from proxy.routes.table import Route
 from proxy.translate import mirror as tr
@@ -97,7 +98,7 @@ class Inner(Listener, Protocol):
         route: Route | None,
         grant: Grant | None,
         notify: Notify,
-        line: dict[str, Any],
+        line: RequestLine,
         legacy: bool = False,
     ) -> jsonrpc.Response: ...
 
@@ -255,7 +256,7 @@ class LegacyMirror:
                 route=caller.route,
                 grant=caller.grant,
                 notify=note,
-                line={},
+                line=RequestLine(),
                 legacy=two_era,
             )
 

@@ -20,6 +20,7 @@ from typing import Any
 import structlog
 
 from proxy.front.modern.aggregate_lists import KeyFor, RouteLists
+from proxy.observe.line import Outcome, RequestLine
 from proxy.routes.names import LISTS, RENAMED, Entry
 from proxy.routes.policy import Grant, judge
 from proxy.routes.table import Member, Route, RouteTable
@@ -63,7 +64,7 @@ class AggregateFront:
         principal: str,
         grant: Grant | None,
         key_for: KeyFor,
-        line: dict[str, Any],
+        line: RequestLine,
     ) -> Routed | Own:
         """Where `req` goes on `route`: on to one upstream (`Routed`), or answered by the route (`Own`)."""
         msg = req.request
@@ -106,7 +107,7 @@ class AggregateFront:
         principal: str,
         grant: Grant | None,
         key_for: KeyFor,
-        line: dict[str, Any],
+        line: RequestLine,
     ) -> Routed | Own:
         msg = req.request
         name = msg.params.get("name")
@@ -125,7 +126,7 @@ class AggregateFront:
             )
         member, local = found
         assert isinstance(name, str)
-        line["upstream"] = member.upstream
+        line.upstream = member.upstream
         if kind == "tools" and (refused := judge(route, member, name, local, grant)) is not None:
             log.warning(
                 "route.tool_refused",
@@ -156,7 +157,7 @@ class AggregateFront:
         return None if entry is None else (entry.member, entry.local)
 
     async def _resource(
-        self, route: Route, req: ModernRequest, key_for: KeyFor, line: dict[str, Any]
+        self, route: Route, req: ModernRequest, key_for: KeyFor, line: RequestLine
     ) -> Routed | Own:
         msg = req.request
         uri = msg.params.get("uri")
@@ -169,11 +170,11 @@ class AggregateFront:
             return _refused(
                 msg, line, "unknown_uri", f"Resource not found: no upstream of this route lists {uri!r}"
             )
-        line["upstream"] = entry.member.upstream
+        line.upstream = entry.member.upstream
         return Routed(entry.member.upstream, req)
 
     async def _completion(
-        self, route: Route, req: ModernRequest, key_for: KeyFor, line: dict[str, Any]
+        self, route: Route, req: ModernRequest, key_for: KeyFor, line: RequestLine
     ) -> Routed | Own:
         msg = req.request
         ref = msg.params.get("ref")
@@ -181,7 +182,7 @@ class AggregateFront:
         if ref.get("type") == "ref/prompt" and isinstance(ref.get("name"), str):
             found = await self._owner(route, "prompts", ref["name"], key_for)
             if found is not None:
-                line["upstream"] = found[0].upstream
+                line.upstream = found[0].upstream
                 return Routed(found[0].upstream, _renamed(req, {"ref": {**ref, "name": found[1]}}))
         elif ref.get("type") == "ref/resource" and isinstance(ref.get("uri"), str):
             if len(route.members) == 1:
@@ -190,7 +191,7 @@ class AggregateFront:
             if entry is None:  # the reference is a template as its server wrote it
                 entry = await self._template(route, ref["uri"], key_for)
             if entry is not None:
-                line["upstream"] = entry.member.upstream
+                line.upstream = entry.member.upstream
                 return Routed(entry.member.upstream, req)
         return _refused(msg, line, "unknown_ref", "Unknown completion reference on this route")
 
@@ -226,8 +227,8 @@ def _renamed(req: ModernRequest, changes: Mapping[str, Any]) -> ModernRequest:
     )
 
 
-def _refused(msg: jsonrpc.Request, line: dict[str, Any], reason: str, message: str) -> Own:
-    line.update(outcome=f"failed:{jsonrpc.INVALID_PARAMS}", reason=reason)
+def _refused(msg: jsonrpc.Request, line: RequestLine, reason: str, message: str) -> Own:
+    line.set_outcome(Outcome.FAILED, jsonrpc.INVALID_PARAMS, reason=reason)
 
     async def answer() -> jsonrpc.Response:
         return jsonrpc.error(msg.id, jsonrpc.INVALID_PARAMS, message)

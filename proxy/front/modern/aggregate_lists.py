@@ -24,6 +24,7 @@ from proxy.front.modern.list_cache import Freshness, ListCache
 from proxy.front.modern.plain import complete
 from proxy.front.modern.relay import NativeRelay
 from proxy.handle import HandleError, KeyRing
+from proxy.observe.line import Outcome, RequestLine
 from proxy.routes.cursor import ListPosition, open_cursor, seal_cursor
 from proxy.routes.health import RouteHealth
 from proxy.routes.index import Clash, IndexBook, NameIndex, view_of
@@ -97,7 +98,7 @@ class RouteLists:
         *,
         principal: str,
         key_for: KeyFor,
-        line: dict[str, Any],
+        line: RequestLine,
         keep: Callable[[Entry], bool],
     ) -> jsonrpc.Response:
         msg = req.request
@@ -106,10 +107,10 @@ class RouteLists:
         try:
             start = ListPosition(0) if cursor is None else open_cursor(self._ring(), cursor, **bound)
         except HandleError as exc:
-            line.update(outcome=f"failed:{jsonrpc.INVALID_PARAMS}", reason=f"cursor_{exc.reason}")
+            line.set_outcome(Outcome.FAILED, jsonrpc.INVALID_PARAMS, reason=f"cursor_{exc.reason}")
             return jsonrpc.error(msg.id, jsonrpc.INVALID_PARAMS, "Invalid cursor")
         if start.member >= len(route.members):
-            line.update(outcome=f"failed:{jsonrpc.INVALID_PARAMS}", reason="cursor_out_of_range")
+            line.set_outcome(Outcome.FAILED, jsonrpc.INVALID_PARAMS, reason="cursor_out_of_range")
             return jsonrpc.error(msg.id, jsonrpc.INVALID_PARAMS, "Invalid cursor")
         params = {k: v for k, v in req.upstream_params.items() if k != "cursor"}
         meta = msg.params.get("_meta")  # the client's own, for a modern upstream
@@ -132,9 +133,9 @@ class RouteLists:
         page = assemble(route, msg.method, answered, kept)
         self._report(route, page, answered)
         sealed = None if page.next is None else seal_cursor(self._ring(), position=page.next, **bound)
-        line["outcome"] = "complete"
+        line.set_outcome(Outcome.COMPLETE)
         if page.left_out:
-            line["left_out"] = [up for up, _ in page.left_out]
+            line.left_out = [up for up, _ in page.left_out]
         last = page.next.member if page.next is not None else len(route.members)
         used = [fresh for (one, fresh) in fetched if one.member.index <= last]  # the page's upstreams
         hints = merged_hints(
@@ -146,14 +147,14 @@ class RouteLists:
         return jsonrpc.Result(msg.id, complete(msg.method, result))
 
     async def discover(
-        self, route: Route, msg: jsonrpc.Request, key_for: KeyFor, line: dict[str, Any]
+        self, route: Route, msg: jsonrpc.Request, key_for: KeyFor, line: RequestLine
     ) -> jsonrpc.Response:
         """The aggregate as one server: capabilities the union, instructions under each upstream's name."""
         meta = msg.params.get("_meta")
         infos = await asyncio.gather(*(self._info(route, m, key_for, meta) for m in route.members))
         reached = [(m, info) for m, info in zip(route.members, infos, strict=True) if info is not None]
         if not reached:
-            line["outcome"] = f"failed:{jsonrpc.UPSTREAM_FAILED}"
+            line.set_outcome(Outcome.FAILED, jsonrpc.UPSTREAM_FAILED)
             return jsonrpc.Error(msg.id, no_route_member(route.name))
         capabilities: dict[str, Any] = {}
         for _, info in reached:
@@ -172,7 +173,7 @@ class RouteLists:
         }
         if texts:
             result["instructions"] = "\n\n".join(texts)
-        line["outcome"] = "complete"
+        line.set_outcome(Outcome.COMPLETE)
         return jsonrpc.Result(msg.id, complete(msg.method, result))
 
     async def owner(self, route: Route, method: str, key: str, key_for: KeyFor) -> Entry | None:

@@ -94,7 +94,7 @@ class ModernFront:
             aggregate=aggregate,
         )
 
-    def check_peer(self, request: web.Request, body: bytes, line: dict[str, Any]) -> None:
+    def check_peer(self, request: web.Request, body: bytes, line: RequestLine) -> None:
         check_peer_request(self._peers, self._state.stopped, request, body, line)  # signed, still serving
 
     async def handle(
@@ -104,7 +104,7 @@ class ModernFront:
         msg: jsonrpc.Request,
         body: bytes,
         *,
-        line: dict[str, Any],
+        line: RequestLine,
         link: CallLink,
         principal: str | None = None,
         upstream_headers: tuple[tuple[str, str], ...] | None = None,
@@ -163,7 +163,7 @@ class ModernFront:
         body: bytes,
         rid: jsonrpc.RequestId,
         *,
-        line: dict[str, Any],
+        line: RequestLine,
         replier: Replier,
     ) -> web.StreamResponse:
         """Send the retry to the call's owner; if it is gone, handle it here, saying what is known."""
@@ -219,7 +219,7 @@ class ModernFront:
         exc: UpstreamAuthChallenge,
         *,
         replier: Replier,
-        line: dict[str, Any],
+        line: RequestLine,
     ) -> jsonrpc.Response:
         """The upstream's 401/403 raised as the client's (AuthRefused); a JSON-RPC error once SSE began."""
         line["outcome"] = f"upstream_unauthorized:{exc.status}"

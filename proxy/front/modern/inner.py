@@ -100,7 +100,7 @@ class InnerFront:
         def key_for(name: str) -> PoolKey:
             return pipeline.pool_key(name, req, who)
 
-        line: dict[str, Any] = {}
+        line = RequestLine()
         if route is not None:  # a listen names nothing: the route's first upstream, and all are listened to
             upstream, req, _ = await pipeline.routed(
                 route, req, principal=principal, grant=grant, key_for=key_for, line=line
@@ -129,7 +129,7 @@ class InnerFront:
         route: Route | None,
         grant: Grant | None,
         notify: Notify,
-        line: dict[str, Any],
+        line: RequestLine,
         legacy: bool = False,
     ) -> jsonrpc.Response:
         """The modern front's answer to `msg` (its `_meta` the mirror's) for the legacy client's `request`,

@@ -5,13 +5,13 @@ new call turned away at admission (503 -31003, so a balancer can send it elsewhe
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from proxy.calls.registry import CallRegistry
 from proxy.calls.wording import too_many_calls, too_many_requests
 from proxy.config import FrontConfig
 from proxy.front.checks import Refusal
 from proxy.front.ratelimit import RateLimiter
+from proxy.observe.line import Outcome, RequestLine
 from proxy.upstream.pool import PoolExhausted
 from proxy.wire import jsonrpc
 from proxy.wire.jsonrpc import ErrorObject
@@ -36,21 +36,22 @@ class RateGate:
 
 
 def pool_full(
-    registry: CallRegistry, msg: jsonrpc.Request, exc: PoolExhausted, line: dict[str, Any]
+    registry: CallRegistry, msg: jsonrpc.Request, exc: PoolExhausted, line: RequestLine
 ) -> jsonrpc.Response:
     """No session came free in time for a plain request: -31003, like a call, with its log line's outcome."""
     registry.refused("pool_full")
-    line.update(outcome=f"failed:{jsonrpc.LIMIT_EXCEEDED}", refusal="pool_full")
+    line.set_outcome(Outcome.FAILED, jsonrpc.LIMIT_EXCEEDED)
+    line.refusal = "pool_full"
     return jsonrpc.Error(msg.id, too_many_calls(exc))
 
 
 ADMISSION_RETRY_AFTER = (("Retry-After", "1"),)  # a full replica: room comes back as calls end
 
 
-def admission_refused(error: ErrorObject, line: dict[str, Any]) -> Refusal:
+def admission_refused(error: ErrorObject, line: RequestLine) -> Refusal:
     """A new call this replica turned away before anything began (its shares or pool are full): HTTP 503
     with the -31003 body and `Retry-After`, so a balancer that retries on 503 (nginx `proxy_next_upstream
     http_503 non_idempotent`, docs/scale-out.md "Balancers") sends it to another replica; safe, because
     nothing was started. A client that reaches only this replica gets the same -31003 as before."""
-    line["refusal"] = "admission"
+    line.refusal = "admission"
     return Refusal(503, error, ADMISSION_RETRY_AFTER)

@@ -43,6 +43,7 @@ from proxy.front.modern.listen_modern import ModernMember
 from proxy.front.modern.relay import NativeRelay
 from proxy.front.reply import SSE_HEADERS, json_response
 from proxy.front.standalone import RESOURCE_UPDATED, LegacyStream
+from proxy.observe.line import Outcome, RequestLine
 from proxy.routes.table import Route
 from proxy.tasks.front import TaskFront
 from proxy.tasks.policy import declares_tasks, missing_capability
@@ -132,7 +133,7 @@ class ListenFront:
         req: ModernRequest,
         key: PoolKey,
         principal: str,
-        line: dict[str, Any],
+        line: RequestLine,
         route: Route | None = None,
         key_for: KeyFor | None = None,
         legacy: LegacyStream | None = None,
@@ -153,7 +154,7 @@ class ListenFront:
             )
         except Refused as refused:
             await self._undo(sub)
-            line["outcome"] = f"failed:{refused.error.code}"
+            line.set_outcome(Outcome.FAILED, refused.error.code)
             if legacy is not None:  # a GET has no JSON-RPC answer: an HTTP status saying why
                 return _legacy_refusal(refused.error)
             return json_response(jsonrpc.Error(msg.id, refused.error))
@@ -165,25 +166,25 @@ class ListenFront:
             for uri in legacy.uris.difference(sub.uris):
                 await legacy.subscribe(uri)
         honored = sub.acknowledged()  # task ids are bearer handles: only counted in the log
-        line["subscription"] = {k: len(v) if isinstance(v, list) else v for k, v in honored.items()}
+        line.subscription = {k: len(v) if isinstance(v, list) else v for k, v in honored.items()}
         stream = web.StreamResponse(status=200, headers=SSE_HEADERS)
         try:
             await stream.prepare(request)
             if legacy is None:
                 ack = jsonrpc.Notification(mcp.LISTEN_ACKNOWLEDGED, {"notifications": honored})
                 await stream.write(_event(ack, sub.id))
-            line["outcome"] = await self._relay(request, stream, sub, legacy)
+            line.set_outcome(await self._relay(request, stream, sub, legacy))
             if (
-                line["outcome"] == "complete" and legacy is None
+                line.outcome is Outcome.COMPLETE and legacy is None
             ):  # graceful end: the listen request's own result
                 result = {"resultType": mcp.RESULT_COMPLETE, "_meta": {mcp.META_SUBSCRIPTION_ID: sub.id}}
                 await stream.write(encode_event(jsonrpc.dumps(jsonrpc.Result(sub.id, result)).decode()))
-            if line["outcome"] != "client_closed":
+            if line.outcome is not Outcome.CLIENT_CLOSED:
                 await stream.write_eof()
         except ConnectionResetError:
-            line["outcome"] = "client_closed"  # the client ended the subscription
+            line.set_outcome(Outcome.CLIENT_CLOSED)  # the client ended the subscription
         except asyncio.CancelledError:
-            line["outcome"] = "client_closed"
+            line.set_outcome(Outcome.CLIENT_CLOSED)
             raise
         finally:
             await asyncio.shield(self._undo(sub))
@@ -319,7 +320,7 @@ class ListenFront:
         stream: web.StreamResponse,
         sub: _Subscription,
         legacy: LegacyStream | None,
-    ) -> str:
+    ) -> Outcome:
         """Write notifications as they come, keep-alives meanwhile. Returns how the stream ended."""
         loop = asyncio.get_running_loop()
         interval = self._front.keepalive_s
@@ -331,19 +332,19 @@ class ListenFront:
                     note = await sub.queue.get()
             except TimeoutError:
                 if request.transport is None or request.transport.is_closing():
-                    return "client_closed"
+                    return Outcome.CLIENT_CLOSED
                 if self._state.draining:
-                    return "complete"
+                    return Outcome.COMPLETE
                 if legacy is not None and legacy.ended.is_set():
-                    return "replaced"
+                    return Outcome.REPLACED
                 if any(not s.alive for _, _, s in sub.sessions) or any(not m.alive for m in sub.modern):
-                    return "upstream_lost"
+                    return Outcome.UPSTREAM_LOST
                 if next_keepalive is not None and loop.time() >= next_keepalive:
                     await stream.write(encode_comment(" keep-alive"))
                     next_keepalive = loop.time() + interval
                 continue
             if note is None:
-                return "backlog_overflow"
+                return Outcome.BACKLOG_OVERFLOW
             event = _event(note, sub.id) if legacy is None else legacy.event(note)
             if event is not None:
                 await stream.write(event)

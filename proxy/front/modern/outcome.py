@@ -2,29 +2,31 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from proxy.calls.outcomes import Completed, Failed, Forward, NeedsInput, Outcome
 from proxy.front.modern.limits import admission_refused
 from proxy.front.modern.plain import complete
+from proxy.observe.line import Outcome as Said
+from proxy.observe.line import RequestLine
 from proxy.tasks.front import TaskCreated
 from proxy.upstream.base import UpstreamAuthChallenge
 from proxy.wire import jsonrpc, mcp
 
 
 def answer(
-    msg: jsonrpc.Request, outcome: Outcome | TaskCreated, line: dict[str, Any], *, started: bool
+    msg: jsonrpc.Request, outcome: Outcome | TaskCreated, line: RequestLine, *, started: bool
 ) -> jsonrpc.Response | Forward:
     """`started`: the answer's SSE stream has begun (a refusal can no longer be a 503)."""
     match outcome:
         case Completed(response=jsonrpc.Result(result=result)):
-            line["outcome"] = "complete"
+            line.set_outcome(Said.COMPLETE)
             return jsonrpc.Result(msg.id, complete(msg.method, result))
         case Completed(response=jsonrpc.Error(error=error)):
-            line["outcome"] = f"upstream_error:{error.code}"
+            line.set_outcome(Said.UPSTREAM_ERROR, error.code)
             return jsonrpc.Error(msg.id, error)
         case NeedsInput(input_requests=requests, request_state=state, round=rnd):
-            line.update(outcome="input_required", round=rnd, input_keys=len(requests))
+            line.set_outcome(Said.INPUT_REQUIRED)
+            line.round = rnd
+            line.input_keys = len(requests)
             return jsonrpc.Result(
                 msg.id,
                 {
@@ -38,11 +40,12 @@ def answer(
         case Failed(error=error, refused=True) if not started:
             raise admission_refused(error, line)  # 503: nothing began, another replica may take it
         case Failed(error=error):
-            line["outcome"] = f"failed:{error.code}"
+            line.set_outcome(Said.FAILED, error.code)
             return jsonrpc.Error(msg.id, error)
         case Forward():
             return outcome
         case TaskCreated(result=result, task=task):
-            line.update(outcome="task", task=task)
+            line.set_outcome(Said.TASK)
+            line.task = task
             return jsonrpc.Result(msg.id, result)
     raise AssertionError(outcome)  # pragma: no cover

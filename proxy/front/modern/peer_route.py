@@ -3,8 +3,6 @@ key this replica does not hold. Refusals only; the forwarding itself is `peers.p
 
 from __future__ import annotations
 
-from typing import Any
-
 import structlog
 from aiohttp import web
 
@@ -13,6 +11,7 @@ from proxy.front.checks import Refusal
 from proxy.front.peers import FORWARDED_BY, NOT_PROCESSED, PEER_REFUSED, Peers
 from proxy.handle import KeyRing, token_kid
 from proxy.handle.peer_auth import PeerAuthError
+from proxy.observe.line import Outcome, RequestLine
 from proxy.wire import jsonrpc
 from proxy.wire.jsonrpc import ErrorObject
 
@@ -24,7 +23,7 @@ OWNER_REFUSED = (
 
 
 def check_peer_request(
-    peers: Peers, stopped: bool, request: web.Request, body: bytes, line: dict[str, Any]
+    peers: Peers, stopped: bool, request: web.Request, body: bytes, line: RequestLine
 ) -> None:
     """A forwarded retry is served only if a peer signed it (the forwarder's address included), and only
     while this replica still serves calls: once it stops, it says it did not process the retry, so the
@@ -32,7 +31,7 @@ def check_peer_request(
     try:
         peers.authenticate(request.method, request.path, body, request.headers)
     except PeerAuthError as exc:
-        line.update(outcome="peer_auth_failed", reason=f"peer_{exc.reason}")
+        line.set_outcome(Outcome.PEER_AUTH_FAILED, reason=f"peer_{exc.reason}")
         log.warning(
             "peer.auth_failed",
             reason=exc.reason,
@@ -49,9 +48,9 @@ def check_peer_request(
             ),
             ((PEER_REFUSED, exc.reason),),  # a forwarding replica tells its client what this means
         ) from None
-    line["forwarded_by"] = request.headers[FORWARDED_BY]  # verified: it is inside the MAC
+    line.forwarded_by = request.headers[FORWARDED_BY]  # verified: it is inside the MAC
     if stopped:
-        line["outcome"] = "not_processed"
+        line.set_outcome(Outcome.NOT_PROCESSED)
         raise Refusal(
             503,
             replica_stopped(),
@@ -59,13 +58,13 @@ def check_peer_request(
         )
 
 
-def key_not_held(request_state: str | None, ring: KeyRing, line: dict[str, Any]) -> Refusal:
+def key_not_held(request_state: str | None, ring: KeyRing, line: RequestLine) -> Refusal:
     """A handle sealed with a key not in this ring: not a forgery (its key id is in no ring of ours, or in
     one another replica has and this one lacks: a rotation not yet here, or a replica with the wrong key).
     A 503 sends it on to another replica behind a balancer that retries (nginx `proxy_next_upstream
     http_503 non_idempotent`): nothing was done with it, so sending it again is safe."""
     kid = token_kid(request_state)
-    line["key_id"] = kid
+    line.key_id = kid
     log.warning(
         "handle.key_not_held",
         key_id=kid,
@@ -84,9 +83,10 @@ def key_not_held(request_state: str | None, ring: KeyRing, line: dict[str, Any])
     )
 
 
-def owner_refused(rid: jsonrpc.RequestId, owner: str, reason: str, line: dict[str, Any]) -> jsonrpc.Error:
+def owner_refused(rid: jsonrpc.RequestId, owner: str, reason: str, line: RequestLine) -> jsonrpc.Error:
     """The answer to a retry whose owner refused the forward (PeerRefused): the call is lost, not re-run."""
-    line.update(owner_refused=reason, outcome=f"failed:{jsonrpc.CALL_LOST}")
+    line.owner_refused = reason
+    line.set_outcome(Outcome.FAILED, jsonrpc.CALL_LOST)
     log.warning(
         "peer.owner_refused",
         owner=owner,

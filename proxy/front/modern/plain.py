@@ -15,6 +15,7 @@ from proxy.calls.wording import unavailable_answer
 from proxy.front.modern.limits import pool_full
 from proxy.front.oauth import OAuthFront
 from proxy.migration.tally import MigrationBook
+from proxy.observe.line import Outcome, RequestLine
 from proxy.tasks.front import TaskFront
 from proxy.translate.request import ModernRequest
 from proxy.upstream.base import UpstreamAuthChallenge, UpstreamError
@@ -40,7 +41,7 @@ class PlainRequests:
         self._oauth = oauth
 
     async def discover(
-        self, upstream: str, msg: jsonrpc.Request, key: PoolKey, line: dict[str, Any]
+        self, upstream: str, msg: jsonrpc.Request, key: PoolKey, line: RequestLine
     ) -> jsonrpc.Response:
         pool = self._pools[upstream]
         try:
@@ -63,11 +64,11 @@ class PlainRequests:
         }
         if info.instructions is not None:
             result["instructions"] = info.instructions
-        line["outcome"] = "complete"
+        line.set_outcome(Outcome.COMPLETE)
         return jsonrpc.Result(msg.id, complete(msg.method, result))
 
     async def forward(
-        self, upstream: str, req: ModernRequest, key: PoolKey, line: dict[str, Any]
+        self, upstream: str, req: ModernRequest, key: PoolKey, line: RequestLine
     ) -> jsonrpc.Response:
         msg = req.request
         try:
@@ -79,9 +80,9 @@ class PlainRequests:
         except UpstreamError as exc:
             return unavailable_answer(msg.id, upstream, exc, line)
         if isinstance(reply, jsonrpc.Error):
-            line["outcome"] = f"upstream_error:{reply.error.code}"
+            line.set_outcome(Outcome.UPSTREAM_ERROR, reply.error.code)
             return jsonrpc.Error(msg.id, reply.error)
-        line["outcome"] = "complete"
+        line.set_outcome(Outcome.COMPLETE)
         if self.migration is not None:
             self.migration.listed_result(upstream, msg.method, reply.result)
         return jsonrpc.Result(msg.id, complete(msg.method, reply.result))

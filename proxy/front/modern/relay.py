@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
 
 from aiohttp import web
 
@@ -41,6 +40,7 @@ from proxy.handle.relay_state import (
 )
 from proxy.handle.relay_task import open_relay_task
 from proxy.migration.tally import MigrationBook
+from proxy.observe.line import Outcome, RequestLine
 from proxy.routes.binding import BindingTable
 from proxy.translate.request import ModernRequest
 from proxy.upstream.base import UpstreamAuthChallenge, UpstreamError
@@ -113,7 +113,7 @@ class NativeRelay:
         principal: str,
         forwarded: tuple[tuple[str, str], ...],
         replier: Notes,
-        line: dict[str, Any],
+        line: RequestLine,
         route: str | None,
     ) -> jsonrpc.Response:
         """The upstream's answer to `req`, which came by the aggregated `route` (None: the upstream's own
@@ -121,7 +121,7 @@ class NativeRelay:
         upstream answered as a legacy server: the caller asks the era again) and UpstreamAuthChallenge
         (its 401/403)."""
         msg = req.request
-        line["upstream_era"] = "modern"
+        line.upstream_era = "modern"
         params = msg.params  # copied only if something in it changes: most requests go up as they came
         binds = self._bindings.binds(route, upstream)
         bound = binds and msg.method in mcp.MRTR_METHODS
@@ -129,7 +129,7 @@ class NativeRelay:
             try:
                 unwrapped = self._unwrap(upstream, msg, req.request_state, principal)
             except HandleError as exc:
-                line.update(outcome="handle_rejected", reason=exc.reason)
+                line.set_outcome(Outcome.HANDLE_REJECTED, reason=exc.reason)
                 if exc.reason == "unknown_key":  # sealed by a key another replica holds: 503, try elsewhere
                     raise key_not_held(req.request_state, self._codec.ring, line) from None
                 return jsonrpc.Error(msg.id, invalid_state())
@@ -140,7 +140,7 @@ class NativeRelay:
             try:
                 params = tasks.unwrap_params(msg.method, params)
             except TaskRefused as exc:
-                line.update(outcome="handle_rejected", reason=exc.reason)
+                line.set_outcome(Outcome.HANDLE_REJECTED, reason=exc.reason)
                 if exc.reason == "unknown_key":  # sealed by a key another replica holds: 503, try elsewhere
                     raise key_not_held(exc.token, self._codec.ring, line) from None
                 return refusal(msg.id, msg.method, upstream, exc)
@@ -157,19 +157,19 @@ class NativeRelay:
                 msg if params is msg.params else jsonrpc.Request(msg.id, msg.method, params), on_note
             )
         except TimeoutError:
-            line["outcome"] = f"failed:{jsonrpc.UPSTREAM_TIMEOUT}"
+            line.set_outcome(Outcome.FAILED, jsonrpc.UPSTREAM_TIMEOUT)
             return jsonrpc.Error(msg.id, timed_out(self._call_timeout, upstream))
         except (NotModern, UpstreamAuthChallenge):
             raise
         except UpstreamError as exc:  # "unavailable" only if it never ran there (calls/wording.py)
-            line["outcome"] = "upstream_failed"
+            line.set_outcome(Outcome.UPSTREAM_FAILED)
             return jsonrpc.Error(msg.id, relayed_failure(upstream, exc))
         if msg.method in _WATCHED and self.eras.held(upstream) == "both":
             answer = self._two_era(upstream, msg, answer, line)
         return self._answer(upstream, msg, answer, principal, line, bound=bound, tasks=tasks)
 
     def _two_era(
-        self, upstream: str, msg: jsonrpc.Request, answer: jsonrpc.Response, line: dict[str, Any]
+        self, upstream: str, msg: jsonrpc.Request, answer: jsonrpc.Response, line: RequestLine
     ) -> jsonrpc.Response:
         """A two-era upstream's answer, read for the path of its tools (upstream/tool_paths.py): a tool list
         (a change forgets what was learned), or a call refused because the tool asks inline only — never
@@ -186,7 +186,7 @@ class NativeRelay:
         if why is None:
             return answer
         paths.learn_legacy(upstream, name, why)
-        line["learned"] = "legacy"
+        line.learned = "legacy"
         return with_hint(answer)
 
     def era_changed_under(self, upstream: str, answer: object) -> bool:
@@ -240,13 +240,13 @@ class NativeRelay:
         msg: jsonrpc.Request,
         answer: jsonrpc.Response,
         principal: str,
-        line: dict[str, Any],
+        line: RequestLine,
         *,
         bound: bool,
         tasks: BoundTasks | None,
     ) -> jsonrpc.Response:
         if isinstance(answer, jsonrpc.Error):
-            line["outcome"] = f"upstream_error:{answer.error.code}"
+            line.set_outcome(Outcome.UPSTREAM_ERROR, answer.error.code)
             return answer
         result = answer.result  # the upstream's own, passed on as it is unless something must change
         kind = result.get("resultType")
@@ -255,7 +255,7 @@ class NativeRelay:
             result = {**result, "resultType": mcp.RESULT_COMPLETE}
             kind = mcp.RESULT_COMPLETE
         known = (mcp.RESULT_COMPLETE, mcp.RESULT_INPUT_REQUIRED, mcp.RESULT_TASK)
-        line["outcome"] = kind if kind in known else mcp.RESULT_COMPLETE
+        line.set_outcome(Outcome(kind) if kind in known else Outcome.COMPLETE)
         if self.migration is not None:
             self.migration.listed_result(upstream, msg.method, result)
         state = result.get("requestState")
@@ -265,13 +265,13 @@ class NativeRelay:
             try:
                 result = {**result, "requestState": seal_relay_state(self._codec, wrapped)}
             except StateTooLarge as exc:
-                line["outcome"] = f"failed:{jsonrpc.UPSTREAM_FAILED}"
+                line.set_outcome(Outcome.FAILED, jsonrpc.UPSTREAM_FAILED)
                 return jsonrpc.Error(msg.id, cannot_bind(upstream, "requestState", exc))
         if tasks is not None:
             try:
                 result = tasks.wrap_result(msg.method, result)
             except TaskIdTooLarge as exc:
-                line["outcome"] = f"failed:{jsonrpc.UPSTREAM_FAILED}"
+                line.set_outcome(Outcome.FAILED, jsonrpc.UPSTREAM_FAILED)
                 return jsonrpc.Error(msg.id, cannot_bind(upstream, "task id", exc))
         if result is answer.result and answer.id == msg.id:
             return answer

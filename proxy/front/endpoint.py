@@ -29,7 +29,7 @@ from proxy.front.loops import VIA, Hop
 from proxy.front.modern.front import ModernFront
 from proxy.front.oauth import AuthRefused, OAuthFront
 from proxy.front.peers import FORWARD_PREFIX
-from proxy.front.principal import PrincipalRefused, Resolver
+from proxy.front.principal import Identity, PrincipalRefused, Resolver
 from proxy.front.reply import json_response
 from proxy.front.request_ids import REQUEST_ID_HEADER, request_id
 from proxy.migration.tally import (
@@ -41,7 +41,7 @@ from proxy.migration.tally import (
     RELAYED,
     MigrationBook,
 )
-from proxy.observe.line import RequestLine
+from proxy.observe.line import Outcome, RequestLine
 from proxy.observe.logs import info_line
 from proxy.observe.metrics import record_request
 from proxy.observe.spans import RequestSpan
@@ -63,8 +63,6 @@ NO_SESSION = (
 # The context variable structlog binds `request_id` in (`bind_contextvars` makes it once and keeps it), set
 # and reset directly: its bind/reset build a dict and a name per request. Taken from a bind's token.
 _REQUEST_ID = contextvars.Context().run(bind_contextvars, request_id=None)["request_id"].var
-# The principal, the headers for upstream (validate mode), what the validated token grants (validate mode).
-Identity = tuple[str, tuple[tuple[str, str], ...] | None, Grant | None]
 
 
 class Endpoint:
@@ -112,17 +110,18 @@ class Endpoint:
                 with propagating({REQUEST_ID_HEADER: rid, VIA: via, **span.headers}):
                     response = await self._handle(request, line, link)
             except Refusal as refusal:
-                line["outcome"] = f"refused:{refusal.error.code}"
-                response = json_response(jsonrpc.Error(line.get("id"), refusal.error), refusal.status)
+                line.set_outcome(Outcome.REFUSED, refusal.error.code)
+                response = json_response(jsonrpc.Error(line.json_id, refusal.error), refusal.status)
                 response.headers.update(refusal.headers)
             except AuthRefused as refused:  # validate mode, or the upstream's 401/403 relayed
-                line.setdefault("outcome", f"unauthorized:{refused.status}")
-                response = refused.response(line.get("id"))
+                if line.outcome is None:
+                    line.set_outcome(Outcome.UNAUTHORIZED, refused.status)
+                response = refused.response(line.json_id)
             finally:
                 _REQUEST_ID.reset(bound)
         except web.HTTPException as exc:  # aiohttp answers with it (404: no such upstream)
             exc.headers[REQUEST_ID_HEADER] = rid
-            _joined(line, link)["status"] = exc.status
+            _joined(line, link).status = exc.status
             span.finish(line, first_round=link.first_span)
             raise
         except (asyncio.CancelledError, ConnectionError) as exc:
@@ -153,9 +152,9 @@ class Endpoint:
     ) -> None:
         """The canonical line, its metrics and the span's end: once per request, whatever happened."""
         _joined(line, link)
-        line["status"] = status
-        line["duration_ms"] = round((time.perf_counter() - started) * 1000, 2)
-        info_line(log, "request", line.render())
+        line.status = status
+        line.duration_ms = round((time.perf_counter() - started) * 1000, 2)
+        info_line(log, "request", line.render(), owned=True)
         record_request(request.app, line)  # the metrics, from the same line
         span.finish(line, first_round=link.first_span)
 
@@ -167,9 +166,9 @@ class Endpoint:
         up = self._upstreams.get(upstream or "")
         if upstream is None or (route is None and (up is None or not up.standalone)):
             raise web.HTTPNotFound(text=f"no upstream named {upstream!r}")
-        line["upstream"] = upstream
+        line.upstream = upstream
         if route is not None:
-            line["route"] = upstream  # the upstream a request goes to joins the line once it is known
+            line.route = upstream  # the upstream a request goes to joins the line once it is known
         if not origin_allowed(request.headers.get("Origin"), request.host, self._origins):
             raise Refusal(403, ErrorObject(jsonrpc.INVALID_REQUEST, "Origin not allowed"))
         who = await self._identify(request, upstream, line)  # validate mode: no token, no further step
@@ -185,23 +184,26 @@ class Endpoint:
         try:
             msg = jsonrpc.decode(body)
         except jsonrpc.InvalidMessage as exc:
-            line["id"] = exc.request_id
+            line.id = exc.request_id
             raise Refusal(400, ErrorObject(exc.code, str(exc))) from None
         if forwarded and not isinstance(msg, jsonrpc.Request):
             raise Refusal(400, ErrorObject(jsonrpc.INVALID_REQUEST, "The peer route only takes retries"))
         if is_legacy(request, msg, _meta_version(msg)) and not forwarded:
-            line.update(method=getattr(msg, "method", "response"), id=getattr(msg, "id", None))
+            line.method = getattr(msg, "method", "response")
+            line.id = getattr(msg, "id", None)
             _name_tool(line, msg)
             return await self._legacy(request, upstream, body, msg, line, who=who, route=route)
         if isinstance(msg, jsonrpc.Notification):
-            line.update(method=msg.method, outcome="accepted")
+            line.method = msg.method
+            line.set_outcome(Outcome.ACCEPTED)
             return web.Response(status=202)
         if not isinstance(msg, jsonrpc.Request):
             raise Refusal(400, ErrorObject(jsonrpc.INVALID_REQUEST, "Clients send requests, not responses"))
-        line.update(id=msg.id, method=msg.method)
+        line.id = msg.id
+        line.method = msg.method
         _name_tool(line, msg)
         if _meta_version(msg) is None and request.headers.get("MCP-Protocol-Version") not in MODERN:
-            line["era"] = "legacy"  # no session, nothing modern: a legacy client that lost its way
+            line.era = "legacy"  # no session, nothing modern: a legacy client that lost its way
             raise Refusal(400, ErrorObject(jsonrpc.INVALID_REQUEST, NO_SESSION))
         response = await self._modern.handle(
             request,
@@ -210,16 +212,17 @@ class Endpoint:
             body,
             line=line,
             link=link,
-            principal=who[0],
-            upstream_headers=who[1],
+            principal=who.principal,
+            upstream_headers=who.upstream_headers,
             route=route,
-            grant=who[2],
+            grant=who.grant,
         )
         book = self._migration
-        if book is not None and "tool" in line and "requestState" not in msg.params:  # a call, not a retry
-            path = RELAYED if line.get("upstream_era") == "modern" else ADAPTED
-            asked = line.get("outcome") == mcp.RESULT_INPUT_REQUIRED
-            book.count(line["upstream"], line["tool"], path, asked, asked and path == ADAPTED)
+        tool = line.tool
+        if book is not None and tool is not None and "requestState" not in msg.params:  # a call, not a retry
+            path = RELAYED if line.upstream_era == "modern" else ADAPTED
+            asked = line.outcome is Outcome.INPUT_REQUIRED
+            book.count(line.upstream or upstream, tool, path, asked, asked and path == ADAPTED)
         return response
 
     async def _identify(self, request: web.Request, upstream: str, line: RequestLine) -> Identity:
@@ -229,9 +232,9 @@ class Endpoint:
         admitted = await self._oauth.admit(request, upstream, line) if self._oauth is not None else None
         if admitted is not None:
             verified = admitted.verified
-            return admitted.principal, admitted.forwarded, Grant(verified.scopes, verified.claims)
+            return Identity(admitted.principal, admitted.forwarded, Grant(verified.scopes, verified.claims))
         try:
-            return self._principal(request.headers), None, None
+            return Identity(self._principal(request.headers), None, None)
         except PrincipalRefused:
             if self._oauth is None:
                 raise Refusal(401, ErrorObject(jsonrpc.INVALID_REQUEST, "Unauthorized")) from None
@@ -250,26 +253,29 @@ class Endpoint:
     ) -> web.StreamResponse:
         """A legacy client's request: relayed to its upstream's session, or (a modern upstream, an
         aggregated `route`) served by the mirror (front/legacy/mirror.py)."""
-        line["era"] = "legacy"
+        line.era = "legacy"
         oauth = self._oauth
 
         def challenge(raw: str | None) -> str | None:
             return oauth.relayed_header(request, upstream, raw) if oauth is not None else raw
 
-        self._modern.rate.check(who[0])  # legacy clients share the per-principal rate (429)
+        self._modern.rate.check(who.principal)  # legacy clients share the per-principal rate (429)
         response = await self._relay.relay(
             request,
             upstream,
-            who[0],
+            who.principal,
             body,
             msg,
-            forwarded=who[1],
+            forwarded=who.upstream_headers,
             challenge=challenge,
             route=route,
-            grant=who[2],
+            grant=who.grant,
         )
         gone_get = request.method == "GET" and client_gone(request)  # a GET stream its client ended
-        line["outcome"] = "client_closed" if gone_get else f"relayed:{response.status}"
+        if gone_get:
+            line.set_outcome(Outcome.CLIENT_CLOSED)
+        else:
+            line.set_outcome(Outcome.RELAYED, response.status)
         book = self._migration
         if book is not None and isinstance(msg, jsonrpc.Request):
             _count_legacy(book, request, line, msg)
@@ -313,20 +319,20 @@ def _name_tool(line: RequestLine, msg: jsonrpc.Message) -> None:
     if isinstance(msg, jsonrpc.Request) and msg.method == "tools/call":
         name = msg.params.get("name")
         if isinstance(name, str):
-            line["tool"] = name[:MAX_TOOL_NAME]
+            line.tool = name[:MAX_TOOL_NAME]
 
 
 def _count_legacy(book: MigrationBook, request: web.Request, line: RequestLine, msg: jsonrpc.Request) -> None:
     """A legacy client's call (mirrored if the mirror marked the request, else passed through), or its
     `initialize` (the client's name, for the verdict's evidence)."""
-    if "tool" in line:
+    if line.tool is not None:
         mirrored = request.get(MIRRORED_KEY)
         asked = request.get(ASKED_KEY) is True
         path = PASSTHROUGH if mirrored is None else MIRRORED
-        book.count(line["upstream"], line["tool"], path, asked, asked and mirrored == "inline")
+        book.count(line.upstream or "", line.tool, path, asked, asked and mirrored == "inline")
     elif msg.method == "initialize":
         info = msg.params.get("clientInfo")
-        book.client(line["upstream"], info.get("name") if isinstance(info, dict) else None)
+        book.client(line.upstream or "", info.get("name") if isinstance(info, dict) else None)
 
 
 def _meta_version(msg: jsonrpc.Message) -> object:
@@ -342,21 +348,22 @@ def gone(line: RequestLine) -> RequestLine:
     A stream the client ends is its ordinary end, `client_closed`: a listen stream, a legacy session's GET
     stream. An outcome decided but never delivered is kept as `unsent` (the answer the client did not get:
     a call's result, an input_required round)."""
-    outcome = line.get("outcome")
-    if outcome == "client_closed" or line.get("http_method") == "GET":
-        line["outcome"] = "client_closed"
+    outcome = line.outcome_text
+    if line.outcome is Outcome.CLIENT_CLOSED or line.http_method == "GET":
+        line.set_outcome(Outcome.CLIENT_CLOSED)
         return line
     if outcome is not None:
-        line["unsent"] = outcome
-    line["outcome"] = "client_gone"
+        line.unsent = outcome
+    line.set_outcome(Outcome.CLIENT_GONE)
     return line
 
 
 def _joined(line: RequestLine, link: CallLink) -> RequestLine:
     """The line with the call the request was for, if any: its id, and the request's round in it."""
     if link.call is not None:
-        line["call"] = link.call
-        line.setdefault("round", link.round)
+        line.call = link.call
+        if line.round is None:
+            line.round = link.round
     return line
 
 

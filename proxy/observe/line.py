@@ -45,6 +45,7 @@ class Outcome(enum.StrEnum):
     REPLACED = "replaced"  # a listen stream replaced by the client's newer one
     UPSTREAM_LOST = "upstream_lost"  # a listen stream whose upstream session died
     BACKLOG_OVERFLOW = "backlog_overflow"  # a listen stream whose client could not keep up
+    ERROR = "error"  # a mirrored round ended by an exception (the mirror words it to its client)
 
 
 class _Absent(enum.Enum):
@@ -66,6 +67,7 @@ _ORDER: Final = (
     "method",
     "tool",
     "era",
+    "via",
     "upstream_era",
     "learned",
     "forwarded_by",
@@ -109,6 +111,7 @@ class RequestLine:
         self.method: str | None = None  # the JSON-RPC method ("response": a legacy client's response)
         self.tool: str | None = None  # a tools/call's tool (cut to front/endpoint.py's MAX_TOOL_NAME)
         self.era: str | None = None  # "legacy": a legacy client
+        self.via: str | None = None  # "mirror": a round the mirror sent through the modern pipeline
         self.upstream_era: str | None = None  # "modern": relayed natively to a 2026-07-28 upstream
         self.learned: str | None = None  # "legacy": a two-era upstream's tool answered the legacy way
         self.forwarded_by: str | None = None  # the replica that forwarded this retry (peer route)
@@ -153,40 +156,6 @@ class RequestLine:
     def json_id(self) -> RequestId | None:
         """The JSON-RPC id to answer with (None until the body named one)."""
         return None if self.id is ABSENT else self.id
-
-    # TRANSITION ONLY (removed with the conversion of front/endpoint.py, front/modern/front.py,
-    # front/modern/inner.py): the dict operations those files still use.
-    def __getitem__(self, key: str) -> Any:
-        return self.outcome_text if key == "outcome" else getattr(self, key)
-
-    def __setitem__(self, key: str, value: Any) -> None:
-        if key == "outcome":
-            kind, _, detail = str(value).partition(":")
-            number = detail.lstrip("-")
-            self.set_outcome(Outcome(kind), (int(detail) if number.isdigit() else detail) if detail else None)
-        else:
-            setattr(self, key, value)
-
-    def __contains__(self, key: str) -> bool:
-        return self.get(key) is not None
-
-    def get(self, key: str, default: Any = None) -> Any:
-        value = self[key]
-        return default if value is None or value is ABSENT else value
-
-    def update(self, **fields: Any) -> None:
-        for key, value in fields.items():
-            self[key] = value
-
-    def setdefault(self, key: str, value: Any) -> Any:
-        if key not in self:
-            self[key] = value
-        return self[key]
-
-    def pop(self, key: str, default: Any = None) -> Any:
-        value = self.get(key, default)
-        setattr(self, key, None)
-        return value
 
     def render(self) -> dict[str, Any]:
         """The JSON log line: every attribute that was set, in _ORDER, the outcome as its text."""

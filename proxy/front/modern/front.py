@@ -11,7 +11,7 @@ long-lived stream (listen.py), a retry whose call another replica holds forwarde
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Protocol
 
 from aiohttp import web
 
@@ -33,6 +33,7 @@ from proxy.front.peers import FORWARD_PREFIX, PeerLost, PeerRefused, Peers, Peer
 from proxy.front.planner import Planner
 from proxy.front.principal import Resolver
 from proxy.front.reply import Replier, status_of
+from proxy.observe.line import Outcome, RequestLine
 from proxy.routes.policy import Grant
 from proxy.routes.table import Route as AggregatedRoute
 from proxy.routes.table import RouteTable
@@ -139,7 +140,7 @@ class ModernFront:
             answer = self._challenged(request, upstream, msg.id, exc, replier=replier, line=line)
         if isinstance(answer, Listening):
             if self.listener is None:  # no listen served here: the proxy knows no such method
-                line["outcome"] = "unknown_method"
+                line.set_outcome(Outcome.UNKNOWN_METHOD)
                 answer = jsonrpc.Error(msg.id, method_not_found(msg.method))
                 return await replier.finish(answer, 404)
             return await self.listener.serve(
@@ -168,27 +169,27 @@ class ModernFront:
     ) -> web.StreamResponse:
         """Send the retry to the call's owner; if it is gone, handle it here, saying what is known."""
         answer = forwarded.forward
-        line["owner"] = answer.owner
+        line.owner = answer.owner
         self._state.forwarding += 1  # the drain waits for it
         try:
             try:
                 response = await self._peers.forward(answer.owner, request, body, rid)
             except PeerUnreachable as exc:  # nothing reached the owner: handle it here (takeover or lost)
-                line["owner_unreachable"] = str(exc)
+                line.owner_unreachable = str(exc)
                 local = await self._here(
                     forwarded, "unreachable", request=request, rid=rid, replier=replier, line=line
                 )
             except PeerRefused as exc:  # another key ring at the owner's address: lost, never re-run
                 return await replier.finish(owner_refused(rid, answer.owner, exc.reason, line))
             except PeerLost as exc:  # it took the retry and went away: take over if the upstream can resume
-                line["owner_lost"] = str(exc)
+                line.owner_lost = str(exc)
                 if exc.stream is not None:  # the owner's event stream was cut: the answer goes on there
                     replier.adopt(exc.stream)
                 local = await self._here(
                     forwarded, "unknown", request=request, rid=rid, replier=replier, line=line
                 )
             else:
-                line["outcome"] = f"forwarded:{response.status}"
+                line.set_outcome(Outcome.FORWARDED, response.status)
                 return response
             assert not isinstance(local, Forward)
             return await replier.finish(local, status_of(local))
@@ -203,13 +204,13 @@ class ModernFront:
         request: web.Request,
         rid: jsonrpc.RequestId,
         replier: Replier,
-        line: dict[str, Any],
+        line: RequestLine,
     ) -> jsonrpc.Response | Forward:
         """The retry handled here, its owner gone (a takeover, or the call said lost)."""
         try:
             return await forwarded.again(owner_gone)
         except UpstreamAuthChallenge as exc:
-            return self._challenged(request, line.get("upstream", ""), rid, exc, replier=replier, line=line)
+            return self._challenged(request, line.upstream or "", rid, exc, replier=replier, line=line)
 
     def _challenged(
         self,
@@ -222,7 +223,7 @@ class ModernFront:
         line: RequestLine,
     ) -> jsonrpc.Response:
         """The upstream's 401/403 raised as the client's (AuthRefused); a JSON-RPC error once SSE began."""
-        line["outcome"] = f"upstream_unauthorized:{exc.status}"
+        line.set_outcome(Outcome.UPSTREAM_UNAUTHORIZED, exc.status)
         if replier.started or self._oauth is None:
             return jsonrpc.Error(rid, credentials_refused(upstream, exc.status))
         raise self._oauth.relayed(request, upstream, exc)

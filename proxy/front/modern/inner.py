@@ -40,6 +40,7 @@ from proxy.front.modern.listen_filter import LIST_CHANGED, MAX_ITEMS
 from proxy.front.modern.pipeline import Asker, Forwarded, Listening
 from proxy.front.reply import InProcess, json_response
 from proxy.front.standalone import LegacyStream
+from proxy.observe.line import Outcome, RequestLine
 from proxy.observe.logs import info_line
 from proxy.observe.metrics import record_request
 from proxy.routes.policy import Grant
@@ -138,20 +139,27 @@ class InnerFront:
         (the upstream's 401/403: the mirror relays it). `line`: the round's canonical line, logged and
         counted here."""
         started = time.perf_counter()
-        line.update(upstream=upstream, method=msg.method, id=msg.id, era="modern", via="mirror")
+        line.upstream, line.method, line.id, line.era, line.via = (
+            upstream,
+            msg.method,
+            msg.id,
+            "modern",
+            "mirror",
+        )
         if route is not None:
-            line["route"] = upstream
+            line.route = upstream
         name = msg.params.get("name")
         if msg.method == "tools/call" and isinstance(name, str):
-            line["tool"] = name[:MAX_TOOL_NAME]
+            line.tool = name[:MAX_TOOL_NAME]
         try:
             answer = await self._answer(
                 request, upstream, msg, principal, upstream_headers, route, grant, notify, line, legacy
             )
         finally:
-            line.setdefault("outcome", "error")  # (an exception: the mirror words it)
-            line["duration_ms"] = round((time.perf_counter() - started) * 1000, 2)
-            info_line(log, "request.mirrored", line)
+            if line.outcome is None:  # an exception: the mirror words it
+                line.set_outcome(Outcome.ERROR)
+            line.duration_ms = round((time.perf_counter() - started) * 1000, 2)
+            info_line(log, "request.mirrored", line.render(), owned=True)
             record_request(request.app, line)
         return answer
 
@@ -165,7 +173,7 @@ class InnerFront:
         route: Route | None,
         grant: Grant | None,
         notify: Notify,
-        line: dict[str, Any],
+        line: RequestLine,
         legacy: bool,
     ) -> jsonrpc.Response:
         front = self._front
@@ -185,10 +193,10 @@ class InnerFront:
                 legacy_way=legacy,
             )
         except Refusal as refusal:
-            line["outcome"] = f"refused:{refusal.error.code}"
+            line.set_outcome(Outcome.REFUSED, refusal.error.code)
             return jsonrpc.Error(msg.id, refusal.error)
         if isinstance(answer, Listening):  # a long-lived stream: not a round of the mirror's
-            line["outcome"] = "unknown_method"
+            line.set_outcome(Outcome.UNKNOWN_METHOD)
             return jsonrpc.Error(msg.id, method_not_found(msg.method))
         assert not isinstance(answer, Forwarded)  # local_only: never sent on to another replica
         return answer

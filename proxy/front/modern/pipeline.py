@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol, TypeVar
+from typing import NamedTuple, Protocol, TypeVar
 
 from aiohttp import web
 
@@ -36,6 +36,7 @@ from proxy.front.peers import Peers
 from proxy.front.plan import Job, RouteKind, UpstreamEra, WrongEra, needs_era, plan
 from proxy.front.planner import Planner
 from proxy.front.reply import Notes
+from proxy.observe.line import Outcome, RequestLine
 from proxy.routes.policy import Grant
 from proxy.routes.table import Route as AggregatedRoute
 from proxy.tasks.front import TaskFront
@@ -124,7 +125,7 @@ class Pipeline:
         who: Asker,
         *,
         sink: Sink,
-        line: dict[str, Any],
+        line: RequestLine,
         link: CallLink,
         route: AggregatedRoute | None = None,
         local_only: bool = False,
@@ -163,9 +164,9 @@ class Pipeline:
                 except WrongEra as wrong:
                     job = await self.planner.again(s, wrong, key.forwarded)
                     if job is Job.RELAY:  # asked again, still modern: the failure is the answer
-                        line.pop("upstream_era", None)
+                        line.upstream_era = None
                         return unavailable_answer(msg.id, upstream, wrong.cause or wrong, line)
-                    line.pop("upstream_era", None)
+                    line.upstream_era = None
         if job is _LISTEN:
             return Listening(upstream, req, key, lambda name: self.pool_key(name, req, who))
         adapted = self.adapt(
@@ -210,7 +211,7 @@ class Pipeline:
         who: Asker,
         *,
         sink: Sink,
-        line: dict[str, Any],
+        line: RequestLine,
         link: CallLink,
         owner_gone: OwnerGone,
     ) -> jsonrpc.Response | Forward:
@@ -229,7 +230,7 @@ class Pipeline:
         who: Asker,
         *,
         sink: Sink,
-        line: dict[str, Any],
+        line: RequestLine,
         route: AggregatedRoute | None,
     ) -> jsonrpc.Response:
         """The relay job (relay.py; `route`: what is bound depends on it). An upstream that answered as a
@@ -261,7 +262,7 @@ class Pipeline:
         principal: str,
         grant: Grant | None,
         key_for: Callable[[str], PoolKey],
-        line: dict[str, Any],
+        line: RequestLine,
     ) -> tuple[str, ModernRequest, Own | None]:
         """Where a request on an aggregated route goes: the upstream that owns its name (the request
         renamed to that upstream's name), or the route's own answer (`Own`: lists, discover)."""
@@ -281,7 +282,7 @@ class Pipeline:
         principal: str,
         *,
         sink: Notes,
-        line: dict[str, Any],
+        line: RequestLine,
         link: CallLink,
         address: str = "",
         local_only: bool = False,
@@ -292,7 +293,7 @@ class Pipeline:
         become `input_required` rounds)."""
         msg = req.request
         if msg.method == "ping":
-            line["outcome"] = "complete"
+            line.set_outcome(Outcome.COMPLETE)
             return jsonrpc.Result(msg.id, {"resultType": mcp.RESULT_COMPLETE})
         if msg.method == "server/discover":
             return await self.plain.discover(upstream, msg, key, line)
@@ -301,7 +302,7 @@ class Pipeline:
         if msg.method in mcp.TASK_METHODS and self._tasks is not None:
             return await self._tasks.handle(upstream, req, principal, line, local_only=local_only)
         if msg.method not in mcp.MRTR_METHODS:
-            line["outcome"] = "unknown_method"
+            line.set_outcome(Outcome.UNKNOWN_METHOD)
             return jsonrpc.Error(msg.id, method_not_found(msg.method))
         call = CallRequest(
             upstream,
@@ -330,7 +331,7 @@ class Pipeline:
                     owner_gone=owner_gone,
                 )
         except InvalidRequestState as exc:
-            line.update(outcome="handle_rejected", reason=exc.reason)
+            line.set_outcome(Outcome.HANDLE_REJECTED, reason=exc.reason)
             if exc.reason == "unknown_key":
                 raise key_not_held(req.request_state, self._peers.ring(), line) from None
             return jsonrpc.Error(msg.id, invalid_state())

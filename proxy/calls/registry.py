@@ -122,7 +122,7 @@ class CallRegistry:
         # (the service also refuses any handle this replica issued for a call it no longer holds).
         self._ended: dict[str, float] = {}
         self._cancelled: set[str] = set()  # the ended calls an operator cancelled (a subset of _ended)
-        # Calls held elsewhere that count against the same limits (the mirror: front/legacy/mirror_calls.py)
+        # Calls held elsewhere that count against the same limits (the mirror: front/legacy/mirror/calls.py)
         self._elsewhere = 0
 
     def __len__(self) -> int:

@@ -283,7 +283,7 @@ class CallService:
 
     async def end_parked(self, request_state: str, *, principal: str, reason: str) -> bool:
         """End the parked call `request_state` names for its own client, who will not retry it (a legacy
-        client's cancel or timeout through the mirror, front/legacy/mirror_calls.py): its pending requests
+        client's cancel or timeout through the mirror, front/legacy/mirror/calls.py): its pending requests
         answered, the upstream told, the session dropped, at once rather than at its parking deadline.
         False: no such call parked here for this principal (nothing is done)."""
         try:

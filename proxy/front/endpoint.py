@@ -24,7 +24,7 @@ from proxy.calls.outcomes import CallLink
 from proxy.config import FrontConfig, UpstreamConfig
 from proxy.front.checks import Refusal, origin_allowed
 from proxy.front.fallback import CLIENT_GONE_STATUS, client_gone
-from proxy.front.legacy.relay import LegacyRelay, is_legacy
+from proxy.front.legacy.front import LegacyFront, is_legacy
 from proxy.front.loops import VIA, Hop
 from proxy.front.modern.front import ModernFront
 from proxy.front.oauth import AuthRefused, OAuthFront
@@ -73,7 +73,7 @@ class Endpoint:
         upstreams: Mapping[str, UpstreamConfig],
         principal: Resolver,
         modern: ModernFront,
-        legacy: LegacyRelay,
+        legacy: LegacyFront,
         tracing: Tracing | None = None,  # None: no tracing (proxy/observe/tracing.py)
         oauth: OAuthFront | None = None,  # OAuth (front/oauth.py); None: no validation, no challenges
         migration: MigrationBook | None = None,  # calls by path (proxy/migration); None: not counted
@@ -90,7 +90,7 @@ class Endpoint:
         self._default = self._routes.default or next(iter(alone), None)
         self._principal = principal
         self._modern = modern
-        self._relay = legacy
+        self._legacy_front = legacy
         self._tracing = tracing or Tracing()
         self._origins = frozenset(front.allowed_origins)
         self._hop = Hop()  # this proxy's entry in the Via of its upstream requests (front/loops.py)
@@ -252,7 +252,7 @@ class Endpoint:
         route: Route | None,
     ) -> web.StreamResponse:
         """A legacy client's request: relayed to its upstream's session, or (a modern upstream, an
-        aggregated `route`) served by the mirror (front/legacy/mirror.py)."""
+        aggregated `route`) served by the mirror (front/legacy/mirror/front.py)."""
         line.era = "legacy"
         oauth = self._oauth
 
@@ -260,7 +260,7 @@ class Endpoint:
             return oauth.relayed_header(request, upstream, raw) if oauth is not None else raw
 
         self._modern.rate.check(who.principal)  # legacy clients share the per-principal rate (429)
-        response = await self._relay.relay(
+        response = await self._legacy_front.handle(
             request,
             upstream,
             who.principal,

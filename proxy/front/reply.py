@@ -63,7 +63,7 @@ class InProcess:
         await self._send(note)
 
     async def kept_alive(self, work: Awaitable[T], interval: float) -> T:
-        """`work`'s result: the mirror keeps its own client's stream alive (mirror_calls.py)."""
+        """`work`'s result: the mirror keeps its own client's stream alive (mirror/calls.py)."""
         return await work
 
 

@@ -1,5 +1,5 @@
-"""A listen (front/modern/listen.py) that feeds a legacy client's standalone GET stream of a mirror session
-(front/legacy/mirror_stream.py holds one per session, front/modern/inner.py hands it to the listen): on the
+"""A listen (modern/listen/front.py) that feeds a legacy client's standalone GET stream of a mirror session
+(front/legacy/mirror/stream.py holds one per session, front/modern/inner.py hands it to the listen): on the
 front's shared floor, as the two rooms never import each other.
 
 Written as the client's legacy server would write it: no acknowledgement, no subscription id (the stamp an

@@ -1,4 +1,4 @@
-"""The mirror's sealed ids (front/legacy/mirror.py): a legacy client's session of a modern upstream, and the
+"""The mirror's sealed ids (mirror/front.py): a legacy client's session of a modern upstream, and the
 ids of the inline requests the mirror sends that client.
 
 - **Mirror session ids** (key-ring format 5): the `Mcp-Session-Id` the mirror hands a legacy client at

@@ -1,6 +1,6 @@
 """A modern upstream's own `requestState`, sealed and bound to the principal it was issued to.
 
-The native relay (front/modern/relay.py) passes a 2026-07-28 upstream's `requestState` to the client. When
+The native relay (modern/relay/native.py) passes a 2026-07-28 upstream's `requestState` to the client. When
 the upstream cannot tell users apart (the proxy calls it with a service credential, or none), that state
 would be a bearer token: another user presenting it would resume the call as the first. So the relay wraps
 it in this handle: the upstream's state, the upstream, the principal, the request's method and name, and an

@@ -1,6 +1,6 @@
 """A modern upstream's own task id, sealed and bound to the principal it was issued to.
 
-The native relay (front/modern/relay.py) passes a 2026-07-28 upstream's Tasks extension (SEP-2663) through.
+The native relay (modern/relay/native.py) passes a 2026-07-28 upstream's Tasks extension (SEP-2663) through.
 A task id is all `tasks/get`, `tasks/update` and `tasks/cancel` ask for, so when the upstream cannot tell
 users apart (the proxy calls it with a service credential, or none), the upstream's task id would be a
 bearer token: another user who learns it reads the first one's result, answers its questions or cancels

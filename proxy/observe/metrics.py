@@ -306,7 +306,7 @@ class Metrics:
                 self.route_left_out.labels(route, up, "unavailable")
 
     def left_out(self, route: str, upstream: str, why: str) -> None:
-        """An aggregated route's list went on without `upstream` (proxy/front/modern/aggregate_lists.py)."""
+        """An aggregated route's list went on without `upstream` (proxy/front/modern/aggregate/lists.py)."""
         reason = why if why in LEFT_OUT_REASONS else "error" if why.startswith("error:") else OTHER
         self.route_left_out.labels(route, upstream, reason).inc()
 

@@ -24,15 +24,15 @@ from proxy.front.address import AddressSource
 from proxy.front.cors import Cors, preflight_gate
 from proxy.front.endpoint import Endpoint
 from proxy.front.fallback import json_answers_with
-from proxy.front.legacy.bridge import BridgeSettings, LegacyBridge
-from proxy.front.legacy.mirror import MIRROR_PEER_PATH, LegacyMirror, peer_route
+from proxy.front.legacy.bridge.front import BridgeSettings, LegacyBridge
+from proxy.front.legacy.front import LegacyFront
+from proxy.front.legacy.mirror.front import MIRROR_PEER_PATH, LegacyMirror, peer_route
 from proxy.front.legacy.quota import SessionQuota
-from proxy.front.legacy.relay import LegacyRelay
+from proxy.front.modern.aggregate.list_cache import ListCache
 from proxy.front.modern.front import ModernFront
 from proxy.front.modern.inner import InnerFront
-from proxy.front.modern.list_cache import ListCache
-from proxy.front.modern.listen import ListenFront
-from proxy.front.modern.relay import NativeRelay
+from proxy.front.modern.listen.front import ListenFront
+from proxy.front.modern.relay.native import NativeRelay
 from proxy.front.oauth import OAUTH, OAuthFront, metadata_endpoint
 from proxy.front.peers import FORWARD_PREFIX, Peers
 from proxy.front.planner import Planner
@@ -231,7 +231,7 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
     )
     tasks = TaskFront(app[TASKS], TaskPolicy(calls.tasks), app[CODEC], config.replica_address)
     by_name = {u.name: u for u in config.upstreams}
-    # Legacy clients of sse/stdio upstreams: a session of their own each (front/legacy/bridge.py).
+    # Legacy clients of sse/stdio upstreams: a session of their own each (front/legacy/bridge/front.py).
     settings = BridgeSettings.from_config(config)
     quota = SessionQuota(  # legacy sessions per principal and client address, relayed and bridged alike
         per_principal=config.front.legacy_sessions_per_principal,
@@ -287,7 +287,7 @@ async def _upstreams(app: web.Application) -> AsyncIterator[None]:
         front=config.front,
         upstreams=upstreams,
         principal=principal,
-        legacy=LegacyRelay(
+        legacy=LegacyFront(
             http,
             app[CODEC],
             by_name,

@@ -15,7 +15,7 @@ from proxy.cluster.agreement import PeerKeyCheck
 from proxy.config import Config
 from proxy.front.endpoint import Endpoint
 from proxy.front.fallback import JsonAnswers
-from proxy.front.legacy.mirror import MIRROR
+from proxy.front.legacy.mirror.front import MIRROR
 from proxy.front.peers import Peers
 from proxy.handle import HandleCodec
 from proxy.handle.rotation import Rotation

@@ -14,7 +14,7 @@ from typing import Any, Final
 from aiohttp import web
 
 from proxy.config import Config
-from proxy.front.legacy.mirror import LegacyMirror
+from proxy.front.legacy.mirror.front import LegacyMirror
 from proxy.front.modern.front import ModernFront
 from proxy.migration.report import combine, snapshot
 from proxy.migration.tally import MigrationBook

@@ -9,10 +9,10 @@ from collections.abc import Mapping
 
 from aiohttp import web
 
-from proxy.front.modern.aggregate import AggregateFront
-from proxy.front.modern.aggregate_lists import RouteLists
-from proxy.front.modern.list_cache import ListCache
-from proxy.front.modern.relay import NativeRelay
+from proxy.front.modern.aggregate.front import AggregateFront
+from proxy.front.modern.aggregate.list_cache import ListCache
+from proxy.front.modern.aggregate.lists import RouteLists
+from proxy.front.modern.relay.native import NativeRelay
 from proxy.front.oauth import OAUTH
 from proxy.observe.metrics import METRICS
 from proxy.process.appstate import CODEC, CONFIG, ROUTES

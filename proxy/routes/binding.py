@@ -6,8 +6,8 @@ an aggregated route in validate mode the route's `upstream_credential` goes to e
 `route_as_upstream`), in pass-through mode the member's own `forward_headers`. An upstream that receives
 anything but the client's own token (a service credential, nothing, or a header the principal does not come
 from) cannot tell one user from another, so what it hands out (a `requestState`, a task id) would be a
-bearer token any user could replay: the relay seals it, bound to the principal (front/modern/relay.py,
-relay_tasks.py). Worked out once per (route, member) from the configuration, which is exact: the headers
+bearer token any user could replay: the relay seals it, bound to the principal (front/modern/relay/native.py,
+relay/tasks.py). Worked out once per (route, member) from the configuration, which is exact: the headers
 that go upstream for a request are a function of that pair and the client's own headers.
 """
 

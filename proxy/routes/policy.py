@@ -2,7 +2,7 @@
 
 The rules are judged on names as a member listed them to the client: a called name is first resolved
 through that client's list and refused as unknown when no member listed it so spelled
-(front/modern/aggregate.py), so no other spelling of a name is judged by its text. The route's rules
+(front/modern/aggregate/front.py), so no other spelling of a name is judged by its text. The route's rules
 match the names clients see (prefixed); an upstream's own rules in the route match the
 names its server wrote, so they stay right whatever prefix the route gives it. Both apply: `allow` (empty:
 everything) must match, `deny` must not, each `require_scopes` glob that matches needs all its scopes in

@@ -35,7 +35,7 @@ log = structlog.get_logger(__name__)
 CLIENT_INFO: Final = {"name": "mrtr-proxy", "version": "0.1.0"}
 
 # Answers a session gives by itself to a server request that arrives with no receiving call (SEP-2260).
-# None: the handler took the request elsewhere (a bridged legacy client's GET stream, front/legacy/bridge.py)
+# None: the handler took the request elsewhere (a bridged legacy client's GET stream, legacy/bridge/front.py)
 # and its answer will reach the upstream through `send`.
 NoCallAnswer = Callable[[jsonrpc.Request], jsonrpc.Response | None]
 # Sends one request and returns its response (or raises UpstreamError): how `negotiate` reaches the upstream.

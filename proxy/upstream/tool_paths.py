@@ -153,7 +153,7 @@ class ToolPaths:
 
     def answered(self, upstream: str, name: object) -> bool:
         """Whether a legacy client's call of `name` was served the legacy way already (no refusal): its
-        notifications need not wait for the answer (mirror_paths.py)."""
+        notifications need not wait for the answer (mirror/paths.py)."""
         return name in self._answered[upstream]
 
     def legacy_worked(self, upstream: str, name: str) -> None:

@@ -381,7 +381,7 @@ def test_the_target_digest_is_computed_once_when_first_needed() -> None:
 
 
 def test_calls_held_elsewhere_share_every_limit(reg: CallRegistry) -> None:
-    """A mirrored call (front/legacy/mirror_calls.py) is held outside the registry but counts against the
+    """A mirrored call (front/legacy/mirror/calls.py) is held outside the registry but counts against the
     total, the principal's and the address's shares, and a registered call counts against it."""
     reg.hold("alice", "10.0.0.1")
     reg.add(call("a", "alice"))

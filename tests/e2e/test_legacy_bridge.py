@@ -1,4 +1,4 @@
-"""Legacy clients of `stdio` and `sse` upstreams: the stateful bridge (proxy/front/legacy/bridge.py).
+"""Legacy clients of `stdio` and `sse` upstreams: the stateful bridge (proxy/front/legacy/bridge/front.py).
 
 mcp 2.3.0 in `legacy` mode (initialize, Mcp-Session-Id, inline server requests, GET stream) runs form
 elicitation, sampling, roots, two rounds and a prompt through the proxy to FastMCP 1.30 run as a stdio child

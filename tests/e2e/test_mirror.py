@@ -1,4 +1,4 @@
-"""The mirror (front/legacy/mirror.py) on the wire: legacy clients of 2026-07-28 upstreams.
+"""The mirror (front/legacy/mirror/front.py) on the wire: legacy clients of 2026-07-28 upstreams.
 
 Real legacy clients — mcp 1.30's ClientSession, the TS client 2.4.0 in `legacy` mode, FastMCP 4's Client in
 `legacy` mode — against FastMCP 4.2.3's native tools (two eras), the mcp 2.3.0 SDK's own server (modern
@@ -526,7 +526,7 @@ async def test_a_client_that_goes_away_mid_round_leaves_nothing(kinds_url: str) 
                     break
             assert asked
             resp.close()  # gone, with the inline request unanswered
-        # The hang-up is noticed by the connection's loss (front/legacy/hangup.py).
+        # The hang-up is noticed by the connection's loss (front/legacy/mirror/hangup.py).
         await eventually(lambda: len(proxy.app[MIRROR].calls) == 0, "the mirror to forget the call")
         after = await client.call("calls")
     count = [int(json.loads(m[1][-1]["result"]["content"][0]["text"])) for m in (before, after)]

@@ -1,5 +1,5 @@
 """A legacy client of a 2026-07-28 upstream hangs up while its mirrored call waits for its inline answer
-(front/legacy/mirror_calls.py, hangup.py): the proxy lets the call go as soon as the connection is lost,
+(legacy/mirror/calls.py, mirror/hangup.py): the proxy lets the call go as soon as the connection is lost,
 by an event, not at its next look.
 
 The proxy runs with aiohttp's own default `handler_cancellation=False` (an app run by another runner):

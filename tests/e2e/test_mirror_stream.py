@@ -1,4 +1,4 @@
-"""A legacy client's standalone GET stream on a mirror session (front/legacy/mirror_stream.py): what a
+"""A legacy client's standalone GET stream on a mirror session (front/legacy/mirror/stream.py): what a
 2026-07-28 server tells its listen streams (`notifications/*/list_changed`) reaches a legacy client of an
 aggregated route (a FastMCP 1.30 legacy member and the mcp 2.3.0 SDK's modern server) and of a single
 modern upstream, written as a legacy server writes it: no acknowledgement, no subscription id, no result.

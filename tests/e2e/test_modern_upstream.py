@@ -1,4 +1,4 @@
-"""The native relay (proxy/front/modern/relay.py) on the wire: a 2026-07-28 client's requests to a
+"""The native relay (proxy/front/modern/relay/native.py) on the wire: a 2026-07-28 client's requests to a
 2026-07-28 upstream (FastMCP 4.2.3, two eras; the mcp 2.3.0 SDK's own server, modern only) go upstream as
 they came and the upstream's own `input_required` comes back; the retry goes upstream too."""
 

@@ -1,4 +1,4 @@
-"""Real 2026-07-28 clients through the native relay (proxy/front/modern/relay.py) to real modern upstreams:
+"""Real 2026-07-28 clients through the native relay (front/modern/relay/native.py) to real modern upstreams:
 the mcp 2.3.0 SDK's `Client` (2026-07-28 and auto), the TypeScript client 2.4.0 (pinned, auto, legacy) and
 FastMCP 4's own client, against FastMCP 4.2.3 (two eras) and the mcp 2.3.0 SDK's server (modern only).
 Each client fulfils `input_required` itself; the data each tool returns is checked."""
@@ -158,7 +158,7 @@ LEGACY_PLAN: list[dict[str, Any]] = [
 @pytest.mark.parametrize("client", ["ts", "fastmcp4"])
 async def test_legacy_clients_go_through_the_mirror(routed: tuple[str, str], client: str) -> None:
     """Legacy clients of a modern upstream (two-era or modern-only) go through the mirror
-    (front/legacy/mirror.py; tests/e2e/test_mirror.py has every flow): the upstream is called at
+    (front/legacy/mirror/front.py; tests/e2e/test_mirror.py has every flow): the upstream is called at
     2026-07-28, so its native tools work for them; a two-era server's ctx.elicit tool goes the legacy way
     first, as going direct, and asks them inline (issue 43: tests/e2e/test_two_era_paths.py)."""
     kind, url = routed

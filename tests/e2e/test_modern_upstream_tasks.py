@@ -1,4 +1,4 @@
-"""The Tasks extension (SEP-2663) through the native relay (front/modern/relay_tasks.py), against a scripted
+"""The Tasks extension (SEP-2663) through the native relay (front/modern/relay/tasks.py), against a scripted
 2026-07-28 upstream (tests/e2e/modern_scripted.py): no installed peer serves `tasks/*` at 2026-07-28
 (FastMCP 4.2.3 needs the separate `fastmcp-tasks` package, the mcp 2.3.0 SDK's server has none). And a bound
 relay's large upstream requestState (handle/relay_state.py), which the same upstream makes to measure.

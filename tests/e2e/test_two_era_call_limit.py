@@ -1,5 +1,5 @@
 """A legacy client's call of a two-era upstream's tool tries the legacy way first, and a tool that asks
-natively only is sent again at 2026-07-28 (front/legacy/mirror_paths.py): one call of the client's, so it
+natively only is sent again at 2026-07-28 (front/legacy/mirror/paths.py): one call of the client's, so it
 holds one place in the call limit, never two. With a limit of one, the native tool works."""
 
 from __future__ import annotations

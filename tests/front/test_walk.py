@@ -49,12 +49,12 @@ DECISION_PATH = frozenset(
         "proxy.front.dispatch",
         "proxy.front.modern.front",
         "proxy.front.modern.pipeline",
-        "proxy.front.modern.relay",
+        "proxy.front.modern.relay.native",
         "proxy.front.modern.inner",
-        "proxy.front.legacy.relay",
-        "proxy.front.legacy.mirror",
-        "proxy.front.legacy.mirror_calls",
-        "proxy.front.legacy.bridge",
+        "proxy.front.legacy.front",
+        "proxy.front.legacy.mirror.front",
+        "proxy.front.legacy.mirror.calls",
+        "proxy.front.legacy.bridge.front",
     }
 )
 

@@ -17,7 +17,7 @@ the TypeScript SDK v2 client pinned to 2026-07-28 and "auto" (tests/interop/clie
 Inspector CLI (`@modelcontextprotocol/inspector --cli`, `protocolEra: modern`); and the same three as legacy
 clients (`initialize`, Mcp-Session-Id: mcp `mode="legacy"`, the TS client's `versionNegotiation: legacy`, the
 Inspector's `protocolEra: legacy`), which the proxy relays (streamable HTTP upstream) or bridges (HTTP+SSE and
-stdio upstreams, proxy/front/legacy/bridge.py) with no MRTR. Servers: FastMCP 1.30
+stdio upstreams, proxy/front/legacy/bridge/front.py) with no MRTR. Servers: FastMCP 1.30
 (tests/fixtures/legacy_fastmcp_server.py), server-everything, and a TypeScript SDK v1 server of ours
 (tests/fixtures/ts_sdk_v1_server.mjs), each over streamable HTTP, HTTP+SSE (2024-11-05) and stdio upstream.
 

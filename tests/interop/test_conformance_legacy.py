@@ -5,9 +5,9 @@ wire: `initialize`, `Mcp-Session-Id`, GET stream, DELETE). Each runs three times
 
 - **direct** against `@modelcontextprotocol/server-everything` (streamableHttp);
 - **relay**: a legacy client of mrtr-proxy (`…/mcp`) in front of a second server-everything (streamableHttp):
-  the stateless byte-for-byte relay with sealed session ids (proxy/front/legacy/relay.py);
+  the stateless byte-for-byte relay with sealed session ids (proxy/front/legacy/passthrough.py);
 - **bridge**: the same proxy's `…/servers/bridge/mcp` in front of a third server-everything speaking the
-  2024-11-05 HTTP+SSE transport: the stateful bridge (proxy/front/legacy/bridge.py). Its baseline is the
+  2024-11-05 HTTP+SSE transport: the stateful bridge (proxy/front/legacy/bridge/front.py). Its baseline is the
   direct run too (the same server, the transport the suite speaks).
 
 Parity: a check that is SUCCESS directly must be SUCCESS through the proxy; a WARNING directly must not turn
@@ -108,7 +108,7 @@ EXPECTED_DIFFERENCES: dict[tuple[str, str, str], str] = {
         "SUCCESS directly, WARNING through the bridge ('Server did not send priming event with id and empty "
         "data on POST SSE stream'). Direct, server-everything's event store primes every POST stream with an "
         "event id. The bridge answers from an HTTP+SSE upstream, which has no event ids and no replay, so it "
-        "sends none and a dropped reply cannot be resumed (proxy/front/legacy/bridge.py, module docstring: "
+        "sends none and a dropped reply cannot be resumed (front/legacy/bridge/front.py, module docstring: "
         "'Without event ids its reply cannot be resumed'); a priming id would promise a Last-Event-ID "
         "resumption it cannot keep. A SHOULD (WARNING), in a scenario the suite itself lists as pending"
     ),

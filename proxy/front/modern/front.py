@@ -21,13 +21,13 @@ from proxy.calls.wording import credentials_refused, method_not_found
 from proxy.config import FrontConfig, UpstreamConfig
 from proxy.front.address import AddressSource
 from proxy.front.checks import InputLimits, Refusal, check_modern
-from proxy.front.modern.aggregate import AggregateFront
+from proxy.front.modern.aggregate.front import AggregateFront
 from proxy.front.modern.limits import RateGate
-from proxy.front.modern.listen import ListenFront
+from proxy.front.modern.listen.front import ListenFront
 from proxy.front.modern.peer_route import check_peer_request, owner_refused
 from proxy.front.modern.pipeline import Asker, Forwarded, Listening, Pipeline
 from proxy.front.modern.plain import PlainRequests
-from proxy.front.modern.relay import NativeRelay
+from proxy.front.modern.relay.native import NativeRelay
 from proxy.front.oauth import OAuthFront
 from proxy.front.peers import FORWARD_PREFIX, PeerLost, PeerRefused, Peers, PeerUnreachable
 from proxy.front.planner import Planner

@@ -1,5 +1,5 @@
 """2026-07-28 requests the proxy makes of its own modern front: the rounds of the mirror
-(front/legacy/mirror.py) for a legacy client whose answer only the modern front can give.
+(front/legacy/mirror/front.py) for a legacy client whose answer only the modern front can give.
 
 Two such clients: one on an aggregated route (proxy/routes/: the route's naming, merged lists and tool policy
 live in the modern front), and one calling a tool a two-era upstream names in `legacy_tools` (the tool asks
@@ -36,7 +36,7 @@ from proxy.calls.service import CallService
 from proxy.calls.wording import method_not_found
 from proxy.front.checks import Refusal, check_modern
 from proxy.front.modern.front import ModernFront
-from proxy.front.modern.listen_filter import LIST_CHANGED, MAX_ITEMS
+from proxy.front.modern.listen.filter import LIST_CHANGED, MAX_ITEMS
 from proxy.front.modern.pipeline import Asker, Forwarded, Listening
 from proxy.front.reply import InProcess, json_response
 from proxy.front.standalone import LegacyStream

@@ -27,11 +27,11 @@ from proxy.calls.wording import invalid_state, method_not_found, shutting_down, 
 from proxy.config import UpstreamConfig
 from proxy.front.address import AddressSource
 from proxy.front.checks import Refusal
-from proxy.front.modern.aggregate import AggregateFront, Own, Routed
+from proxy.front.modern.aggregate.front import AggregateFront, Own, Routed
 from proxy.front.modern.outcome import answer
 from proxy.front.modern.peer_route import key_not_held
 from proxy.front.modern.plain import PlainRequests
-from proxy.front.modern.relay import NativeRelay
+from proxy.front.modern.relay.native import NativeRelay
 from proxy.front.peers import Peers
 from proxy.front.plan import Job, RouteKind, UpstreamEra, WrongEra, needs_era, plan
 from proxy.front.planner import Planner

@@ -19,7 +19,7 @@ from typing import Any
 
 import structlog
 
-from proxy.front.modern.relay import NativeRelay
+from proxy.front.modern.relay.native import NativeRelay
 from proxy.upstream.base import UpstreamError
 from proxy.wire import jsonrpc, mcp
 

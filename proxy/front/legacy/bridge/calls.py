@@ -1,4 +1,4 @@
-"""A bridged session's calls (front/legacy/bridge.py): run upstream one at a time, their server requests
+"""A bridged session's calls (front/legacy/bridge/front.py): run upstream one at a time, their server requests
 and notifications passed on to the client as they come, a call whose client went away run on to its end."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import structlog
 from aiohttp import web
 
 from proxy.calls.wording import session_busy, unavailable, upstream_failed, went_silent
-from proxy.front.legacy.bridge_session import TICK, BridgedCall, BridgedSession, BridgeSettings
-from proxy.front.legacy.bridge_streams import BridgeReply
-from proxy.front.legacy.bridge_wire import upstream_cancel, with_id
+from proxy.front.legacy.bridge.session import TICK, BridgedCall, BridgedSession, BridgeSettings
+from proxy.front.legacy.bridge.streams import BridgeReply
+from proxy.front.legacy.bridge.wire import upstream_cancel, with_id
 from proxy.upstream.base import Inbox, TransportLost, UpstreamError, UpstreamSession
 from proxy.upstream.propagation import detach_from_request
 from proxy.wire import jsonrpc, mcp

@@ -5,7 +5,7 @@ route's `list_timeout_s`); the page the client gets is their entries concatenate
 first upstream with more (proxy/routes/merge.py), with the proxy's sealed cursor. An upstream that fails or
 is too slow is left out: logged (`route.upstream_left_out`), counted in
 `mrtr_proxy_route_left_out_total`, and shown on /readyz until it answers again. A page an upstream gave is
-given again within the route's `list_cache_ms` (list_cache.py).
+given again within the route's `list_cache_ms` (aggregate/list_cache.py).
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from typing import Any, Protocol
 import structlog
 
 from proxy.calls.wording import no_route_member
-from proxy.front.modern.list_cache import Freshness, ListCache
+from proxy.front.modern.aggregate.list_cache import Freshness, ListCache
 from proxy.front.modern.plain import complete
-from proxy.front.modern.relay import NativeRelay
+from proxy.front.modern.relay.native import NativeRelay
 from proxy.handle import HandleError, KeyRing
 from proxy.observe.line import Outcome, RequestLine
 from proxy.routes.cursor import ListPosition, open_cursor, seal_cursor
@@ -75,7 +75,7 @@ class RouteLists:
         observer: LeftOutObserver | None = None,
         judges: Callable[[str], bool] = lambda _: False,  # OAuthFront.upstream_judges
         relay: NativeRelay | None = None,  # to the modern (2026-07-28) upstreams of a route
-        cache: ListCache | None = None,  # upstreams' list pages (list_cache.py)
+        cache: ListCache | None = None,  # upstreams' list pages (aggregate/list_cache.py)
     ) -> None:
         self.cache = cache if cache is not None else ListCache()
         self._pools = pools
@@ -238,7 +238,7 @@ class RouteLists:
         key_for: KeyFor,
         meta: object,
     ) -> tuple[Answered, Freshness | None]:
-        """One upstream's page for a merged list, from the cache while fresh (list_cache.py)."""
+        """One upstream's page for a merged list, from the cache while fresh (aggregate/list_cache.py)."""
         key = key_for(member.upstream)
         return await self.cache.page(
             route,

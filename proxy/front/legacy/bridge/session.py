@@ -1,4 +1,4 @@
-"""One bridged legacy client's session (front/legacy/bridge.py): its upstream session, its call in flight,
+"""One bridged legacy client's session (bridge/front.py): its upstream session, its call in flight,
 and what waits for its GET stream; plus the bridge's settings."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A legacy client's standalone GET stream on a mirror session (front/legacy/mirror.py).
+"""A legacy client's standalone GET stream on a mirror session (front/legacy/mirror/front.py).
 
 A 2026-07-28 server has no GET stream: what a legacy server sends there (`notifications/tools/list_changed`,
 prompts and resources alike) it sends only on `subscriptions/listen` streams. So a mirror session's GET is
@@ -37,7 +37,7 @@ from typing import Any, Protocol
 import structlog
 from aiohttp import web
 
-from proxy.front.legacy.bridge_streams import draining_response, error_response
+from proxy.front.legacy.bridge.streams import draining_response, error_response
 from proxy.front.reply import wants
 from proxy.front.standalone import LegacyStream
 from proxy.handle.mirror_ids import MirrorSession

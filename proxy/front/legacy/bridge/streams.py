@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from aiohttp import web
 
 from proxy.calls.wording import shutting_down
-from proxy.front.legacy.bridge_session import TICK, BridgedSession, BridgeSettings, RuntimeStateView
+from proxy.front.legacy.bridge.session import TICK, BridgedSession, BridgeSettings, RuntimeStateView
 from proxy.front.reply import SSE_HEADERS, json_response, wants
 from proxy.wire import jsonrpc
 from proxy.wire.sse import encode_comment, encode_event

@@ -1,4 +1,4 @@
-"""The mirror's waits (front/legacy/mirror_calls.py, hangup.py) over a real connection: a client that hangs
+"""The mirror's waits (legacy/mirror/calls.py, mirror/hangup.py) over a real connection: a client that hangs
 up while its call waits for an inline answer is noticed at once, by the connection's loss (not by a look
 every so often), and what fails as the call ends is said in the log.
 
@@ -18,8 +18,8 @@ import aiohttp
 from aiohttp import web
 from structlog.testing import capture_logs
 
-from proxy.front.legacy.bridge_streams import BridgeReply
-from proxy.front.legacy.mirror_calls import MirrorCalls, MirrorSettings
+from proxy.front.legacy.bridge.streams import BridgeReply
+from proxy.front.legacy.mirror.calls import MirrorCalls, MirrorSettings
 from proxy.handle import HandleCodec
 from proxy.handle.keyring import KeyRing
 from proxy.handle.mirror_ids import MirrorSession

@@ -48,10 +48,15 @@ from proxy.calls.outcomes import too_many_calls
 from proxy.calls.wording import unavailable_message
 from proxy.config import UpstreamConfig
 from proxy.front.address import TCP_PEER, AddressSource
-from proxy.front.legacy.bridge_calls import BridgeCalls
-from proxy.front.legacy.bridge_session import TICK, BridgedSession, BridgeSettings, RuntimeStateView
-from proxy.front.legacy.bridge_streams import BridgeReply, draining_response, error_response, serve_get_stream
-from proxy.front.legacy.bridge_wire import declared_capabilities, initialize_result, offered_versions
+from proxy.front.legacy.bridge.calls import BridgeCalls
+from proxy.front.legacy.bridge.session import TICK, BridgedSession, BridgeSettings, RuntimeStateView
+from proxy.front.legacy.bridge.streams import (
+    BridgeReply,
+    draining_response,
+    error_response,
+    serve_get_stream,
+)
+from proxy.front.legacy.bridge.wire import declared_capabilities, initialize_result, offered_versions
 from proxy.front.legacy.quota import SessionQuota
 from proxy.handle import HandleCodec, HandleError
 from proxy.handle.session_ids import LegacySession, open_session, seal_session
@@ -109,7 +114,7 @@ class LegacyBridge:
         challenge: Callable[[str | None], str | None] | None = None,
     ) -> web.StreamResponse:
         """A legacy client's request, as the front parsed it (None for a GET or DELETE). `forwarded` and
-        `challenge`: as for the relay (front/legacy/relay.py)."""
+        `challenge`: as for the pass-through (front/legacy/passthrough.py)."""
         if isinstance(msg, jsonrpc.Request) and msg.method == "initialize":
             config = self._upstreams[upstream]
             if forwarded is None:

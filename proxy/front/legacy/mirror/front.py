@@ -13,7 +13,7 @@ upstream (a `ModernSender`, upstream/senders.py: a POST per request, or a line o
   carries what every later request needs — the upstream, the principal, the negotiated version, the
   client's info and the capabilities it declared — so no replica keeps anything of the session: any replica
   serves any request of it, another principal's requests with it get 404.
-- **tools/call, prompts/get, resources/read** are driven round after round (mirror_calls.py): the
+- **tools/call, prompts/get, resources/read** are driven round after round (mirror/calls.py): the
   upstream's `inputRequests` reach the client as inline requests on the POST's SSE stream, only those it
   declared; the answers go back in the retry with the server's `requestState`; the final result ends the
   stream. Progress and log notifications of each round reach the client as they come.
@@ -28,7 +28,7 @@ upstream (a `ModernSender`, upstream/senders.py: a POST per request, or a line o
 - **Notifications**: `notifications/cancelled` ends the call it names when that call runs on this replica
   (its upstream stream is closed, nothing is retried); `notifications/roots/list_changed` is honoured as
   it is: roots are never cached, every `roots/list` the upstream asks is asked of the client afresh.
-- **GET** opens the session's standalone stream (mirror_stream.py): a listen of the proxy's own modern
+- **GET** opens the session's standalone stream (mirror/stream.py): a listen of the proxy's own modern
   front for every list_changed the upstream (or the route's members) offers, written as legacy
   notifications; 405 when this proxy serves no listen. **resources/subscribe** and `unsubscribe` are
   answered by the mirror: the URI joins that listen. **DELETE** 200 (and the stream here ends).
@@ -57,12 +57,12 @@ from proxy.calls.wording import (
 )
 from proxy.config import Config, UpstreamConfig
 from proxy.front.address import TCP_PEER, AddressSource
-from proxy.front.legacy.bridge_session import RuntimeStateView
-from proxy.front.legacy.bridge_streams import BridgeReply, draining_response, error_response
-from proxy.front.legacy.mirror_answers import MIRROR_PEER_PATH, MirrorAnswers
-from proxy.front.legacy.mirror_calls import Admission, End, MirrorCalls, MirrorSettings, Post
-from proxy.front.legacy.mirror_paths import either, listed, two_era_tool
-from proxy.front.legacy.mirror_stream import SUBSCRIBE, UNSUBSCRIBE, Listener, MirrorStreams
+from proxy.front.legacy.bridge.session import RuntimeStateView
+from proxy.front.legacy.bridge.streams import BridgeReply, draining_response, error_response
+from proxy.front.legacy.mirror.answers import MIRROR_PEER_PATH, MirrorAnswers
+from proxy.front.legacy.mirror.calls import Admission, End, MirrorCalls, MirrorSettings, Post
+from proxy.front.legacy.mirror.paths import either, listed, two_era_tool
+from proxy.front.legacy.mirror.stream import SUBSCRIBE, UNSUBSCRIBE, Listener, MirrorStreams
 from proxy.front.peers import NOT_PROCESSED, Peers
 from proxy.front.plan import WrongEra
 from proxy.handle import HandleCodec, HandleError
@@ -237,7 +237,7 @@ class LegacyMirror:
         """How one request goes upstream: to the modern front in process on an aggregated route and for a
         tool in the upstream's `legacy_tools` (or learned as such), else straight to the modern upstream. A
         two-era upstream's tool is called the legacy way first, as the client going direct would
-        (mirror_paths.py)."""
+        (mirror/paths.py)."""
         inner, paths = self.inner, self._eras.paths
         call, route = method == "tools/call", caller.route
         two_era = route is None and call and two_era_tool(self._eras, upstream, name)

@@ -1,4 +1,4 @@
-"""The mirror's answers and cancels (front/legacy/mirror.py): a legacy client's answer to an inline request,
+"""The mirror's answers and cancels (mirror/front.py): a legacy client's answer to an inline request,
 or its `notifications/cancelled`, reaches the call it is for, on whichever replica holds it.
 
 An answer's id is a sealed ask id (handle/mirror_ids.py) naming the replica of its call: an answer that
@@ -17,8 +17,8 @@ from collections.abc import Awaitable, Callable
 import structlog
 from aiohttp import web
 
-from proxy.front.legacy.bridge_streams import error_response
-from proxy.front.legacy.mirror_calls import MirrorCalls, MirrorSettings
+from proxy.front.legacy.bridge.streams import error_response
+from proxy.front.legacy.mirror.calls import MirrorCalls, MirrorSettings
 from proxy.front.peers import Peers, PeerUnreachable
 from proxy.handle import HandleCodec, HandleError
 from proxy.handle.mirror_ids import MirrorSession, open_ask

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from proxy.front.modern.aggregate import _renamed
+from proxy.front.modern.aggregate.front import _renamed
 from proxy.translate.capabilities import ClientCapabilities
 from proxy.translate.request import ModernRequest
 from proxy.wire import jsonrpc

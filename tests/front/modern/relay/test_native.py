@@ -1,4 +1,4 @@
-"""The native relay (front/modern/relay.py); which requests take it: tests/front/test_planner.py; which pairs
+"""The native relay (modern/relay/native.py); which requests take it: tests/front/test_planner.py; which pairs
 bind: routes/test_binding.py."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ def test_param_headers_are_the_mcp_param_ones_in_any_case() -> None:
     else does, and a request without any sends no extra header at all (None)."""
     from multidict import CIMultiDict, CIMultiDictProxy
 
-    from proxy.front.modern.relay import _param_headers
+    from proxy.front.modern.relay.native import _param_headers
 
     headers = CIMultiDictProxy(
         CIMultiDict(

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from proxy.config import RouteConfig, RouteMember
-from proxy.front.modern.list_cache import ListCache
+from proxy.front.modern.aggregate.list_cache import ListCache
 from proxy.routes.merge import Answered
 from proxy.routes.page_cache import PageCache
 from proxy.routes.table import Route

@@ -1,4 +1,4 @@
-"""Pure helpers of the legacy bridge (front/legacy/bridge.py): what it offers upstream, what it answers.
+"""Pure helpers of the legacy bridge (front/legacy/bridge/front.py): what it offers upstream, what it answers.
 
 No I/O: the versions to offer for a legacy client's `initialize`, the capabilities to declare, the
 `initialize` result to answer with, and the mapping of ids between the client and the upstream call.

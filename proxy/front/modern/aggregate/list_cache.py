@@ -1,6 +1,6 @@
 """The list-page cache of aggregated routes at the front (the pure rules: proxy/routes/page_cache.py).
 
-A merged list's page of one upstream (aggregate_lists.py) goes through `ListCache.page`: given from the
+A merged list's page of one upstream (aggregate/lists.py) goes through `ListCache.page`: given from the
 cache while fresh for the route (`routes[].list_cache_ms`, and the upstream's own `ttlMs`), else asked for
 and kept when it may be. A `list_changed` the proxy hears from an upstream drops that upstream's entries of
 the list: every pooled legacy session tells `heard` (process/app.py gives the pools' session factories

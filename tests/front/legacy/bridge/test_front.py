@@ -8,8 +8,8 @@ from typing import Any
 from waiting import eventually
 
 from proxy.config import UpstreamConfig
-from proxy.front.legacy.bridge_session import BridgedSession, BridgeSettings
-from proxy.front.legacy.bridge_wire import (
+from proxy.front.legacy.bridge.session import BridgedSession, BridgeSettings
+from proxy.front.legacy.bridge.wire import (
     declared_capabilities,
     initialize_result,
     offered_versions,

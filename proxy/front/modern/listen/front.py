@@ -16,7 +16,7 @@ A legacy server's notifications belong to one session: the listener hears what t
 session (a changed tool list announced to all) and the updates of the resources it subscribed itself.
 
 On an aggregated route every upstream is listened to: a legacy one on a session as above, a 2026-07-28 one
-(upstream/era.py) with a listen stream of the proxy's own (listen_modern.py) whose filter is the client's
+(upstream/era.py) with a listen stream of the proxy's own (listen/modern.py) whose filter is the client's
 part for it (a URI goes to the upstream that listed it; one no upstream listed, to the first legacy upstream
 that takes it, else to the modern ones).
 """
@@ -35,12 +35,12 @@ from aiohttp import web
 
 from proxy.calls.wording import too_many_sessions, unavailable
 from proxy.config import FrontConfig
-from proxy.front.modern.aggregate import AggregateFront
-from proxy.front.modern.aggregate_lists import KeyFor
-from proxy.front.modern.list_cache import ListCache
-from proxy.front.modern.listen_filter import LIST_CHANGED, MAX_ITEMS, Refused, Wanted, parse_filter
-from proxy.front.modern.listen_modern import ModernMember
-from proxy.front.modern.relay import NativeRelay
+from proxy.front.modern.aggregate.front import AggregateFront
+from proxy.front.modern.aggregate.list_cache import ListCache
+from proxy.front.modern.aggregate.lists import KeyFor
+from proxy.front.modern.listen.filter import LIST_CHANGED, MAX_ITEMS, Refused, Wanted, parse_filter
+from proxy.front.modern.listen.modern import ModernMember
+from proxy.front.modern.relay.native import NativeRelay
 from proxy.front.reply import SSE_HEADERS, json_response
 from proxy.front.standalone import RESOURCE_UPDATED, LegacyStream
 from proxy.observe.line import Outcome, RequestLine

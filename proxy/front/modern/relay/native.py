@@ -27,7 +27,7 @@ from aiohttp import web
 from proxy.calls.wording import SEE_LOG, cannot_bind, invalid_state, relayed_failure, timed_out
 from proxy.config import Config, UpstreamConfig
 from proxy.front.modern.peer_route import key_not_held
-from proxy.front.modern.relay_tasks import BoundTasks, TaskIdTooLarge, TaskRefused, refusal
+from proxy.front.modern.relay.tasks import BoundTasks, TaskIdTooLarge, TaskRefused, refusal
 from proxy.front.reply import Notes
 from proxy.handle import HandleCodec, HandleError, formats, token_version
 from proxy.handle.relay_state import (
@@ -97,7 +97,7 @@ class NativeRelay:
 
     async def modern(self, upstream: str, forwarded: tuple[tuple[str, str], ...]) -> bool:
         """Whether `upstream` speaks 2026-07-28 (probed with the request's forwarded credentials if need
-        be): for a route's lists and listens (aggregate_lists.py, listen.py). Which job serves a request
+        be): for a route's lists and listens (aggregate/lists.py, listen.py). Which job serves a request
         is the plan's (front/plan.py, front/planner.py)."""
         era = self.eras.held(upstream)
         if era is None:
@@ -135,7 +135,7 @@ class NativeRelay:
                 return jsonrpc.Error(msg.id, invalid_state())
             params = {**params, "requestState": unwrapped}
         tasks = None
-        if binds:  # its task ids too are bound to the principal (relay_tasks.py)
+        if binds:  # its task ids too are bound to the principal (relay/tasks.py)
             tasks = BoundTasks(self._codec, upstream, principal, self._clock(), self._task_ttl)
             try:
                 params = tasks.unwrap_params(msg.method, params)
@@ -220,7 +220,7 @@ class NativeRelay:
         return await send(msg, on_note)
 
     def task_upstream(self, token: object) -> str | None:
-        """The upstream a relay task handle (relay_tasks.py) names, so an aggregated route sends `tasks/*`
+        """The upstream a relay task handle (relay/tasks.py) names, so an aggregated route sends `tasks/*`
         to the member that issued it; None for anything else (the route decides then)."""
         if not isinstance(token, str) or token_version(token) != formats.RELAY_TASK:
             return None
@@ -279,7 +279,7 @@ class NativeRelay:
 
 
 def _filtered(replier: Notes, tasks: BoundTasks) -> Callable[[jsonrpc.Notification], Awaitable[None]]:
-    """The client's notifications, less what names a task it did not ask about (relay_tasks.py)."""
+    """The client's notifications, less what names a task it did not ask about (relay/tasks.py)."""
 
     async def notify(note: jsonrpc.Notification) -> None:
         shown = tasks.note(note)

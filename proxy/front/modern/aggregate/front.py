@@ -1,5 +1,5 @@
 """An aggregated route (proxy/routes/) for 2026-07-28 clients: which upstream a request goes to, under which
-name, and the route's own answers (merged lists, `server/discover`: aggregate_lists.py).
+name, and the route's own answers (merged lists, `server/discover`: aggregate/lists.py).
 
 `tools/call`, `prompts/get`, `resources/read` and `completion/complete` are routed by name: the request is
 rewritten to the name the owning upstream knows and then runs exactly as on that upstream's own route (MRTR
@@ -19,7 +19,7 @@ from typing import Any
 
 import structlog
 
-from proxy.front.modern.aggregate_lists import KeyFor, RouteLists
+from proxy.front.modern.aggregate.lists import KeyFor, RouteLists
 from proxy.observe.line import Outcome, RequestLine
 from proxy.routes.names import LISTS, RENAMED, Entry
 from proxy.routes.policy import Grant, judge

@@ -1,4 +1,4 @@
-"""The mirror's calls (front/legacy/mirror.py): one legacy client's `tools/call`, `prompts/get` or
+"""The mirror's calls (front/legacy/mirror/front.py): one legacy client's `tools/call`, `prompts/get` or
 `resources/read` driven against a 2026-07-28 upstream, round after round, on the client's POST stream.
 
 Each round is one stateless POST upstream (upstream/modern.py); its progress and log notifications go to
@@ -32,8 +32,8 @@ import structlog
 
 from proxy.calls.registry import LimitExceeded
 from proxy.calls.wording import cannot_go_on, shut_down, state_too_large, too_many_calls, unanswered
-from proxy.front.legacy.bridge_streams import BridgeReply
-from proxy.front.legacy.hangup import hangup
+from proxy.front.legacy.bridge.streams import BridgeReply
+from proxy.front.legacy.mirror.hangup import hangup
 from proxy.handle import HandleCodec
 from proxy.handle.mirror_ids import MirrorAsk, MirrorSession, seal_ask
 from proxy.handle.relay_state import MAX_STATE_CHARS
@@ -89,7 +89,7 @@ class Place:
 
 
 # The running mirrored call's place (set by MirrorCalls.run): a two-era tool's legacy attempt refused, its
-# native run takes the place back (mirror_paths.py).
+# native run takes the place back (mirror/paths.py).
 _PLACE: contextvars.ContextVar[Place | None] = contextvars.ContextVar("mirror_place", default=None)
 
 
@@ -126,7 +126,7 @@ class MirrorCall:
     stopped: asyncio.Future[None] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
     shut_down: bool = False  # the replica is shutting down: the call ends with -31011
     state: str | None = None  # the last round's requestState, while the call waits for its client
-    gone: asyncio.Future[None] | None = None  # done when the client's connection is lost (hangup.py)
+    gone: asyncio.Future[None] | None = None  # done when the client's connection is lost (mirror/hangup.py)
 
     def stop(self) -> None:
         if not self.stopped.done():

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from proxy.front.legacy.mirror_calls import Post, take_place
+from proxy.front.legacy.mirror.calls import Post, take_place
 from proxy.handle import formats, token_version
 from proxy.migration.tally import MigrationBook
 from proxy.upstream.era import EraBook

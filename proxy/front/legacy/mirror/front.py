@@ -324,7 +324,10 @@ class LegacyMirror:
             else:
                 answer = await send(jsonrpc.Request(msg.id, msg.method, params), _notes_to(reply))
                 if isinstance(answer, jsonrpc.Result):
-                    listed(self._eras.paths, self.migration, upstream, msg.method, answer.result)
+                    routed = caller.route is not None  # a route's own list: its members told the paths
+                    listed(
+                        self._eras.paths, self.migration, upstream, msg.method, answer.result, routed=routed
+                    )
                     answer = jsonrpc.Result(msg.id, tr.legacy_result(answer.result))
         except UpstreamAuthChallenge as exc:
             if not reply.started:

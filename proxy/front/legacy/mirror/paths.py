@@ -71,13 +71,19 @@ def either(eras: EraBook, upstream: str, name: str, legacy: Post, straight: Post
 
 
 def listed(
-    paths: ToolPaths, migration: MigrationBook | None, upstream: str, method: str, result: Mapping[str, Any]
+    paths: ToolPaths,
+    migration: MigrationBook | None,
+    upstream: str,
+    method: str,
+    result: Mapping[str, Any],
+    *,
+    routed: bool = False,  # `upstream` is an aggregated route's name: no upstream's own tool list
 ) -> None:
     """A list answer the mirror got: told to the migration report, and a tool list to the tool paths (a
     change forgets what was learned, tool_paths.py) — as the native relay does for 2026-07-28 clients."""
     if migration is not None:
         migration.listed_result(upstream, method, result)
-    if method == "tools/list" and isinstance(tools := result.get("tools"), list):
+    if not routed and method == "tools/list" and isinstance(tools := result.get("tools"), list):
         paths.tool_list(upstream, (str(t.get("name")) for t in tools if isinstance(t, dict)))
 
 

@@ -176,11 +176,17 @@ def test_the_outcome_renders_as_its_text(outcome: Outcome, detail: int | str | N
     assert line.render() == {"outcome": "client_gone"}
 
 
-def test_the_line_has_slots_only() -> None:
-    line = RequestLine()
-    assert not hasattr(line, "__dict__")
-    with pytest.raises(AttributeError):
-        line.made_up = 1  # type: ignore[attr-defined]
+def test_a_line_holds_only_what_was_set_in_the_order_it_was_set() -> None:
+    """What render copies (the cost of a line is what a request set, not the thirty attributes it may set);
+    a None written over a field drops it from the line, as the dict line's pop did."""
+    line = RequestLine("r1", "POST", "/mcp")
+    line.method, line.upstream, line.upstream_era = "tools/call", "a", "modern"
+    line.upstream_era = None
+    line.set_outcome(Outcome.COMPLETE)
+    assert list(vars(line)) == [
+        "request_id", "http_method", "path", "method", "upstream", "upstream_era", "outcome", "detail"
+    ]  # fmt: skip
+    assert list(line.render()) == ["request_id", "http_method", "path", "method", "upstream", "outcome"]
 
 
 def test_json_id_is_the_id_to_answer_with() -> None:

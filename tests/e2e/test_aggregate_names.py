@@ -28,7 +28,7 @@ from e2e.test_aggregate import stdio, text_of
 from e2e.test_aggregate_principals import team
 from e2e.test_mirror import RawLegacy
 from proxy.config import RouteConfig, RouteMember, ToolPolicy, UpstreamConfig
-from proxy.front.modern import aggregate_lists
+from proxy.front.modern.aggregate import lists as aggregate_lists
 
 pytestmark = [pytest.mark.peers, pytest.mark.asyncio(loop_scope="session")]
 

@@ -12,7 +12,7 @@ from structlog.testing import capture_logs
 
 from e2e.harness import running_proxy
 from e2e.test_era_setting import LEGACY_ON_MODERN, readyz
-from proxy.config import UpstreamConfig
+from proxy.config import TimeoutsConfig, UpstreamConfig
 
 MODERN_ON_LEGACY = (
     "upstream default: era: modern is set, but it is a legacy MCP server (server/discover answered "
@@ -37,6 +37,9 @@ def modern_only_stdio(era: str) -> UpstreamConfig:
         command=str(peers.client_python()),
         args=(str(peers.mcp2_server_script()), "--stdio"),
         era=era,  # type: ignore[arg-type]
+        # The check's own child must start and answer server/discover within connect_s, or it is judged
+        # legacy; the mcp 2.3.0 server's start took over the default 10 s on a loaded CI host.
+        timeouts=TimeoutsConfig(connect_s=60),
     )
 
 

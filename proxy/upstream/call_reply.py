@@ -64,6 +64,10 @@ class ReplyOwner(Protocol):
 
     def dispatch(self, msg: jsonrpc.Message) -> None: ...
 
+    def heard(self) -> None:
+        """The server began answering the call (a 200 head): news that the session is gone now fails it."""
+        ...
+
     def connection_failed(self, exc: aiohttp.ClientError) -> UpstreamError:
         """How a failure of the connection is worded (and what it does to the session)."""
         ...
@@ -143,7 +147,9 @@ class CallReply:
             raise refusal
         if response.status != 200:
             self._read_on(None)  # worded from its body (http_errors.refused), or the session is gone
-        elif (response.headers.get("content-type") or "").startswith(SSE):
+            return
+        self._owner.heard()
+        if (response.headers.get("content-type") or "").startswith(SSE):
             self._decoder = SSEDecoder(max_event_bytes=self._owner.reply_limit)
             self._events(response, self._decoder)
         elif response.ended:

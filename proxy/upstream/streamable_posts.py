@@ -93,7 +93,7 @@ class StreamablePosts(SessionCore):
     # -- internals ----------------------------------------------------------------------------------------
 
     def _begin_call(self, rid: jsonrpc.RequestId, inbox: Inbox, last_event_id: str | None = None) -> None:
-        self._router.begin_call(rid, inbox)
+        self._router.begin_call(rid, inbox, heard=last_event_id is not None)  # (resumed: it runs)
         self._call_event_id = last_event_id
 
     def _headers(self, *, post: bool = False) -> dict[str, str]:
@@ -126,6 +126,8 @@ class StreamablePosts(SessionCore):
         del body
         if rid == self._router.receiver_id:  # its own task (SessionCore._start_call), which sends no more
             forget_propagated()
+            if 200 <= resp.status < 300:
+                self._router.hear_call()
         await self._read_reply(resp, rid, initialize=initialize)
 
     async def _read_reply(
@@ -226,6 +228,9 @@ class StreamablePosts(SessionCore):
     def dispatch(self, msg: jsonrpc.Message) -> None:
         self._dispatch(msg)
 
+    def heard(self) -> None:
+        self._router.hear_call()
+
     def connection_failed(self, exc: aiohttp.ClientError) -> UpstreamError:
         return unreachable(exc, self._die)
 
@@ -317,9 +322,10 @@ class StreamablePosts(SessionCore):
         self._die(reason)
 
     def _die(self, reason: str) -> None:
-        """Unlike `_lose`, every time: each 404 or refused connection fails whoever waits by then."""
+        """Unlike `_lose`, every time: each 404 or refused connection fails whoever waits by then — the
+        receiving call once the server began answering it (until then its own POST decides: `fail_all`)."""
         self._alive = False
-        self._router.fail_all(reason)
+        self._router.fail_all(reason, call_decides=True)
 
 
 __all__ = ["ACCEPT", "StreamablePosts"]

@@ -76,14 +76,7 @@ def _text(msg: dict[str, Any]) -> str:
 @pytest.mark.parametrize("client", ["2026", "legacy"])
 @pytest.mark.parametrize("principals", ["one", "new-per-request"])
 @pytest.mark.parametrize(("old", "new"), SWAPS, ids=[f"{a}->{b}" for a, b in SWAPS])
-async def test_an_in_place_swap_loses_no_request(
-    old: str, new: str, principals: str, client: str, request: pytest.FixtureRequest
-) -> None:
-    if (old, new, principals, client) == ("two-era", "legacy", "one", "legacy"):
-        # Known race (issue 43 left open): the pooled legacy session of the old server may be declared
-        # gone by its GET stream's 404 while the legacy-first call's POST is in flight, and the call is
-        # then said "failed during the call" (may have run) instead of being sent again on a fresh session.
-        request.applymarker(pytest.mark.xfail(reason="GET-stream 404 racing the call's POST", strict=False))
+async def test_an_in_place_swap_loses_no_request(old: str, new: str, principals: str, client: str) -> None:
     port = peers.free_port()
     async with (
         running_proxy(f"http://127.0.0.1:{port}/mcp") as proxy,

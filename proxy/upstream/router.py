@@ -81,7 +81,6 @@ class Router:
         self._waiters: dict[jsonrpc.RequestId, asyncio.Future[jsonrpc.Response]] = {}
         self._receiver: Inbox | None = None
         self._receiver_id: jsonrpc.RequestId | None = None
-        self._heard = False  # the server began answering the receiving call's own request (`call_heard`)
         self._listener: SessionListener | None = None
         self.heard: SessionListener | None = None  # told every session-wide notification (SessionCore.hear)
         self._flooded = False  # the session's inbox was full once (logged once per session)
@@ -91,24 +90,14 @@ class Router:
         """The request id of the receiving call, if one is running."""
         return self._receiver_id
 
-    def begin_call(self, rid: jsonrpc.RequestId, inbox: Inbox, *, heard: bool = False) -> None:
-        """`rid` is now the receiving call: its messages go to `inbox` until `end_call`. `heard`: the server
-        is already answering it (a call resumed on a session another replica started it on)."""
+    def begin_call(self, rid: jsonrpc.RequestId, inbox: Inbox) -> None:
+        """`rid` is now the receiving call: its messages go to `inbox` until `end_call`."""
         if self._receiver is not None:
             raise RuntimeError("a receiving call is already running on this session")
-        self._receiver, self._receiver_id, self._heard = inbox, rid, heard
+        self._receiver, self._receiver_id = inbox, rid
 
     def end_call(self) -> None:
         self._receiver = self._receiver_id = None
-
-    @property
-    def call_heard(self) -> bool:
-        """Has the server begun answering the receiving call's own request (see `fail_all`)?"""
-        return self._heard
-
-    def hear_call(self) -> None:
-        """The server began answering the receiving call's own request (an HTTP 2xx head on its POST)."""
-        self._heard = True
 
     def watch(self, listener: SessionListener | None) -> None:
         """Session-wide notifications go to `listener` (a `subscriptions/listen` stream); None drops them."""
@@ -212,18 +201,14 @@ class Router:
         if rid == self._receiver_id and self._receiver is not None:
             self._receiver.put_nowait(TransportLost(reason, delivered=False))
 
-    def fail_all(self, reason: str, *, call_decides: bool = False) -> None:
-        """Every waiter fails with UpstreamError(reason); the receiving call gets TransportLost(reason).
-
-        With `call_decides` (the session is gone, learnt from another of its exchanges: its GET stream's
-        404, another request's refused connection) the receiving call is told only once the server began
-        answering it (`call_heard`): it may have run. Until then its own request is still out, and its own
-        outcome says what happened — a 404 that it never ran (`refused_unrun`: sent again on a new session),
-        a head that it runs; told "may have run" first, a call that never ran would fail."""
+    def fail_all(self, reason: str, *, spare_call: bool = False) -> None:
+        """Every waiter fails with UpstreamError(reason); the receiving call gets TransportLost(reason),
+        unless `spare_call`: the transport knows the call's own request is still out, and its own outcome
+        will say what happened (streamable_posts.py `_die`)."""
         for waiter in self._waiters.values():
             if not waiter.done():
                 waiter.set_exception(UpstreamError(reason))
-        if self._receiver is not None and (self._heard or not call_decides):
+        if self._receiver is not None and not spare_call:
             self._receiver.put_nowait(TransportLost(reason))
 
 

@@ -65,6 +65,7 @@ class StreamablePosts(SessionCore):
         self._http, self._tls, self._settings = http, context_of(http), settings
         self._lean, self._own_lean = (lean, False) if lean is not None else (LeanClient(), True)
         self._call_event_id: str | None = None  # last SSE event id on the receiving call's POST stream
+        self._call_heard = False  # the server began answering the receiving call's POST (`_die`)
         self._replies: set[CallReply] = set()  # the receiving call's, read by callbacks (call_reply.py)
 
     @property
@@ -93,8 +94,8 @@ class StreamablePosts(SessionCore):
     # -- internals ----------------------------------------------------------------------------------------
 
     def _begin_call(self, rid: jsonrpc.RequestId, inbox: Inbox, last_event_id: str | None = None) -> None:
-        self._router.begin_call(rid, inbox, heard=last_event_id is not None)  # (resumed: it runs)
-        self._call_event_id = last_event_id
+        self._router.begin_call(rid, inbox)
+        self._call_event_id, self._call_heard = last_event_id, last_event_id is not None  # (resumed: it runs)
 
     def _headers(self, *, post: bool = False) -> dict[str, str]:
         headers = with_propagated(self._settings.headers)  # + the client request's X-Request-Id, traceparent
@@ -127,7 +128,7 @@ class StreamablePosts(SessionCore):
         if rid == self._router.receiver_id:  # its own task (SessionCore._start_call), which sends no more
             forget_propagated()
             if 200 <= resp.status < 300:
-                self._router.hear_call()
+                self._call_heard = True
         await self._read_reply(resp, rid, initialize=initialize)
 
     async def _read_reply(
@@ -229,7 +230,7 @@ class StreamablePosts(SessionCore):
         self._dispatch(msg)
 
     def heard(self) -> None:
-        self._router.hear_call()
+        self._call_heard = True
 
     def connection_failed(self, exc: aiohttp.ClientError) -> UpstreamError:
         return unreachable(exc, self._die)
@@ -322,10 +323,14 @@ class StreamablePosts(SessionCore):
         self._die(reason)
 
     def _die(self, reason: str) -> None:
-        """Unlike `_lose`, every time: each 404 or refused connection fails whoever waits by then — the
-        receiving call once the server began answering it (until then its own POST decides: `fail_all`)."""
+        """Unlike `_lose`, every time: each 404 or refused connection fails whoever waits by then. The
+        receiving call only once the server began answering it: it may have run. Until then its own POST is
+        still out, learning of the session's end from another exchange (its GET stream's 404, another
+        request's refused connection), and that POST's own outcome says what happened — a 404 that it never
+        ran (`_forgotten`: sent again on a new session), a head that it runs. Told "may have run" first, a
+        call that never ran would fail."""
         self._alive = False
-        self._router.fail_all(reason, call_decides=True)
+        self._router.fail_all(reason, spare_call=not self._call_heard)
 
 
 __all__ = ["ACCEPT", "StreamablePosts"]

@@ -68,26 +68,15 @@ async def test_equal_initialize_results_are_one_object_shared_by_the_sessions() 
     assert other is not first and other.instructions == "x"
 
 
-def test_news_the_session_is_gone_waits_for_the_calls_own_answer_until_the_server_began_it() -> None:
-    """`fail_all(call_decides=True)`: a call whose own request is still out hears nothing (its own outcome
-    will say whether it ran); once the server began answering it, it may have run and is failed at once.
-    Plain waiters fail either way; a session closed (no `call_decides`) fails the call whatever it heard."""
-
-    def lost(heard: bool, call_decides: bool) -> list[object]:
+async def test_a_call_the_transport_spares_hears_nothing_while_plain_waiters_fail() -> None:
+    """`fail_all(spare_call=True)`: the receiving call's own request is still out (streamable_posts.py
+    `_die`), so it hears nothing from the session's end; plain waiters fail either way."""
+    for spare in (True, False):
         router, inbox = Router(lambda _: None), Inbox()
         router.begin_call(7, inbox)
-        if heard:
-            router.hear_call()
-        router.fail_all("gone", call_decides=call_decides)
-        return [inbox.get_nowait() for _ in range(inbox.qsize())]
-
-    assert lost(heard=False, call_decides=True) == []
-    assert lost(heard=True, call_decides=True) == [TransportLost("gone")]
-    assert lost(heard=False, call_decides=False) == [TransportLost("gone")]
-    router, inbox = Router(lambda _: None), Inbox()
-    router.begin_call(8, inbox, heard=True)  # resumed on another replica's session: it runs
-    router.fail_all("gone", call_decides=True)
-    assert inbox.get_nowait() == TransportLost("gone")
-    router.end_call()
-    router.begin_call(9, inbox)  # the next call starts unheard
-    assert not router.call_heard
+        waiter = router.expect(8)
+        router.fail_all("gone", spare_call=spare)
+        assert isinstance(waiter.exception(), UpstreamError)
+        seen = [inbox.get_nowait() for _ in range(inbox.qsize())]
+        assert seen == ([] if spare else [TransportLost("gone")])
+        router.forget(8)

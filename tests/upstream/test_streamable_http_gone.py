@@ -162,7 +162,7 @@ async def test_a_call_the_server_began_answering_may_have_run_and_fails_at_once(
         async with asyncio.timeout(10):
             await script.call_arrived.wait()
         await asyncio.sleep(0)  # (the head is on the wire before the event is set)
-        await eventually(lambda: session._router.call_heard, "the proxy read the call's 200 head", limit_s=10)
+        await eventually(lambda: session._call_heard, "the proxy read the call's 200 head", limit_s=10)
         script.forget()
         async with asyncio.timeout(10):
             lost = await inbox.get()

@@ -13,7 +13,7 @@ import binascii
 import json
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from proxy.config import PrincipalConfig
 from proxy.handle import principal_digest
@@ -22,9 +22,10 @@ from proxy.routes.policy import Grant
 Resolver = Callable[[Mapping[str, str]], str]
 
 
-@dataclass(frozen=True, slots=True)
-class Identity:
-    """Who a request is from, as the endpoint established it (front/endpoint.py `_identify`)."""
+class Identity(NamedTuple):
+    """Who a request is from, as the endpoint established it (front/endpoint.py `_identify`). (A named
+    tuple, immutable as a frozen dataclass: made for every request, in C — a frozen dataclass's `__init__`
+    sets each field through `object.__setattr__`.)"""
 
     principal: str  # the digest handles are bound to and per-principal limits count
     upstream_headers: tuple[tuple[str, str], ...] | None  # validate mode: the headers that go upstream for it

@@ -50,6 +50,7 @@ T = TypeVar("T")
 # attribute found through the enum's metaclass).
 _OWN, _MEMBER, _UNKNOWN = RouteKind.OWN, RouteKind.MEMBER, UpstreamEra.UNKNOWN
 _RELAY, _LISTEN, _ADAPT = Job.RELAY, Job.LISTEN, Job.ADAPT
+_ERROR = jsonrpc.Error  # (only an error can say the legacy way never ran a call: the rest is not looked at)
 AGAIN = "send the request again (another replica will take it)"  # what a draining replica tells a new call
 
 
@@ -181,7 +182,8 @@ class Pipeline:
             local_only=local_only,
         )
         reply = await sink.kept_alive(adapted, self._keepalive)
-        if job is _ADAPT and self._era_changed_under(upstream, reply, sink):  # the legacy way never ran it
+        if job is _ADAPT and type(reply) is _ERROR and self._era_changed_under(upstream, reply, sink):
+            # the legacy way never ran it
             s = await self.planner.probed(s, upstream, key.forwarded)
             if plan(s) is _RELAY:  # an in-place swap to a 2026-07-28 server: planned again, once
                 try:

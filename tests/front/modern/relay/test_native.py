@@ -26,3 +26,5 @@ def test_param_headers_are_the_mcp_param_ones_in_any_case() -> None:
     )
     assert _param_headers(headers) == {"Mcp-Param-Region": "eu", "mcp-param-x": "1", "MCP-PARAM-": "bare"}
     assert _param_headers(CIMultiDictProxy(CIMultiDict([("Mcp-Method", "tools/call")]))) is None
+    # A name that only contains the prefix passes the quick look (one pass over all names) but is not one.
+    assert _param_headers(CIMultiDictProxy(CIMultiDict([("X-Mcp-Param-Y", "no")]))) is None

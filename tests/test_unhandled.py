@@ -20,6 +20,7 @@ import aiohttp
 import peers
 import pytest
 from aiohttp import web
+from waiting import eventually
 from aiohttp.test_utils import TestServer
 
 from proxy.front.fallback import json_answers
@@ -54,8 +55,8 @@ def test_a_bug_in_a_served_subprocess() -> None:
     )
 
     async def main() -> None:
-        async with peers.run_peer("liar", lambda port: [sys.executable, "-c", code, str(port), LINE]):
-            await asyncio.sleep(0.2)
+        async with peers.run_peer("liar", lambda port: [sys.executable, "-c", code, str(port), LINE]) as liar:
+            await eventually(lambda: LINE in liar.log_text(None), "the subprocess's line in its log", 10)
 
     asyncio.run(main())
 

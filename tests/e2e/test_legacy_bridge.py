@@ -22,6 +22,7 @@ import aiohttp
 import peers
 import pytest
 import pytest_asyncio
+from structlog.testing import capture_logs
 from waiting import eventually
 
 from e2e.harness import RunningProxy, running_proxy
@@ -255,8 +256,15 @@ async def test_cancel_reaches_the_upstream_call(proxy: RunningProxy, http: aioht
         "method": "tools/call",
         "params": {"name": "slow_count", "arguments": {"delay_s": 20}},
     }
-    running = asyncio.ensure_future(client.post(slow))
-    await asyncio.sleep(0.5)
+    with capture_logs() as logs:
+        running = asyncio.ensure_future(client.post(slow))
+        await eventually(  # the tool is running in the child (it says so on stderr: the fixture's `_began`)
+            lambda: any(
+                e["event"] == "upstream.stderr" and e["line"] == "slow_count: sleeping" for e in logs
+            ),
+            "the child to begin slow_count",
+            WAIT,
+        )
     cancel = {
         "jsonrpc": "2.0",
         "method": "notifications/cancelled",

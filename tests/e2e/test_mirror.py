@@ -367,9 +367,8 @@ async def test_answers_are_bound_to_their_session_and_made_up_ids_are_refused(fa
             statuses.append(msg["id"])
 
         task = asyncio.ensure_future(alice.call("guard_name", answerer=hijack))
-        while not statuses:
-            await asyncio.sleep(0.05)
-            assert not task.done()
+        await eventually(lambda: statuses or task.done(), "the mirror to ask alice's client for the name")
+        assert statuses and not task.done(), task
         rid = statuses[0]
         assert await other.answer(rid, {"action": "accept", "content": {"name": "Mallory"}}) == 404
         assert await alice.answer("made-up", {"action": "accept", "content": {"name": "x"}}) == 404

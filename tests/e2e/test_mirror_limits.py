@@ -14,6 +14,7 @@ import aiohttp
 import peers
 import pytest
 import pytest_asyncio
+from waiting import eventually
 
 from e2e.harness import running_proxy
 from e2e.test_mirror import ELICIT, RawLegacy
@@ -42,10 +43,8 @@ class Waiting:
         self.asked.append(msg["id"])
 
     async def started(self) -> None:
-        async with asyncio.timeout(30):
-            while not self.asked:
-                assert not self.task.done(), self.task.result()
-                await asyncio.sleep(0.05)
+        await eventually(lambda: self.asked or self.task.done(), "the mirror to ask the client", 30)
+        assert self.asked, self.task.result()
 
     async def finish(self, name: str) -> str:
         answer = {"action": "accept", "content": {"name": name}}

@@ -72,7 +72,9 @@ async def test_closing_the_stream_cancels_the_call_upstream(proxy: RunningProxy)
         with pytest.raises(asyncio.CancelledError):
             await request
         await eventually(lambda: proxy.live == live_before, "the proxy to end the cancelled call")
-        await asyncio.sleep(1.8)  # past the tool's sleep: had it not been cancelled, it would have counted
+        await asyncio.sleep(
+            1.8
+        )  # a negative check: past the tool's sleep, had it not been cancelled it would have counted
         after = (await client.call("side_effects")).result["content"][0]["text"]
     assert after == before
 

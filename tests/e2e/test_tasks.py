@@ -131,7 +131,9 @@ async def test_cancel_a_running_task_cancels_it_upstream(always: RunningProxy) -
         cancelled = await get(client, task_id)
         assert cancelled["status"] == "cancelled"
         assert always.live == live_before
-        await asyncio.sleep(1.6)  # past the tool's sleep: had it not been cancelled, it would have counted
+        await asyncio.sleep(
+            1.6
+        )  # a negative check: past the tool's sleep, had it not been cancelled it would have counted
         assert await plain_text(client, "side_effects") == before
         # Cancelling a finished task is the same empty ack, and changes nothing.
         assert (await client.request("tasks/cancel", {"taskId": task_id})).result == {
@@ -310,7 +312,11 @@ async def test_a_finished_task_is_readable_until_its_ttl(fastmcp_url: str) -> No
         expired = await client.request("tasks/get", {"taskId": task["taskId"]})
         assert expired.error == {"code": -32602, "message": "Failed to retrieve task: Task has expired"}
         running = created(await client.call("slow_count", {"delay_s": 5}))
-        await asyncio.sleep(2.5)  # the TTL ends mid-call: cancelled upstream, forgotten (housekeeping, 1 s)
+        # The TTL ends mid-call: the housekeeping (every 1 s) cancels it upstream and forgets the task.
+        await eventually(
+            lambda: proxy.live == 0 and len(proxy.app[TASKS]) == 0,
+            "the expired task's call ended and forgotten",
+        )
         assert (await client.request("tasks/get", {"taskId": running["taskId"]})).error["code"] == -32602
         assert proxy.live == 0
         assert len(proxy.app[TASKS]) == 0

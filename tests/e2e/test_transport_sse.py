@@ -20,6 +20,7 @@ import aiohttp
 import peers
 import pytest
 import pytest_asyncio
+from structlog.testing import capture_logs
 from waiting import eventually
 
 from e2e import flows
@@ -293,8 +294,14 @@ async def test_everything_roots(everything_sse_url: str, http: aiohttp.ClientSes
     answer the server cached. (Cached per session: a fresh proxy.)"""
     async with running_proxy(everything_sse_url, transport="sse") as proxy:
         client = RawClient(proxy.url, http)
-        assert (await client.request("tools/list")).result["tools"]  # opens the session
-        await asyncio.sleep(0.8)  # the server's own roots/list comes 350 ms after `initialized`
+        with capture_logs() as logs:
+            assert (await client.request("tools/list")).result["tools"]  # opens the session
+            # The server's own roots/list comes 350 ms after `initialized`, with no call in flight: held.
+            await eventually(
+                lambda: any(e["event"] == "upstream.roots_held" for e in logs),
+                "the session to hold the server's start-up roots/list",
+                10,
+            )
         first = await client.call("get-roots-list")
         ((key, request),) = first.result["inputRequests"].items()
         assert request["method"] == "roots/list"
@@ -377,7 +384,9 @@ async def test_stream_dropping_mid_call_fails_it_and_the_proxy_recovers(http: ai
         # 1. The tool is running upstream when the server dies: the call fails at once, not re-run.
         running = asyncio.create_task(client.call("slow_echo", {"text": "never", "delay_s": 30}))
         await eventually(lambda: proxy.live == 1, "the call in the proxy's registry", 10)
-        await asyncio.sleep(0.3)  # the POST is accepted; the tool sleeps
+        await eventually(  # the tool is running upstream (it says so on stderr: the fixture's `_began`)
+            lambda: "slow_echo: sleeping" in url.peer.log_text(None), "the server to begin slow_echo", 10
+        )
         kill(url)
         async with asyncio.timeout(10):
             failed = await running

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, MutableMapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -20,13 +20,14 @@ import aiohttp
 import peers
 import pytest
 import pytest_asyncio
+from structlog.testing import capture_logs
 from waiting import eventually
 
 from e2e import flows
 from e2e.flows import text_of
 from e2e.harness import NO_ROOTS_CAPS, ROOTS, SAMPLED, RawClient, RunningProxy, accept_name, running_proxy
 from proxy.config import PoolConfig, UpstreamConfig
-from proxy.process.appstate import ERAS
+from proxy.process.appstate import ERAS, POOLS
 from proxy.wire import jsonrpc
 
 pytestmark = [pytest.mark.peers, pytest.mark.asyncio(loop_scope="session")]
@@ -231,7 +232,8 @@ async def everything_warm(everything_proxy: RunningProxy) -> AsyncIterator[str]:
     async with aiohttp.ClientSession() as http:
         client = RawClient(everything_proxy.url, http, capabilities=dict(NO_ROOTS_CAPS))
         info = (await client.request("server/discover")).result
-        await asyncio.sleep(1.0)
+    pool = everything_proxy.app[POOLS]["default"]
+    await eventually(lambda: (pool.size, pool.in_use) == (1, 0), "one idle child in the pool", WAIT)
     yield info["_meta"]["io.modelcontextprotocol/serverInfo"]["name"]
 
 
@@ -303,6 +305,11 @@ async def test_everything_prompt_and_resource(everything: RawClient) -> None:
 # -- a child killed mid-call; the pool's cap ------------------------------------------------------------
 
 
+def logged(logs: list[MutableMapping[str, Any]], event: str, **fields: object) -> bool:
+    """Is there an `event` line with these `fields` among the captured `logs`?"""
+    return any(e["event"] == event and all(e.get(k) == v for k, v in fields.items()) for e in logs)
+
+
 async def only_child(tag: str) -> int:
     """The pid of the one stdio child started with `tag`, once it is there."""
 
@@ -322,8 +329,13 @@ async def test_child_killed_while_parked(http: aiohttp.ClientSession) -> None:
         first = await client.call("ask_name")
         assert first.result["resultType"] == "input_required"
         victim = await only_child("parked")
-        os.kill(victim, signal.SIGKILL)
-        await asyncio.sleep(0.3)
+        with capture_logs() as logs:
+            os.kill(victim, signal.SIGKILL)
+            await eventually(
+                lambda: logged(logs, "upstream.child_lost", pid=victim),
+                "the proxy to see its child die",
+                WAIT,
+            )
 
         failed = await client.retry(first, {"elicit-1": accept_name()}, "ask_name")
         assert failed.status == 200
@@ -348,8 +360,13 @@ async def test_child_killed_while_running(http: aiohttp.ClientSession) -> None:
         assert await proxy.app[ERAS].era("default") == "legacy"
         slow = asyncio.ensure_future(client.call("slow_echo", {"text": "never", "delay_s": 60}))
         victim = await only_child("running")
-        await eventually(lambda: proxy.live == 1, "the call in the proxy's registry", WAIT)
-        await asyncio.sleep(0.3)  # the call is on the child's stdin by now
+        with capture_logs() as logs:
+            await eventually(lambda: proxy.live == 1, "the call in the proxy's registry", WAIT)
+            await eventually(  # the tool is running in the child (it says so on stderr: fixture's `_began`)
+                lambda: logged(logs, "upstream.stderr", pid=victim, line="slow_echo: sleeping"),
+                "the child to begin slow_echo",
+                WAIT,
+            )
         os.kill(victim, signal.SIGKILL)
         async with asyncio.timeout(WAIT):
             failed = await slow

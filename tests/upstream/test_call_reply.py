@@ -185,7 +185,9 @@ async def test_a_result_just_before_the_end_of_its_stream_comes_once_the_stream_
         item = await next_item(inbox)  # held until the stream's end (finished in a task: keepalive.py)
         assert isinstance(item, jsonrpc.Result) and item.id == rid and text(item) == "slowend"
         upstream.end_call()
-        await asyncio.sleep(0.05)
+        # The stream's end is read (in a task, keepalive.py) and its connection back in the pool: the next
+        # call reuses it.
+        await eventually(lambda: not upstream._tasks, "the stream's end read and its connection released", 10)
     assert len(set(script.peers)) == 1  # the connection went back to the pool each time
 
 

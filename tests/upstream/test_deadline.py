@@ -33,7 +33,7 @@ async def test_a_block_that_outlives_its_deadline_raises_timeout_error(quick: No
 async def test_a_block_that_ends_in_time_leaves_nothing_held_and_the_timer_stops(quick: None) -> None:
     async with deadline(30):
         assert _held() == 1
-        await asyncio.sleep(0.03)  # a few ticks pass: nothing expires
+        await asyncio.sleep(0.03)  # a negative check: a few ticks pass, nothing expires
     assert _held() == 0
     # No deadline held: no tick either.
     await eventually(lambda: board_module._board()._timer is None, "the board's timer to stop")

@@ -237,7 +237,9 @@ async def test_stream_end_kills_the_session_and_is_never_reconnected(fake: Runni
         assert not session.alive
         with pytest.raises(UpstreamError, match="cannot be resumed"):
             await session.send(jsonrpc.Notification("notifications/cancelled", {"requestId": rid}))
-        await asyncio.sleep(0.5)  # time enough for the library's reconnect, had it not been disabled
+        await asyncio.sleep(
+            0.5
+        )  # a negative check: time enough for the library's reconnect, had it not been disabled
     finally:
         await session.close()
     assert len(fake.server.gets) == 1  # one GET ever

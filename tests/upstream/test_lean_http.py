@@ -20,6 +20,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 from e2e.tls_certs import issue, make_ca
+from waiting import eventually
 
 from proxy.config import TlsConfig
 from proxy.upstream.base import NotDelivered, UpstreamError
@@ -247,7 +248,7 @@ def answering(*answers: bytes, dribble: bool = False) -> Script:
                 writer.write(part)
                 await writer.drain()
                 if dribble:
-                    await asyncio.sleep(0)
+                    await asyncio.sleep(0)  # the scripted server: each byte a write (and a read) of its own
 
     return script
 
@@ -461,15 +462,18 @@ async def test_a_consumer_cancelled_mid_body_closes_the_connection() -> None:
         try:
             resp = await client.post(server.url, BODY, HEADERS, connect_timeout=5)
 
+            reading = asyncio.Event()  # the first piece of the body came: the consumer is inside it
+
             async def consume() -> None:
                 try:
                     while await resp.content.readany():
-                        pass
+                        reading.set()
                 finally:
                     await leave(resp)
 
             task = asyncio.create_task(consume())
-            await asyncio.sleep(0.05)
+            async with asyncio.timeout(10):
+                await reading.wait()
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await task
@@ -492,7 +496,8 @@ async def test_a_large_answer_pauses_reading_until_drained_and_arrives_whole() -
         client = LeanClient()
         try:
             resp = await client.post(server.url, BODY, HEADERS, connect_timeout=5)
-            await asyncio.sleep(0.1)  # the server writes on; the client stops reading past its bound
+            # The server writes on; the client stops reading once past its bound (its connection paused).
+            await eventually(lambda: resp._paused, "the client to pause reading past its bound", 10)
             assert resp._buffered < 1024 * 1024  # of 4 MiB sent
             async with asyncio.timeout(10):
                 assert len(await resp.read()) == 64 * 65536

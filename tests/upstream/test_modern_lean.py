@@ -127,7 +127,9 @@ async def test_a_long_event_stream_is_streamed_with_flow_control_and_its_connect
     async def on_note(note: jsonrpc.Notification) -> None:
         got.append(note.params["progress"])
         if len(got) == 1:
-            await asyncio.sleep(0.2)  # the server runs ahead: the client stops reading, then reads on
+            await asyncio.sleep(
+                0.2
+            )  # the scenario: a slow consumer; the server runs ahead, the client stops reading, then reads on
 
     async with serving(handler) as (url, ports), lean_client() as lean:
         target = ModernTarget(url, {}, timeout=30)

@@ -291,18 +291,24 @@ async def test_child_exit_mid_call_fails_the_call_with_the_exit_code() -> None:
 
 
 async def test_a_killed_child_fails_the_call_and_every_waiter() -> None:
-    async with opened() as session:
-        inbox: Inbox = Inbox()
-        await session.call("tools/call", {"name": "hang", "arguments": {}}, inbox)
-        waiter = asyncio.ensure_future(session.request("tools/call", {"name": "hang", "arguments": {}}, WAIT))
-        await asyncio.sleep(0.1)
-        assert session.pid is not None
-        os.kill(session.pid, signal.SIGKILL)
-        lost = await next_item(inbox)
-        assert lost == TransportLost("upstream process was killed by SIGKILL")
-        with pytest.raises(UpstreamError, match="killed by SIGKILL"):
-            await asyncio.wait_for(waiter, WAIT)
-        assert session.returncode == -signal.SIGKILL
+    with capture_logs() as logs:
+        async with opened() as session:
+            inbox: Inbox = Inbox()
+            await session.call("tools/call", {"name": "hang", "arguments": {}}, inbox)
+            request = session.request("tools/call", {"name": "hang", "arguments": {}}, WAIT)
+            waiter = asyncio.ensure_future(request)
+
+            def hanging() -> int:  # the child read both requests (it says so on stderr for each)
+                return sum(e["event"] == "upstream.stderr" and e["line"] == "hanging" for e in logs)
+
+            await eventually(lambda: hanging() == 2, "both requests read by the child", WAIT, seen=hanging)
+            assert session.pid is not None
+            os.kill(session.pid, signal.SIGKILL)
+            lost = await next_item(inbox)
+            assert lost == TransportLost("upstream process was killed by SIGKILL")
+            with pytest.raises(UpstreamError, match="killed by SIGKILL"):
+                await asyncio.wait_for(waiter, WAIT)
+            assert session.returncode == -signal.SIGKILL
 
 
 async def test_a_child_that_closes_its_stdout_is_dead_and_stopped() -> None:

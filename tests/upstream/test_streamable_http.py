@@ -103,7 +103,9 @@ async def test_an_ended_get_stream_is_opened_again_with_its_last_event_id_and_cl
         await script.until(lambda: len(script.last_event_ids) >= 2, "the stream opened again")
         assert script.last_event_ids[:2] == [None, "e1"]
         await script.until(lambda: script.open_streams == 1, "the second stream is up")
-        await asyncio.sleep(0.2)  # the second stream stays up: nothing re-opens it meanwhile
+        await asyncio.sleep(
+            0.2
+        )  # a negative check: the second stream stays up, nothing re-opens it meanwhile
         assert len(script.last_event_ids) == 2
         assert not session._tasks  # nothing waits on a stream that is up
         await session.close()

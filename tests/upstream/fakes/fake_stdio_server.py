@@ -13,7 +13,7 @@ Tools (``tools/call`` name → behaviour):
 - ``notify`` → sends a progress notification and a ``tools/list_changed``, then ``{"ok": true}``
 - ``stderr {lines: [...]}`` → writes each line to stderr, then ``{"ok": true}``
 - ``die {code}`` → exits with ``code`` without answering
-- ``hang`` → never answers
+- ``hang`` → writes ``hanging`` to stderr, never answers
 - ``big {size}`` → writes one line of ``size`` bytes (not JSON), then ``{"ok": true}``
 - ``junk`` → writes a line that is not JSON, then ``{"ok": true}``
 - ``split`` → writes its response in two pieces, 50 ms apart
@@ -106,8 +106,9 @@ def tool(rid: Any, name: str, args: dict[str, Any], line: bytes) -> None:
         sys.stderr.write("dying on request\n")
         sys.stderr.flush()
         os._exit(int(args.get("code", 1)))
-    elif name == "hang":
-        pass
+    elif name == "hang":  # says so on stderr (a test waits for that line), then never answers
+        sys.stderr.write("hanging\n")
+        sys.stderr.flush()
     elif name == "big":
         write(b"x" * int(args["size"]) + b"\n")
         result(rid, {"ok": True})

@@ -11,13 +11,13 @@ second and missed this bound.
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 
 import aiohttp
 import pytest
 import pytest_asyncio
+from waiting import eventually
 
 from e2e.harness import running_proxy
 from e2e.test_mirror import ELICIT, RawLegacy, start_mirror_fixture
@@ -31,19 +31,6 @@ pytestmark = [pytest.mark.peers, pytest.mark.asyncio(loop_scope="session")]
 async def kinds_url() -> AsyncIterator[str]:
     async with start_mirror_fixture() as url:
         yield url
-
-
-async def until(found: Callable[[], bool], limit_s: float) -> None:
-    """Poll `found`, bounded by `limit_s` on the loop's clock."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + limit_s
-    for _ in range(int(limit_s / 0.01) + 1):
-        if found():
-            return
-        if loop.time() >= deadline:
-            break
-        await asyncio.sleep(0.01)
-    assert found(), f"not within {limit_s:g}s"
 
 
 async def test_a_client_that_hangs_up_mid_ask_is_let_go_at_once(kinds_url: str) -> None:
@@ -63,7 +50,7 @@ async def test_a_client_that_hangs_up_mid_ask_is_let_go_at_once(kinds_url: str) 
                     break
             assert len(calls) == 1  # waiting for the answer
             resp.close()  # gone, with the inline request unanswered
-        await until(lambda: len(calls) == 0, limit_s=0.5)
+        await eventually(lambda: len(calls) == 0, "the call let go at once", limit_s=0.5, every_s=0.01)
         after = await client.call("calls")
     count = [int(json.loads(m[1][-1]["result"]["content"][0]["text"])) for m in (before, after)]
     # The refused legacy attempt (guard_counted asks natively only) and one native round; nothing retried.

@@ -9,7 +9,6 @@ goes, so only the mirror's own watch can notice it. The upstream is a scripted c
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 from structlog.testing import capture_logs
+from waiting import eventually
 
 from proxy.front.legacy.bridge.streams import BridgeReply
 from proxy.front.legacy.mirror.calls import MirrorCalls, MirrorSettings
@@ -58,19 +58,6 @@ async def serving(calls: MirrorCalls, end: Callable[[str, str], Any]) -> AsyncIt
         await runner.cleanup()
 
 
-async def until(found: Callable[[], bool], limit_s: float) -> None:
-    """Poll `found`, bounded by `limit_s` on the loop's clock."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + limit_s
-    for _ in range(int(limit_s / 0.01) + 1):
-        if found():
-            return
-        if loop.time() >= deadline:
-            break
-        await asyncio.sleep(0.01)
-    assert found(), f"not within {limit_s:g}s"
-
-
 async def hang_up_once_asked(http: aiohttp.ClientSession, url: str) -> None:
     headers = {"Accept": "application/json, text/event-stream"}
     async with http.post(url, json={}, headers=headers) as resp:
@@ -96,8 +83,15 @@ async def test_a_hang_up_is_noticed_by_the_connections_loss_and_a_failing_end_is
     with capture_logs() as logs:
         async with serving(calls, end) as url, aiohttp.ClientSession() as http:
             await hang_up_once_asked(http, url)
-            await until(lambda: len(calls) == 0 and bool(ended), limit_s=0.5)
-            await until(lambda: any(e["event"] == "mirror.end_failed" for e in logs), limit_s=0.5)
+            await eventually(
+                lambda: len(calls) == 0 and bool(ended), "the call ended at once", limit_s=0.5, every_s=0.01
+            )
+            await eventually(
+                lambda: any(e["event"] == "mirror.end_failed" for e in logs),
+                "the failing end logged",
+                limit_s=0.5,
+                every_s=0.01,
+            )
     assert ended == [("st", "the client ended the call")]
     assert [e["event"] for e in logs if e["event"].startswith("mirror.")] == [
         "mirror.client_gone",

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import aiohttp
@@ -102,11 +103,12 @@ async def http() -> AsyncIterator[aiohttp.ClientSession]:
         yield client
 
 
-async def _call_while_the_session_is_forgotten(
-    http: aiohttp.ClientSession, script: Forgetting, answer: str
-) -> list[jsonrpc.Message | TransportLost]:
-    """Start a call, let the GET stream learn the session is gone while the call's POST is held, then have
-    the server answer the POST with `answer`; what reached the call's inbox, in order."""
+@asynccontextmanager
+async def _calling(
+    http: aiohttp.ClientSession, script: Forgetting
+) -> AsyncIterator[tuple[StreamableHttpSession, Inbox]]:
+    """A session on `script`'s server with a call whose POST the server holds: (session, the call's inbox).
+    Whatever the test did not answer is answered with a result at the end; session and server closed."""
     server, url = await _serve(script)
     settings = SessionSettings(url=url, versions=mcp.LEGACY_VERSIONS, capabilities={}, initialize_timeout=10)
     session = StreamableHttpSession(http, settings, no_call)
@@ -116,6 +118,20 @@ async def _call_while_the_session_is_forgotten(
         await session.call("tools/call", {"name": "slow", "arguments": {}}, inbox)
         async with asyncio.timeout(10):
             await script.call_arrived.wait()
+        yield session, inbox
+    finally:
+        if not script.answer.done():
+            script.answer.set_result("result")
+        await session.close()
+        await server.close()
+
+
+async def _call_while_the_session_is_forgotten(
+    http: aiohttp.ClientSession, script: Forgetting, answer: str
+) -> list[jsonrpc.Message | TransportLost]:
+    """Start a call, let the GET stream learn the session is gone while the call's POST is held, then have
+    the server answer the POST with `answer`; what reached the call's inbox, in order."""
+    async with _calling(http, script) as (session, inbox):
         script.forget()
         await eventually(lambda: not session.alive, "the GET stream's 404 ended the session", limit_s=10)
         script.answer.set_result(answer)
@@ -125,11 +141,6 @@ async def _call_while_the_session_is_forgotten(
         while not inbox.empty():
             seen.append(inbox.get_nowait())
         return seen
-    finally:
-        if not script.answer.done():
-            script.answer.set_result("404")
-        await session.close()
-        await server.close()
 
 
 async def test_a_call_refused_by_its_own_post_after_the_get_stream_said_gone_is_not_delivered(
@@ -152,23 +163,10 @@ async def test_a_call_the_server_began_answering_may_have_run_and_fails_at_once(
     http: aiohttp.ClientSession,
 ) -> None:
     script = Forgetting(head_first=True)
-    server, url = await _serve(script)
-    settings = SessionSettings(url=url, versions=mcp.LEGACY_VERSIONS, capabilities={}, initialize_timeout=10)
-    session = StreamableHttpSession(http, settings, no_call)
-    try:
-        await session.open()
-        inbox: Inbox = Inbox()
-        await session.call("tools/call", {"name": "slow", "arguments": {}}, inbox)
-        async with asyncio.timeout(10):
-            await script.call_arrived.wait()
-        await asyncio.sleep(0)  # (the head is on the wire before the event is set)
+    async with _calling(http, script) as (session, inbox):
         await eventually(lambda: session._call_heard, "the proxy read the call's 200 head", limit_s=10)
         script.forget()
         async with asyncio.timeout(10):
             lost = await inbox.get()
         assert isinstance(lost, TransportLost) and lost.delivered, lost
         assert "no longer knows the session" in lost.reason
-    finally:
-        script.answer.set_result("result")
-        await session.close()
-        await server.close()

@@ -126,7 +126,7 @@ class RequestLine:
     def render(self) -> dict[str, Any]:
         """The JSON log line: every attribute that was set (a None dropped, but a null `id`/`key_id` kept), in
         the order it was set, the outcome as its text."""
-        line = self.__dict__.copy()  # (in C: a comprehension over the ~15 set attributes cost ~3 % of a call)
+        line = self.__dict__.copy()  # in C (a comprehension over ~15 attributes: ~1.5 % of a call)
         detail = line.pop("detail", None)
         if None in line.values():  # a line that set some attribute back to None: rare
             line = {k: v for k, v in line.items() if v is not None or k in _NULLABLE}

@@ -116,7 +116,7 @@ class RequestLine:
         outcome = self.outcome
         if outcome is None:
             return None
-        return str(outcome) if self.detail is None else f"{outcome}:{self.detail}"
+        return str(outcome) if self.detail is None else f"{outcome}:{self.detail}"  # (str(): in C)
 
     @property
     def json_id(self) -> RequestId | None:
@@ -127,12 +127,11 @@ class RequestLine:
         """The JSON log line: every attribute that was set (a None dropped, but a null `id`/`key_id` kept), in
         the order it was set, the outcome as its text."""
         line = self.__dict__.copy()  # in C (a comprehension over ~15 attributes: ~1.5 % of a call)
-        detail = line.pop("detail", None)
+        line.pop("detail", None)
         if None in line.values():  # a line that set some attribute back to None: rare
             line = {k: v for k, v in line.items() if v is not None or k in _NULLABLE}
-        outcome = self.outcome
-        if outcome is not None:  # in its place, a plain str, as the log always had it (str(): in C)
-            line["outcome"] = str(outcome) if detail is None else f"{outcome}:{detail}"
+        if self.outcome is not None:
+            line["outcome"] = self.outcome_text  # in its place: a plain str, as the log always had it
         return line
 
 

@@ -127,7 +127,7 @@ class StreamablePosts(SessionCore):
         del body
         if rid == self._router.receiver_id:  # its own task (SessionCore._start_call), which sends no more
             forget_propagated()
-            if 200 <= resp.status < 300:
+            if resp.status == 200:  # as `CallReply._head` judges it (call_reply.py)
                 self._call_heard = True
         await self._read_reply(resp, rid, initialize=initialize)
 
